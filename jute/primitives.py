@@ -36,6 +36,7 @@ Invariants
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -495,7 +496,7 @@ def record(module: str) -> Callable[[type[R]], type[R]]:
 
     def wrap(cls: type[R]) -> type[R]:
         jute_fields: list[tuple[str, JuteType]] = []
-        for name in cls.__dict__.get("__annotations__", {}):
+        for name in inspect.get_annotations(cls):
             spec = cls.__dict__.get(name)
             if not isinstance(spec, _FieldSpec):
                 raise TypeError(f"{cls.__name__}.{name}: use field(JUTE_TYPE)")
