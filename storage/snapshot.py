@@ -1,0 +1,462 @@
+"""The snapshot format of Apache ZooKeeper 3.8 (``FileSnap``) and the tree digest, pure.
+
+Grammar
+-------
+Big-endian Jute encoding (see :mod:`trizk.jute.primitives`), of the *uncompressed* stream::
+
+    Snapshot    := FileHeader Sessions AclCache Nodes Seal Digest?
+    FileHeader  := magic:int = 0x5A4B534E ("ZKSN")  version:int = 2  dbid:long = -1
+    Sessions    := count:int  (id:long timeout:int)*count        (SerializeUtils.serializeSnapshot)
+    AclCache    := count:int  (ref:long acls:vector<ACL>)*count  (ReferenceCountedACLCache)
+                   ref -1 is OPEN_ACL_UNSAFE and is never stored; nodes refer to refs
+    Nodes       := (path:ustring Node)*  "/":ustring              (DataTree.serializeNode)
+                   pre-order walk from the root, whose path is "" (not "/"); a parent always
+                   precedes its children; "/" ends the list
+    Node        := data:buffer  acl:long  StatPersisted          (DataNode.serialize)
+    Seal        := checksum:long  "/":ustring                    (SnapStream.sealStream)
+                   checksum = Adler32 of every byte before it in the stream
+    Digest      := zxid:long version:int digest:long  Seal       (DataTree.ZxidDigest, 3.6+)
+                   (version < 2: digest is a hex ustring); only written with
+                   zookeeper.digest.enabled; zxid 0 means "no digest"; a reader finding EOF
+                   after the first Seal treats the snapshot as digest-less. The second Seal's
+                   checksum covers everything before it, first Seal included.
+
+Compression (``zookeeper.snapshot.compression.method``) wraps the whole stream and shows in the
+file name: ``snapshot.<hex zxid>`` plain, ``.gz`` gzip, ``.snappy`` snappy-java framing
+(magic ``\\x82SNAPPY\\x00``, two ints, then blocks of ``length:int`` + raw snappy). We read all
+three (snappy by a small pure-Python decompressor below) and write plain or gzip.
+
+A snapshot is *fuzzy*: ZooKeeper serialises the live tree while txns keep applying, so the
+content can include txns after the zxid in its name; replaying the log from that zxid is
+correct because every txn is idempotent. The digest section records (zxid, tree digest) of
+the last txn applied when serialisation finished, for the replay to check.
+
+Tree digest (DigestCalculator, version 2)
+-----------------------------------------
+``node_digest = CRC32(path UTF-8 bytes ++ data ++ czxid mzxid pzxid ctime mtime (longs)
+version cversion aversion (ints) ephemeralOwner (long))``, with path "/" hashed as "" and
+0 for paths under ``/zookeeper/`` (``/zookeeper`` itself counts). The tree digest is the
+sum of the node digests as a Java long (AdHash), so it updates incrementally: subtract the
+old node digest, add the new one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from trizk.jute.primitives import JuteDecodeError
+from trizk.jute.records import ACL, FileHeader, Id, StatPersisted
+
+#: ``ZKSN`` as a big-endian int (FileSnap.SNAP_MAGIC).
+SNAP_MAGIC = 0x5A4B534E
+SNAP_VERSION = 2
+#: FileSnap.dbId.
+SNAP_DBID = -1
+SNAP_PREFIX = "snapshot"
+DIGEST_VERSION = 2
+#: ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: nodes with OPEN_ACL_UNSAFE use ref -1.
+OPEN_UNSAFE_ACL_REF = -1
+ZOOKEEPER_SUBTREE = "/zookeeper/"
+
+GZIP_MAGIC = b"\x1f\x8b"
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+#: Seal terminator: ustring "/".
+_SLASH = b"\x00\x00\x00\x01/"
+
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_QI = struct.Struct(">qi")
+_QIQ = struct.Struct(">qiq")
+_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+
+
+class SnapshotFormatError(ValueError):
+    """Bytes that are not a complete, intact ZooKeeper snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapNode:
+    """One serialized node. ``path`` is as on disk: the root is ``""``."""
+
+    path: str
+    data: bytes | None
+    acl: int
+    stat: StatPersisted
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDigest:
+    """DataTree.ZxidDigest: the tree digest after txn ``zxid``."""
+
+    zxid: int
+    digest: int
+    version: int = DIGEST_VERSION
+
+
+@dataclass(slots=True)
+class SnapshotContent:
+    """What a snapshot holds, in file order (dicts keep insertion order).
+
+    Serialising parsed content gives back the same bytes (for uncompressed snapshots).
+    """
+
+    sessions: dict[int, int] = field(default_factory=dict)  # session id -> timeout ms
+    acls: dict[int, tuple[ACL, ...]] = field(default_factory=dict)  # ref -> ACL list
+    nodes: list[SnapNode] = field(default_factory=list)
+    digest: SnapshotDigest | None = None
+    dbid: int = SNAP_DBID
+
+    def tree_digest(self) -> int:
+        return tree_digest((n.path, n.data, n.stat) for n in self.nodes)
+
+
+# --------------------------------------------------------------------------- digest
+
+
+def node_digest(path: str, data: bytes | None, stat: StatPersisted) -> int:
+    """DigestCalculator.calculateDigest (version 2); an unsigned 32-bit value."""
+    if path.startswith(ZOOKEEPER_SUBTREE):
+        return 0
+    if path == "/":
+        path = ""
+    crc = zlib.crc32(path.encode("utf-8"))
+    if data is not None:
+        crc = zlib.crc32(data, crc)
+    tail = _DIGEST_STAT.pack(
+        stat.czxid,
+        stat.mzxid,
+        stat.pzxid,
+        stat.ctime,
+        stat.mtime,
+        stat.version,
+        stat.cversion,
+        stat.aversion,
+        stat.ephemeralOwner,
+    )
+    return zlib.crc32(tail, crc)
+
+
+def to_java_long(v: int) -> int:
+    v &= 0xFFFFFFFFFFFFFFFF
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def tree_digest(nodes: Iterable[tuple[str, bytes | None, StatPersisted]]) -> int:
+    """AdHash over all nodes (root as "" or "/", counted once): a Java long."""
+    return to_java_long(sum(node_digest(p, d, s) for p, d, s in nodes))
+
+
+# --------------------------------------------------------------------------- compression
+
+
+def compression_of(data: bytes | memoryview) -> str:
+    """'' (plain), 'gz' or 'snappy', judged by the magic bytes."""
+    head = bytes(data[:8])
+    if head.startswith(GZIP_MAGIC):
+        return "gz"
+    if head == SNAPPY_MAGIC:
+        return "snappy"
+    return ""
+
+
+def decompress(data: bytes) -> bytes:
+    """Undo gzip or snappy-java framing if present; plain bytes come back unchanged."""
+    kind = compression_of(data)
+    if kind == "gz":
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise SnapshotFormatError(f"bad gzip stream: {e}") from None
+    if kind == "snappy":
+        return snappy_java_decompress(data)
+    return data
+
+
+def snappy_java_decompress(data: bytes) -> bytes:
+    """snappy-java's SnappyOutputStream framing: magic, version, compat, (len:int block)*.
+
+    Concatenated streams (a header again in place of a block) are accepted, as
+    SnappyInputStream does.
+    """
+    out = bytearray()
+    p = 0
+    n = len(data)
+    while p < n:
+        if data[p : p + 8] == SNAPPY_MAGIC:
+            if p + 16 > n:
+                raise SnapshotFormatError("snappy stream header torn")
+            p += 16
+            continue
+        if p + 4 > n:
+            raise SnapshotFormatError("snappy block length torn")
+        (ln,) = _I.unpack_from(data, p)
+        p += 4
+        if ln < 0 or p + ln > n:
+            raise SnapshotFormatError(f"snappy block of {ln} bytes runs past end")
+        out += snappy_raw_decompress(data[p : p + ln])
+        p += ln
+    return bytes(out)
+
+
+def snappy_raw_decompress(block: bytes) -> bytes:
+    """Decode one raw snappy block (format_description.txt of google/snappy)."""
+    n = len(block)
+    p = 0
+    ulen = 0
+    shift = 0
+    while True:
+        if p >= n or shift > 32:
+            raise SnapshotFormatError("snappy: bad length varint")
+        c = block[p]
+        p += 1
+        ulen |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            break
+    out = bytearray()
+    try:
+        while p < n:
+            tag = block[p]
+            p += 1
+            kind = tag & 3
+            if kind == 0:  # literal
+                ln = tag >> 2
+                if ln >= 60:
+                    nb = ln - 59
+                    ln = int.from_bytes(block[p : p + nb], "little")
+                    p += nb
+                ln += 1
+                if p + ln > n:
+                    raise SnapshotFormatError("snappy: literal past end")
+                out += block[p : p + ln]
+                p += ln
+                continue
+            if kind == 1:
+                ln = 4 + ((tag >> 2) & 7)
+                off = ((tag >> 5) << 8) | block[p]
+                p += 1
+            elif kind == 2:
+                ln = 1 + (tag >> 2)
+                off = int.from_bytes(block[p : p + 2], "little")
+                p += 2
+            else:
+                ln = 1 + (tag >> 2)
+                off = int.from_bytes(block[p : p + 4], "little")
+                p += 4
+            if off == 0 or off > len(out):
+                raise SnapshotFormatError("snappy: bad copy offset")
+            start = len(out) - off
+            if off >= ln:
+                out += out[start : start + ln]
+            else:  # overlapping copy repeats the last `off` bytes
+                for i in range(ln):
+                    out.append(out[start + i])
+    except IndexError:
+        raise SnapshotFormatError("snappy: block torn") from None
+    if len(out) != ulen:
+        raise SnapshotFormatError(f"snappy: {len(out)} bytes decoded, header says {ulen}")
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------- parse
+
+
+class _Reader:
+    __slots__ = ("b", "p")
+
+    def __init__(self, b: bytes) -> None:
+        self.b = b
+        self.p = 0
+
+    def need(self, k: int, what: str) -> None:
+        if self.p + k > len(self.b):
+            raise SnapshotFormatError(f"snapshot truncated in {what} at offset {self.p}")
+
+    def int(self, what: str) -> int:
+        self.need(4, what)
+        (v,) = _I.unpack_from(self.b, self.p)
+        self.p += 4
+        return int(v)
+
+    def long(self, what: str) -> int:
+        self.need(8, what)
+        (v,) = _Q.unpack_from(self.b, self.p)
+        self.p += 8
+        return int(v)
+
+    def ustring(self, what: str) -> str | None:
+        n = self.int(what)
+        if n == -1:
+            return None
+        if n < 0:
+            raise SnapshotFormatError(f"bad {what} length {n} at offset {self.p - 4}")
+        self.need(n, what)
+        s = self.b[self.p : self.p + n].decode("utf-8", "replace")
+        self.p += n
+        return s
+
+    def buffer(self, what: str) -> bytes | None:
+        n = self.int(what)
+        if n == -1:
+            return None
+        if n < 0:
+            raise SnapshotFormatError(f"bad {what} length {n} at offset {self.p - 4}")
+        self.need(n, what)
+        v = self.b[self.p : self.p + n]
+        self.p += n
+        return v
+
+    def record(self, cls: type, what: str) -> object:
+        try:
+            rec, self.p = cls.decode_from(self.b, self.p)
+        except JuteDecodeError as e:
+            raise SnapshotFormatError(f"bad {what} at offset {self.p}: {e}") from None
+        return rec
+
+    def seal(self, what: str) -> None:
+        expect = zlib.adler32(memoryview(self.b)[: self.p])
+        val = self.long(what)
+        self.ustring(what)  # "/" (SnapStream.checkSealIntegrity reads and ignores it)
+        if val != expect:
+            raise SnapshotFormatError(f"{what}: checksum {val:#x} != Adler32 {expect:#x}")
+
+
+def parse(
+    data: bytes,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> SnapshotContent:
+    """Parse and verify a snapshot (plain, gzip or snappy). Raises :class:`SnapshotFormatError`.
+
+    ``progress(done, total)`` is called now and then with byte offsets in the uncompressed
+    stream.
+    """
+    raw = decompress(bytes(data))
+    r = _Reader(raw)
+    total = len(raw)
+    r.need(16, "file header")
+    hdr = r.record(FileHeader, "file header")
+    assert isinstance(hdr, FileHeader)
+    if hdr.magic != SNAP_MAGIC:
+        raise SnapshotFormatError(f"mismatching magic headers {hdr.magic:#x} != {SNAP_MAGIC:#x}")
+    content = SnapshotContent(dbid=hdr.dbid)
+    count = r.int("session count")
+    if count < 0:
+        raise SnapshotFormatError(f"bad session count {count}")
+    for _ in range(count):
+        r.need(12, "sessions")
+        sid, to = _QI.unpack_from(raw, r.p)
+        r.p += 12
+        content.sessions[sid] = to
+    count = r.int("acl cache count")
+    if count < 0:
+        raise SnapshotFormatError(f"bad acl cache count {count}")
+    for _ in range(count):
+        ref = r.long("acl ref")
+        k = r.int("acl list")
+        if k < 0:
+            raise SnapshotFormatError("Incorrect format: missing acls")
+        acls = []
+        for _ in range(k):
+            acl = r.record(ACL, "acl")
+            assert isinstance(acl, ACL)
+            acls.append(acl)
+        content.acls[ref] = tuple(acls)
+    nodes = content.nodes
+    step = max(total // 100, 1 << 16)
+    next_report = step
+    while True:
+        path = r.ustring("node path")
+        if path is None:
+            raise SnapshotFormatError(f"null node path at offset {r.p - 4}")
+        if path == "/":
+            break
+        d = r.buffer("node data")
+        acl_ref = r.long("node acl")
+        stat = r.record(StatPersisted, "node stat")
+        assert isinstance(stat, StatPersisted)
+        nodes.append(SnapNode(path, d, acl_ref, stat))
+        if progress is not None and r.p >= next_report:
+            progress(r.p, total)
+            next_report = r.p + step
+    r.seal("seal")
+    if r.p < total:
+        zxid = r.long("digest zxid")
+        version = r.int("digest version")
+        if version < 2:
+            s = r.ustring("digest")
+            digest = int(s, 16) if s else 0
+        else:
+            digest = r.long("digest")
+        r.seal("digest seal")
+        content.digest = SnapshotDigest(zxid, digest, version)
+    if r.p != total:
+        raise SnapshotFormatError(f"{total - r.p} trailing bytes after the snapshot")
+    if progress is not None:
+        progress(total, total)
+    return content
+
+
+def plausible_tail(data: bytes) -> bool:
+    """SnapStream.isValidCheckedStream for plain snapshots: >= 10 bytes ending in ustring "/"."""
+    return len(data) >= 10 and data[-5:] == _SLASH
+
+
+# --------------------------------------------------------------------------- serialize
+
+
+def serialize(content: SnapshotContent, *, compression: str = "") -> bytes:
+    """The snapshot bytes for ``content``; ``compression`` '' or 'gz'.
+
+    Nodes must be in an order where every parent precedes its children (ZooKeeper's
+    deserialiser looks each parent up); the root's path is "".
+    """
+    out: list[bytes] = [FileHeader(SNAP_MAGIC, SNAP_VERSION, content.dbid).encode()]
+    out.append(_I.pack(len(content.sessions)))
+    out.extend(_QI.pack(sid, to) for sid, to in content.sessions.items())
+    out.append(_I.pack(len(content.acls)))
+    for ref, acls in content.acls.items():
+        out.append(_Q.pack(ref))
+        out.append(_I.pack(len(acls)))
+        out.extend(a.encode() for a in acls)
+    for n in content.nodes:
+        p = n.path.encode("utf-8")
+        out.append(_I.pack(len(p)))
+        out.append(p)
+        if n.data is None:
+            out.append(_I.pack(-1))
+        else:
+            out.append(_I.pack(len(n.data)))
+            out.append(n.data)
+        out.append(_Q.pack(n.acl))
+        out.append(n.stat.encode())
+    out.append(_SLASH)
+    body = b"".join(out)
+    body += _Q.pack(zlib.adler32(body)) + _SLASH
+    if content.digest is not None:
+        d = content.digest
+        if d.version < 2:
+            s = f"{d.digest & 0xFFFFFFFFFFFFFFFF:x}".encode()
+            body += _Q.pack(d.zxid) + _I.pack(d.version) + _I.pack(len(s)) + s
+        else:
+            body += _QIQ.pack(d.zxid, d.version, to_java_long(d.digest))
+        body += _Q.pack(zlib.adler32(body)) + _SLASH
+    if compression == "gz":
+        return gzip.compress(body, mtime=0)
+    if compression:
+        raise ValueError(f"cannot write {compression!r} snapshots (plain or 'gz' only)")
+    return body
+
+
+def snapshot_name(zxid: int, compression: str = "") -> str:
+    """``snapshot.<hex zxid>`` plus ``.gz``/``.snappy`` (Util.makeSnapshotName)."""
+    name = f"{SNAP_PREFIX}.{zxid & 0xFFFFFFFFFFFFFFFF:x}"
+    return f"{name}.{compression}" if compression else name
+
+
+def make_acl(perms: int, scheme: str, ident: str) -> ACL:
+    return ACL(perms, Id(scheme, ident))
