@@ -472,3 +472,26 @@ def padded_size(position: int, file_size: int, prealloc: int) -> int:
         else:
             file_size += prealloc
     return file_size
+
+
+def valid_entry_follows(data: bytes | bytearray | memoryview, offset: int) -> bool:
+    """Whether a checksum-valid entry sits right after the (bad) record at ``offset``.
+
+    Used to tell a corrupt *tail* (nothing good after it: truncate) from a corrupt record in
+    the middle of a file (truncating would drop the good entries after it). Only possible
+    when the bad record's length field is intact enough to skip it.
+    """
+    b = memoryview(data)
+    if offset < FILE_HEADER_SIZE or offset + _ENTRY_HEAD.size > len(b):
+        return False
+    _, length = _ENTRY_HEAD.unpack_from(b, offset)
+    if length <= 0:
+        return False
+    nxt = offset + _ENTRY_HEAD.size + length + 1
+    if nxt + _ENTRY_HEAD.size > len(b):
+        return False
+    crc, ln = _ENTRY_HEAD.unpack_from(b, nxt)
+    end = nxt + _ENTRY_HEAD.size + ln
+    if ln < _TXN_HEADER_SIZE or end + 1 > len(b) or b[end] != EOR:
+        return False
+    return bool(zlib.adler32(b[nxt + _ENTRY_HEAD.size : end]) == crc)

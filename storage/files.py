@@ -1,0 +1,456 @@
+"""The only storage module that touches files: log writer, snapshot files, recovery.
+
+Layout (as ZooKeeper's FileTxnSnapLog): snapshots in ``<dataDir>/version-2/``, logs in
+``<dataLogDir>/version-2/`` (dataLogDir defaults to dataDir). Formats: :mod:`.txnlog`,
+:mod:`.snapshot`.
+
+Writing the log (group commit)
+------------------------------
+:class:`TxnLogWriter` separates *append* from *sync*. ``append(entries)`` only encodes and
+queues (cheap, thread-safe, never blocks on the disk); ``sync()`` writes everything queued so
+far and makes it durable with one ``fdatasync`` per file touched (FileTxnLog.commit uses
+``FileChannel.force(false)``), then returns the last zxid now durable. The server's committer
+runs ``sync`` in a worker thread; txns that arrive meanwhile queue up and ride the next
+``sync``: one fsync covers every txn that arrived during the previous one. Replies for a txn
+must wait until a ``sync`` that returned a zxid >= its own. ``force_sync=False``
+(``forceSync=no``) skips the fdatasync, not the write.
+
+Files grow by ``prealloc_size`` zero bytes whenever the write position comes within 4 KiB of
+the allocated size (FilePadding), so most fdatasyncs need no metadata update. ``roll()`` makes
+the next appended txn start a new file ``log.<its zxid>`` (call it right before taking a
+snapshot, as ZooKeeper does). A new file's directory entry is fsynced once, on creation.
+
+Snapshots
+---------
+:func:`write_snapshot` writes ``snapshot.<hex zxid>`` atomically: temp file in the same
+directory, fsync, rename, fsync of the directory. A crash leaves the old set of snapshots or
+the new one, never a partial file under a snapshot name.
+
+Recovery (:func:`recover`)
+--------------------------
+1. Newest snapshot that parses and whose seals verify; a corrupt one is logged and skipped for
+   the previous one. Snapshot files present but none valid: :class:`UnrecoverableDataDir`.
+   No snapshot but log entries: error too (ZooKeeper's "No snapshot found, but there are log
+   entries"), unless ``trust_empty`` (zookeeper.snapshot.trust.empty).
+2. Logs from the one that starts at or before the snapshot zxid on, scanned in order; every
+   txn with zxid > snapshot zxid is returned for replay (the snapshot may be fuzzy: replay is
+   idempotent).
+3. A file that stops uncleanly (torn, checksum, 0x42, length) is cut at its last good entry
+   with a log line -- if it is the last file, or if the next file continues exactly where the
+   good part ends. Otherwise committed txns would be lost: :class:`UnrecoverableDataDir`.
+   So is a checksum-valid entry we cannot decode, and a zxid gap (within an epoch the
+   counter must step by one; a new epoch may start anywhere).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import snapshot as snap
+from . import txnlog
+from .snapshot import SnapshotContent, SnapshotFormatError
+from .txnlog import LogScanner, StopReason, TxnEntry
+
+log = logging.getLogger("trizk.storage")
+
+VERSION_DIR = "version-2"
+
+
+class UnrecoverableDataDir(RuntimeError):
+    """The data directory cannot be loaded without losing committed txns."""
+
+
+def version_dir(base: str | os.PathLike[str]) -> Path:
+    """``<base>/version-2`` (FileTxnSnapLog.version + VERSION)."""
+    return Path(base) / VERSION_DIR
+
+
+# ------------------------------------------------------------------------------ listing
+
+
+def list_logs(log_dir: Path) -> list[tuple[int, Path]]:
+    """``log.*`` files as (first zxid, path), ascending; names that do not parse are ignored."""
+    return _list(log_dir, txnlog.LOG_PREFIX)
+
+
+def list_snapshots(snap_dir: Path) -> list[tuple[int, Path]]:
+    """``snapshot.*`` files (any compression suffix) as (zxid, path), ascending."""
+    return _list(snap_dir, snap.SNAP_PREFIX)
+
+
+def _list(d: Path, prefix: str) -> list[tuple[int, Path]]:
+    if not d.is_dir():
+        return []
+    out = []
+    for p in d.iterdir():
+        if not p.name.startswith(prefix + ".") or not p.is_file():
+            continue
+        z = txnlog.zxid_from_name(p.name, prefix)
+        if z != -1:
+            out.append((z, p))
+    out.sort(key=lambda t: (t[0], t[1].name))
+    return out
+
+
+def logs_from(logs: list[tuple[int, Path]], zxid: int) -> list[tuple[int, Path]]:
+    """FileTxnLog.getLogFiles: the last log starting at or before ``zxid``, and all later ones."""
+    start = 0
+    for i, (z, _) in enumerate(logs):
+        if z <= zxid:
+            start = i
+        else:
+            break
+    return logs[start:]
+
+
+# ------------------------------------------------------------------------------ small file ops
+
+
+def read_bytes(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _datasync(fd: int) -> None:
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # pragma: no cover - macOS
+        os.fsync(fd)
+
+
+def truncate_file(path: Path, length: int, *, sync: bool = True) -> None:
+    """Cut ``path`` to ``length`` bytes (the tail after the last good entry) and fsync it."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, length)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_snapshot(
+    snap_dir: Path,
+    zxid: int,
+    data: bytes,
+    *,
+    compression: str = "",
+    sync: bool = True,
+) -> Path:
+    """Atomically create ``snapshot.<hex zxid>[.gz]`` holding ``data`` (already serialised)."""
+    snap_dir.mkdir(parents=True, exist_ok=True)
+    final = snap_dir / snap.snapshot_name(zxid, compression)
+    tmp = snap_dir / f".{final.name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    if sync:
+        fsync_dir(snap_dir)
+    return final
+
+
+# ------------------------------------------------------------------------------ log writer
+
+
+class _Roll:
+    pass
+
+
+_ROLL = _Roll()
+
+
+class TxnLogWriter:
+    """Append-only writer of ``log.<zxid>`` files with group commit (see module docstring)."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        *,
+        prealloc_size: int = txnlog.DEFAULT_PREALLOC_SIZE,
+        force_sync: bool = True,
+        dbid: int = 0,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.prealloc_size = prealloc_size
+        self.force_sync = force_sync
+        self.dbid = dbid
+        self._lock = threading.Lock()  # guards the queue
+        self._sync_lock = threading.Lock()  # one sync at a time
+        self._queue: list[tuple[int, bytes] | _Roll] = []
+        self._last_appended: int | None = None
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._pos = 0
+        self._size = 0
+        self.last_synced_zxid: int | None = None
+        self.syncs = 0  # fsync batches, for tests and metrics
+
+    @property
+    def current_path(self) -> Path | None:
+        return self._path
+
+    def append(self, entries: Iterable[TxnEntry]) -> None:
+        """Queue entries (in zxid order) for the next :meth:`sync`."""
+        items = [(e.header.zxid, txnlog.encode_entry(e)) for e in entries]
+        with self._lock:
+            for z, _ in items:
+                if self._last_appended is not None and z <= self._last_appended:
+                    # FileTxnLog.append only warns; we keep the order we are given.
+                    log.warning("zxid %#x appended after %#x", z, self._last_appended)
+                self._last_appended = z
+            self._queue.extend(items)
+
+    def roll(self) -> None:
+        """The next appended txn starts a new log file (FileTxnLog.rollLog)."""
+        with self._lock:
+            self._queue.append(_ROLL)
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(1 for i in self._queue if not isinstance(i, _Roll))
+
+    def sync(self) -> int | None:
+        """Write what is queued, fdatasync once per touched file; return the last zxid synced.
+
+        Returns None when nothing had been queued since the previous sync. Blocking: call it
+        from a worker thread.
+        """
+        with self._sync_lock:
+            with self._lock:
+                batch, self._queue = self._queue, []
+            if not batch:
+                return None
+            touched: list[int] = []
+            finished: list[int] = []
+            last: int | None = None
+            for item in batch:
+                if isinstance(item, _Roll):
+                    if self._fd is not None:
+                        finished.append(self._fd)
+                        self._fd = None
+                        self._path = None
+                    continue
+                zxid, data = item
+                if self._fd is None:
+                    self._open(zxid)
+                    assert self._fd is not None
+                if self._fd not in touched:
+                    touched.append(self._fd)
+                self._pad()
+                self._write(data)
+                last = zxid
+            # Files rolled away in this batch were written to in it (or earlier, already
+            # synced): sync every fd we wrote, then close the finished ones.
+            if self.force_sync:
+                for fd in touched:
+                    _datasync(fd)
+            for fd in finished:
+                if fd not in touched and self.force_sync:
+                    _datasync(fd)
+                os.close(fd)
+            if last is not None:
+                self.last_synced_zxid = last
+            self.syncs += 1
+            return last
+
+    def _open(self, zxid: int) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        path = self.log_dir / txnlog.log_name(zxid)
+        log.info("Creating new log file: %s", path.name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._fd, self._path, self._pos, self._size = fd, path, 0, 0
+        self._write(txnlog.encode_file_header(self.dbid))
+        self._size = self._pos
+        if self.force_sync:
+            fsync_dir(self.log_dir)
+
+    def _pad(self) -> None:
+        assert self._fd is not None
+        new = txnlog.padded_size(self._pos, self._size, self.prealloc_size)
+        if new != self._size:
+            os.ftruncate(self._fd, new)  # zero-fills: FilePadding writes one byte at new-1
+            self._size = new
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            k = os.pwrite(self._fd, view, self._pos)
+            self._pos += k
+            view = view[k:]
+
+    def close(self) -> None:
+        """Sync what is queued and close the current file."""
+        self.sync()
+        with self._sync_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+                self._path = None
+
+
+# ------------------------------------------------------------------------------ recovery
+
+
+@dataclass
+class Recovered:
+    """What :func:`recover` found. Apply ``txns`` to the tree built from ``snapshot``."""
+
+    snapshot: SnapshotContent | None
+    snapshot_zxid: int  # -1: no snapshot (fresh data dir)
+    snapshot_path: Path | None
+    txns: list[TxnEntry]
+    last_zxid: int  # highest zxid known: last txn, else snapshot zxid
+    dbid: int = 0
+    truncated: list[tuple[Path, int, str]] = field(default_factory=list)
+    skipped_snapshots: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def _epoch(z: int) -> int:
+    return z >> 32
+
+
+def _continues(prev: int, nxt: int) -> bool:
+    """nxt may follow prev in a log: next counter, or a later epoch."""
+    return nxt == prev + 1 or _epoch(nxt) > _epoch(prev)
+
+
+def load_snapshot(
+    snap_dir: Path,
+) -> tuple[SnapshotContent | None, int, Path | None, list[tuple[Path, str]]]:
+    """Newest verified snapshot: (content, zxid, path, skipped[(path, why)])."""
+    skipped: list[tuple[Path, str]] = []
+    snaps = list_snapshots(snap_dir)
+    for zxid, path in reversed(snaps):
+        try:
+            content = snap.parse(read_bytes(path))
+        except (SnapshotFormatError, OSError) as e:
+            log.warning("problem reading snap file %s: %s; trying the previous one", path, e)
+            skipped.append((path, str(e)))
+            continue
+        log.info("Reading snapshot %s", path)
+        return content, zxid, path, skipped
+    if snaps:
+        raise UnrecoverableDataDir(
+            f"Not able to find valid snapshots in {snap_dir}: "
+            + "; ".join(f"{p.name}: {why}" for p, why in skipped)
+        )
+    return None, -1, None, skipped
+
+
+def recover(
+    snap_dir: Path,
+    log_dir: Path | None = None,
+    *,
+    trust_empty: bool = False,
+    truncate: bool = True,
+) -> Recovered:
+    """Load a data dir (``version-2`` directories); see the module docstring for the rules.
+
+    Nothing on disk changes unless the whole directory is recoverable; then torn tails are
+    cut (``truncate=False``: only reported).
+    """
+    log_dir = snap_dir if log_dir is None else log_dir
+    content, snap_zxid, snap_path, skipped = load_snapshot(snap_dir)
+    files = logs_from(list_logs(log_dir), snap_zxid) if content is not None else list_logs(log_dir)
+    txns: list[TxnEntry] = []
+    cuts: list[tuple[Path, int, str]] = []
+    dbid = 0
+    expect: int | None = snap_zxid if content is not None else None
+    for i, (_, path) in enumerate(files):
+        data = read_bytes(path)
+        scanner = LogScanner(data)
+        try:
+            entries = list(scanner)
+        except txnlog.LogFormatError as e:
+            raise UnrecoverableDataDir(f"{path}: {e}") from None
+        stop = scanner.stop
+        assert stop is not None
+        if scanner.file_header is not None and i == 0:
+            dbid = scanner.file_header.dbid
+        for se in entries:
+            z = se.entry.zxid
+            if content is not None and z <= snap_zxid:
+                continue  # already in the snapshot (FileTxnIterator fast-forwards past it)
+            if expect is not None:
+                if z <= expect:
+                    # FileTxnSnapLog.fastForwardFromEdits logs this and applies the txn anyway.
+                    log.error("%#x (highest zxid) >= %#x (next log) in %s", expect, z, path.name)
+                elif not _continues(expect, z):
+                    raise UnrecoverableDataDir(
+                        f"zxid gap in {path.name}: {z:#x} follows {expect:#x}; "
+                        "committed txns are missing from the log"
+                    )
+            txns.append(se.entry)
+            expect = z if expect is None else max(expect, z)
+        if stop.reason is StopReason.PAYLOAD:
+            raise UnrecoverableDataDir(
+                f"{path.name} offset {stop.good_end}: undecodable txn with a valid checksum "
+                f"({stop.detail})"
+            )
+        if not stop.reason.clean:
+            if txnlog.valid_entry_follows(data, stop.good_end):
+                raise UnrecoverableDataDir(
+                    f"{path.name} is corrupt at offset {stop.good_end} ({stop.detail}) but valid "
+                    "txns follow: truncating would lose committed txns"
+                )
+            # Later files, if any, must carry on where the good part ends: the gap check on
+            # their first txn enforces it.
+            cuts.append((path, stop.good_end, stop.detail))
+    if content is None and txns and not trust_empty:
+        raise UnrecoverableDataDir(
+            "No snapshot found, but there are log entries. Something is broken! "
+            "(trust_empty / zookeeper.snapshot.trust.empty replays the logs from empty)"
+        )
+    if content is not None and content.digest is not None:
+        dz = content.digest.zxid
+        last_txn = txns[-1].zxid if txns else snap_zxid
+        if dz > last_txn:
+            log.warning(
+                "Highest txn zxid %#x is not covering the snapshot digest zxid %#x, "
+                "which might lead to inconsistent state",
+                last_txn,
+                dz,
+            )
+    truncated = [_cut(p, off, why, truncate) for p, off, why in cuts]
+    last = txns[-1].zxid if txns else snap_zxid
+    return Recovered(content, snap_zxid, snap_path, txns, last, dbid, truncated, skipped)
+
+
+def _cut(path: Path, offset: int, why: str, really: bool) -> tuple[Path, int, str]:
+    size = path.stat().st_size
+    if offset < txnlog.FILE_HEADER_SIZE:
+        log.warning("log %s has a torn file header (%s); removing it", path, why)
+        if really:
+            path.unlink()
+        return path, 0, why
+    log.warning(
+        "log %s: torn or corrupt tail at offset %d of %d (%s); truncating to the last good txn",
+        path,
+        offset,
+        size,
+        why,
+    )
+    if really:
+        truncate_file(path, offset)
+    return path, offset, why
