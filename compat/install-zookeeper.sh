@@ -1,0 +1,31 @@
+#!/bin/sh
+# Install Apache ZooKeeper 3.8 from Debian (the compat suite's oracle), only if it is missing.
+# Idempotent: a second run with everything present does nothing and touches no package index.
+# Needs root (or sudo) when something is missing. Used by CI before the compat tests.
+set -eu
+
+have() {
+    [ -r /usr/share/java/zookeeper.jar ] \
+        && [ -x /usr/share/zookeeper/bin/zkCli.sh ] \
+        && [ -x /usr/lib/zookeeper/bin/cli_mt ] \
+        && command -v java >/dev/null 2>&1
+}
+
+if have; then
+    echo "zookeeper: already installed"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    SUDO="sudo"
+fi
+
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper zookeeper-bin default-jre-headless
+
+if ! have; then
+    echo "zookeeper: installation did not provide zookeeper.jar, zkCli.sh, cli_mt and java" >&2
+    exit 1
+fi
+echo "zookeeper: installed"

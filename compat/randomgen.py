@@ -1,0 +1,163 @@
+"""Seeded random scenarios from a grammar, and shrinking of a difference to a shortest sequence.
+
+Grammar (weights in :data:`WEIGHTS`)::
+
+    scenario := sessions {A, B, C} ; step*
+    step     := session op
+    session  := A | B | C
+    op       := create(path, data, acl, mode) | create2(...) | delete(path, version)
+              | exists(path, watch) | getData(path, watch) | setData(path, data, version)
+              | getChildren(path, watch) | getChildren2(path, watch) | sync(path)
+              | check(path, version) | getACL(path) | setACL(path, acl, version)
+              | multi(mop{1..4}) | auth(digest) | reconnect-fresh
+    mop      := create | delete | setData | check          (with the same argument grammar)
+    path     := a small pool of valid paths (so ops collide: NODEEXISTS, NOTEMPTY, watches)
+              | invalid paths ("", "a", "/a/", "//a", "/a/./b", "/a/../b", "/\u0000")
+              | "/", "/zookeeper", "/zookeeper/quota"
+    version  := -1 | 0 | 1 | 2 | 5
+    data     := "" | null | "x" | "hello" | 300 bytes
+    acl      := open | read | creator | empty
+    mode     := PERSISTENT | EPHEMERAL | PERSISTENT_SEQUENTIAL | EPHEMERAL_SEQUENTIAL | 7 (bad)
+
+``reconnect-fresh`` is ``closeSession`` followed by a new session under the same label, so every
+label stays usable and any subsequence of a sequence is still a valid scenario (no step depends on
+a value returned by an earlier one). Generation is a pure function of the seed.
+
+Shrinking (:func:`shrink`) is ddmin-style: remove chunks of halving size while the difference
+persists, then single steps, until no single step can be removed (1-minimal). The predicate runs
+the candidate on fresh servers, so every reported sequence reproduces from scratch.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from .scenario import Step
+
+VALID_PATHS = ["/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f"]
+INVALID_PATHS = ["", "a", "/a/", "//a", "/a/./b", "/a/../b", "/\u0000"]
+SPECIAL_PATHS = ["/", "/zookeeper", "/zookeeper/quota"]
+VERSIONS = [-1, -1, 0, 0, 1, 2, 5]
+DATA: list[Any] = ["", None, "x", "hello", {"repeat": ["z", 300]}]
+ACLS = ["open", "open", "open", "read", "creator", "empty"]
+MODES: list[Any] = [
+    "PERSISTENT",
+    "PERSISTENT",
+    "EPHEMERAL",
+    "PERSISTENT_SEQUENTIAL",
+    "EPHEMERAL_SEQUENTIAL",
+    7,
+]
+SESSIONS = ["A", "B", "C"]
+
+WEIGHTS: dict[str, int] = {
+    "create": 10,
+    "create2": 4,
+    "delete": 6,
+    "exists": 6,
+    "getData": 5,
+    "setData": 6,
+    "getChildren": 4,
+    "getChildren2": 3,
+    "sync": 1,
+    "check": 2,
+    "getACL": 1,
+    "setACL": 1,
+    "multi": 4,
+    "auth": 1,
+    "reconnect": 1,
+}
+
+
+def _path(r: random.Random) -> str:
+    x = r.random()
+    if x < 0.85:
+        return r.choice(VALID_PATHS)
+    if x < 0.95:
+        return r.choice(INVALID_PATHS)
+    return r.choice(SPECIAL_PATHS)
+
+
+def _op(r: random.Random, op: str) -> list[Any]:
+    if op in ("create", "create2"):
+        return [
+            op,
+            {
+                "path": _path(r),
+                "data": r.choice(DATA),
+                "acl": r.choice(ACLS),
+                "mode": r.choice(MODES),
+            },
+        ]
+    if op in ("delete", "check"):
+        return [op, {"path": _path(r), "version": r.choice(VERSIONS)}]
+    if op in ("exists", "getData", "getChildren", "getChildren2"):
+        return [op, {"path": _path(r), "watch": r.random() < 0.5}]
+    if op == "setData":
+        return [op, {"path": _path(r), "data": r.choice(DATA), "version": r.choice(VERSIONS)}]
+    if op in ("sync", "getACL"):
+        return [op, {"path": _path(r)}]
+    if op == "setACL":
+        return [op, {"path": _path(r), "acl": r.choice(ACLS), "version": r.choice(VERSIONS)}]
+    raise ValueError(op)
+
+
+def generate(seed: int, length: int) -> dict[str, Any]:
+    """A random scenario: a pure function of (seed, length)."""
+    r = random.Random(seed)
+    ops = list(WEIGHTS)
+    weights = [WEIGHTS[o] for o in ops]
+    steps: list[Step] = []
+    while len(steps) < length:
+        s = r.choice(SESSIONS)
+        op = r.choices(ops, weights)[0]
+        if op == "multi":
+            sub = [
+                _op(r, r.choice(["create", "delete", "setData", "check"]))
+                for _ in range(r.randint(1, 4))
+            ]
+            steps.append([s, "multi", {"ops": sub}])
+        elif op == "auth":
+            user = r.choice(["alice:pw", "bob:pw"])
+            steps.append([s, "auth", {"scheme": "digest", "auth": user}])
+        elif op == "reconnect":
+            steps.append([s, "closeSession", {}])
+            steps.append([s, "connect", {}])
+        else:
+            steps.append([s, *_op(r, op)])
+    return {
+        "name": f"random-seed{seed}-len{length}",
+        "sessions": {s: {} for s in SESSIONS},
+        "steps": steps,
+    }
+
+
+def shrink(
+    steps: list[Step],
+    still_differs: Callable[[list[Step]], bool],
+    *,
+    budget: int = 200,
+) -> list[Step]:
+    """A 1-minimal subsequence of ``steps`` for which ``still_differs`` holds (bounded tries)."""
+    cur = list(steps)
+    tries = 0
+    n = 2
+    while len(cur) >= 2 and tries < budget:
+        chunk = max(1, len(cur) // n)
+        reduced = False
+        i = 0
+        while i < len(cur) and tries < budget:
+            cand = cur[:i] + cur[i + chunk :]
+            tries += 1
+            if cand and still_differs(cand):
+                cur = cand
+                reduced = True
+            else:
+                i += chunk
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(len(cur), n * 2)
+    return cur

@@ -1,0 +1,339 @@
+"""A raw ZooKeeper protocol client for the compatibility suite (blocking sockets).
+
+Theory
+------
+The suite compares what two servers put on the wire, so this client hides nothing: it sends
+exactly the request record it is given (with the xid it is given, or the next one), reads whole
+frames in arrival order and hands back every reply header, error code and record unaltered.
+It never pings on its own, never reconnects, never retries, and never turns an error code into
+an exception. Bad inputs are sent with :meth:`RawClient.send_raw`.
+
+Invariants
+----------
+* Every blocking call is bounded: socket reads use a deadline and raise :class:`WireTimeout`.
+* :meth:`RawClient.read_packet` returns packets in the order the server wrote them; a reply is
+  decoded with the response type of the opcode its xid was sent with (the client keeps
+  ``xid -> opcode``, as ``ClientCnxn`` keeps its pending queue). Bytes that do not decode are
+  kept as ``raw`` (hex) next to the decoded part, never dropped.
+* Multi requests and replies use ZooKeeper's framing: ``MultiHeader{type, done=false, err=-1}``
+  before each op, ``MultiHeader{-1, true, -1}`` at the end (``MultiOperationRecord``); replies
+  are ``MultiHeader`` + op result until ``done`` (``MultiResponse``).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from trizk.jute import records as R
+from trizk.jute.codes import OpCode, Xid
+from trizk.jute.framing import FrameDecoder, frame
+from trizk.jute.primitives import JuteDecodeError, Record
+
+#: Large enough for any reply we provoke (ZooKeeper's jute.maxbuffer is 0xfffff; allow slack).
+MAX_FRAME = 16 * 1024 * 1024
+_INT = struct.Struct(">i")
+
+
+class WireTimeout(Exception):
+    """No complete frame arrived before the deadline."""
+
+
+class ConnectionClosed(Exception):
+    """The server closed the connection."""
+
+
+#: Response record per opcode, for a reply with err == 0 (FinalRequestProcessor).
+RESPONSE_TYPES: dict[int, type[Record] | None] = {
+    OpCode.CREATE: R.CreateResponse,
+    OpCode.CREATE2: R.Create2Response,
+    OpCode.CREATECONTAINER: R.Create2Response,
+    OpCode.CREATETTL: R.Create2Response,
+    OpCode.DELETE: None,
+    OpCode.EXISTS: R.ExistsResponse,
+    OpCode.GETDATA: R.GetDataResponse,
+    OpCode.SETDATA: R.SetDataResponse,
+    OpCode.GETACL: R.GetACLResponse,
+    OpCode.SETACL: R.SetACLResponse,
+    OpCode.GETCHILDREN: R.GetChildrenResponse,
+    OpCode.GETCHILDREN2: R.GetChildren2Response,
+    OpCode.SYNC: R.SyncResponse,
+    OpCode.PING: None,
+    OpCode.CHECK: None,
+    OpCode.CLOSESESSION: None,
+    OpCode.AUTH: None,
+    OpCode.SETWATCHES: None,
+    OpCode.SETWATCHES2: None,
+    OpCode.REMOVEWATCHES: None,
+    OpCode.CHECKWATCHES: None,
+    OpCode.ADDWATCH: None,
+    OpCode.GETALLCHILDRENNUMBER: R.GetAllChildrenNumberResponse,
+    OpCode.GETEPHEMERALS: R.GetEphemeralsResponse,
+    OpCode.WHOAMI: R.WhoAmIResponse,
+}
+
+#: Result record of each op inside a multi reply (MultiResponse.deserialize).
+MULTI_RESULT_TYPES: dict[int, type[Record] | None] = {
+    OpCode.CREATE: R.CreateResponse,
+    OpCode.CREATE2: R.Create2Response,
+    OpCode.CREATECONTAINER: R.Create2Response,
+    OpCode.CREATETTL: R.Create2Response,
+    OpCode.DELETE: None,
+    OpCode.SETDATA: R.SetDataResponse,
+    OpCode.CHECK: None,
+    OpCode.GETDATA: R.GetDataResponse,
+    OpCode.GETCHILDREN: R.GetChildrenResponse,
+    OpCode.ERROR: R.ErrorResponse,
+}
+
+
+@dataclass
+class Reply:
+    xid: int
+    zxid: int
+    err: int
+    op: int | None
+    body: Any = None  # a Record, a list of multi results, or None
+    raw: bytes = b""  # bytes after the header that did not decode (kept, never dropped)
+
+
+@dataclass
+class Event:
+    zxid: int
+    err: int
+    event: R.WatcherEvent | None
+    raw: bytes = b""
+
+
+@dataclass
+class MultiResult:
+    type: int
+    err: int
+    body: Record | None
+
+
+@dataclass
+class _Pending:
+    op: int
+    sub_ops: list[int] = field(default_factory=list)
+
+
+Packet = Reply | Event
+
+
+def encode_multi(ops: list[tuple[int, Record]]) -> bytes:
+    """MultiOperationRecord: each op framed by a not-done MultiHeader, then the done marker."""
+    out = bytearray()
+    for op, rec in ops:
+        out += R.MultiHeader(type=op, done=False, err=-1).encode()
+        out += rec.encode()
+    out += R.MultiHeader(type=-1, done=True, err=-1).encode()
+    return bytes(out)
+
+
+def decode_multi(b: bytes) -> tuple[list[MultiResult], bytes]:
+    """MultiResponse: results until the done header; returns (results, undecoded tail)."""
+    results: list[MultiResult] = []
+    pos = 0
+    while True:
+        h, pos = R.MultiHeader.decode_from(b, pos)
+        if h.done:
+            return results, b[pos:]
+        cls = MULTI_RESULT_TYPES.get(h.type)
+        body = None
+        if cls is not None:
+            body, pos = cls.decode_from(b, pos)
+        results.append(MultiResult(type=h.type, err=h.err, body=body))
+
+
+class RawClient:
+    """One TCP connection to a ZooKeeper-protocol server; see the module docstring."""
+
+    def __init__(self, host: str, port: int, *, io_timeout: float = 10.0) -> None:
+        self.host = host
+        self.port = port
+        self.io_timeout = io_timeout
+        self.sock = socket.create_connection((host, port), timeout=io_timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._dec = FrameDecoder(MAX_FRAME)
+        self._pending: dict[int, _Pending] = {}
+        self.next_xid = 1
+        self.closed = False
+        self.session_id = 0
+        self.passwd = b"\0" * 16
+        self.timeout_ms = 0
+        self.connect_tail = b""
+
+    # ------------------------------------------------------------------ sending
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def connect(
+        self,
+        *,
+        timeout_ms: int = 30000,
+        session_id: int = 0,
+        passwd: bytes | None = b"\0" * 16,
+        last_zxid: int = 0,
+        read_only: bool | None = False,
+        deadline: float | None = None,
+    ) -> R.ConnectResponse | None:
+        """Send a ConnectRequest (with the readOnly byte unless ``read_only`` is None) and read
+        the ConnectResponse. Returns None if the server closed the connection instead."""
+        req = R.ConnectRequest(
+            protocolVersion=0,
+            lastZxidSeen=last_zxid,
+            timeOut=timeout_ms,
+            sessionId=session_id,
+            passwd=passwd,
+        ).encode()
+        if read_only is not None:
+            req += b"\x01" if read_only else b"\x00"
+        self.send_raw(frame(req))
+        try:
+            payload = self._read_frame(deadline)
+        except ConnectionClosed:
+            return None
+        resp, pos = R.ConnectResponse.decode_from(payload, 0)
+        # ZooKeeper 3.x appends the readOnly boolean after the record.
+        self.connect_tail = payload[pos:]
+        self.session_id = resp.sessionId
+        self.passwd = resp.passwd or b""
+        self.timeout_ms = resp.timeOut
+        return resp
+
+    def send(self, op: int, rec: Record | bytes | None, *, xid: int | None = None) -> int:
+        """Send RequestHeader{xid, op} + record (or raw body bytes); returns the xid used."""
+        if xid is None:
+            xid = self.next_xid
+            self.next_xid += 1
+        else:
+            self.next_xid = max(self.next_xid, xid + 1)
+        if isinstance(rec, Record):
+            body = rec.encode()
+        else:
+            body = rec or b""
+        self._pending[xid] = _Pending(op)
+        self.send_raw(frame(R.RequestHeader(xid=xid, type=op).encode() + body))
+        return xid
+
+    def send_multi(self, ops: list[tuple[int, Record]], *, read: bool = False) -> int:
+        xid = self.next_xid
+        self.next_xid += 1
+        op = OpCode.MULTIREAD if read else OpCode.MULTI
+        self._pending[xid] = _Pending(op, [o for o, _ in ops])
+        self.send_raw(frame(R.RequestHeader(xid=xid, type=op).encode() + encode_multi(ops)))
+        return xid
+
+    def ping(self) -> None:
+        self._pending[Xid.PING] = _Pending(OpCode.PING)
+        self.send_raw(frame(R.RequestHeader(xid=Xid.PING, type=OpCode.PING).encode()))
+
+    def add_auth(self, scheme: str, auth: bytes) -> None:
+        self._pending[Xid.AUTH] = _Pending(OpCode.AUTH)
+        rec = R.AuthPacket(type=0, scheme=scheme, auth=auth)
+        self.send_raw(
+            frame(R.RequestHeader(xid=Xid.AUTH, type=OpCode.AUTH).encode() + rec.encode())
+        )
+
+    # ------------------------------------------------------------------ receiving
+    def _read_frame(self, deadline: float | None) -> bytes:
+        if deadline is None:
+            deadline = time.monotonic() + self.io_timeout
+        while True:
+            f = self._dec.next_frame()
+            if f is not None:
+                return f
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WireTimeout("no frame before the deadline")
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError as e:
+                raise WireTimeout("no frame before the deadline") from e
+            except (ConnectionResetError, BrokenPipeError) as e:
+                self.closed = True
+                raise ConnectionClosed(str(e)) from e
+            if not data:
+                self.closed = True
+                raise ConnectionClosed("EOF")
+            self._dec.feed(data)
+
+    def read_packet(self, deadline: float | None = None) -> Packet:
+        """The next reply or watch event, decoded as far as it decodes."""
+        payload = self._read_frame(deadline)
+        hdr, pos = R.ReplyHeader.decode_from(payload, 0)
+        rest = payload[pos:]
+        if hdr.xid == Xid.NOTIFICATION:
+            try:
+                ev, p = R.WatcherEvent.decode_from(rest, 0)
+                return Event(hdr.zxid, hdr.err, ev, rest[p:])
+            except JuteDecodeError:
+                return Event(hdr.zxid, hdr.err, None, rest)
+        pend = self._pending.pop(hdr.xid, None)
+        op = pend.op if pend else None
+        reply = Reply(hdr.xid, hdr.zxid, hdr.err, op, None, rest)
+        if not rest or pend is None:
+            return reply
+        try:
+            if op in (OpCode.MULTI, OpCode.MULTIREAD):
+                reply.body, reply.raw = decode_multi(rest)
+            else:
+                cls = RESPONSE_TYPES.get(op)  # type: ignore[arg-type]
+                if cls is not None:
+                    reply.body, p = cls.decode_from(rest, 0)
+                    reply.raw = rest[p:]
+        except (JuteDecodeError, struct.error, IndexError):
+            reply.body, reply.raw = None, rest
+        return reply
+
+    def read_until_reply(
+        self, xid: int, deadline: float | None = None
+    ) -> tuple[list[Packet], Reply]:
+        """Read packets until the reply to ``xid``; returns (everything before it, the reply)."""
+        before: list[Packet] = []
+        while True:
+            p = self.read_packet(deadline)
+            if isinstance(p, Reply) and p.xid == xid:
+                return before, p
+            before.append(p)
+
+    def close_session(self, deadline: float | None = None) -> Reply | None:
+        """closeSession and wait for its reply (None if the connection dropped first)."""
+        try:
+            xid = self.send(OpCode.CLOSESESSION, None)
+            _, r = self.read_until_reply(xid, deadline)
+            return r
+        except (ConnectionClosed, WireTimeout, OSError):
+            return None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def handshake_ok(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True if a session can be established (and is then closed cleanly)."""
+    try:
+        c = RawClient(host, port, io_timeout=timeout)
+    except OSError:
+        return False
+    try:
+        resp = c.connect(timeout_ms=30000)
+        if resp is None or resp.sessionId == 0:
+            c.close()
+            return False
+        c.close_session()
+        return True
+    except (OSError, WireTimeout, ConnectionClosed, JuteDecodeError):
+        c.close()
+        return False

@@ -1,0 +1,138 @@
+"""``python -m trizk.compat.run``: the compatibility suite, in full, from one command.
+
+Runs every scenario of ``compat/scenarios/`` on trizk and on real Apache ZooKeeper (fresh
+servers each time), normalises both transcripts (:mod:`trizk.compat.normalise`), and prints
+``N scenarios, M differences`` followed by each difference (the op, and both answers).
+
+Options::
+
+    --oracle-vs-oracle    ZooKeeper against a second ZooKeeper (must report 0 differences:
+                          the proof that the normaliser is fair)
+    --ci                  only the fast subset marked "ci" in the scenario files
+    -k NAME               only scenarios whose name contains NAME (repeatable)
+    --random N --seed S   also N random scenarios from the grammar (seeds S, S+1, ...),
+                          each difference shrunk to a shortest reproducing sequence
+    --length L            steps per random scenario (default 60)
+    --sort-children       compare child lists as sets (default: as sent, HashSet order)
+    --cli                 also run the zkCli.sh / cli_mt scripted sessions
+
+Exit status: 0 when there are no differences, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .compare import Difference, compare_scenario, load_scenarios
+from .randomgen import generate, shrink
+from .scenario import Step, describe_step
+
+
+def _print_diffs(diffs: list[Difference], left: str, right: str, limit: int = 20) -> None:
+    for d in diffs[:limit]:
+        print(d.render(left, right))
+    if len(diffs) > limit:
+        print(f"  ... and {len(diffs) - limit} more differences in this scenario")
+
+
+def run_random(
+    n: int, seed: int, length: int, left: str, right: str, sort_children: bool
+) -> tuple[int, int]:
+    count = 0
+    ndiff = 0
+    for k in range(n):
+        sc = generate(seed + k, length)
+        count += 1
+        diffs, _, _ = compare_scenario(sc, left, right, sort_children=sort_children)
+        if not diffs:
+            print(f"random seed {seed + k}: no difference", flush=True)
+            continue
+        ndiff += len(diffs)
+        print(f"random seed {seed + k}: {len(diffs)} differences; shrinking...", flush=True)
+
+        def differs(steps: list[Step], sc: dict[str, Any] = sc) -> bool:
+            cand = dict(sc, steps=steps)
+            d, _, _ = compare_scenario(cand, left, right, sort_children=sort_children)
+            return bool(d)
+
+        small = shrink(sc["steps"], differs)
+        small_sc = dict(sc, name=sc["name"] + "-shrunk", steps=small)
+        d2, _, _ = compare_scenario(small_sc, left, right, sort_children=sort_children)
+        print(f"shortest reproducing sequence ({len(small)} steps, seed {seed + k}):")
+        for i, st in enumerate(small):
+            print(f"  {i}: {describe_step(st)}")
+        print("  as scenario data: " + json.dumps(small_sc))
+        _print_diffs(d2, left, right)
+    return count, ndiff
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m trizk.compat.run", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--oracle-vs-oracle", action="store_true")
+    ap.add_argument("--ci", action="store_true")
+    ap.add_argument("-k", action="append", default=[])
+    ap.add_argument("--random", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--length", type=int, default=60)
+    ap.add_argument("--no-scenarios", action="store_true", help="only the random mode")
+    ap.add_argument("--sort-children", action="store_true")
+    ap.add_argument("--cli", action="store_true")
+    ap.add_argument("--show", action="store_true", help="print both normalised transcripts")
+    args = ap.parse_args(argv)
+
+    left, right = ("zookeeper", "zookeeper") if args.oracle_vs_oracle else ("trizk", "zookeeper")
+    lname, rname = (
+        ("zookeeper#1", "zookeeper#2") if args.oracle_vs_oracle else ("trizk", "zookeeper")
+    )
+    total = 0
+    ndiff = 0
+    if not args.no_scenarios:
+        for sc in load_scenarios():
+            if args.ci and not sc.get("ci"):
+                continue
+            if args.k and not any(k in sc["name"] for k in args.k):
+                continue
+            total += 1
+            try:
+                diffs, lt, rt = compare_scenario(sc, left, right, sort_children=args.sort_children)
+            except Exception as e:  # a server that does not start is a difference, not a crash
+                print(f"[{sc['name']}] could not run: {type(e).__name__}: {e}")
+                ndiff += 1
+                continue
+            status = "ok" if not diffs else f"{len(diffs)} differences"
+            if args.show:
+                for name, t in ((lname, lt), (rname, rt)):
+                    print(f"--- {sc['name']} on {name}")
+                    for label, entries in t.items():
+                        for e in entries:
+                            step = e.get("step", -1)
+                            where = (
+                                describe_step(sc["steps"][step])
+                                if 0 <= step < len(sc["steps"])
+                                else ""
+                            )
+                            print(f"  {label} {json.dumps(e, sort_keys=True)}   # {where}")
+            print(f"{sc['name']}: {status}", flush=True)
+            ndiff += len(diffs)
+            _print_diffs(diffs, lname, rname)
+    if args.random:
+        c, d = run_random(args.random, args.seed, args.length, left, right, args.sort_children)
+        total += c
+        ndiff += d
+    if args.cli:
+        from .cli import run_cli_suite
+
+        c, d = run_cli_suite(left, right, lname, rname)
+        total += c
+        ndiff += d
+    print(f"{total} scenarios, {ndiff} differences")
+    return 0 if ndiff == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""Scenarios as data, and the one executor that runs them against any server.
+
+Theory
+------
+A *scenario* is plain data (JSON in ``compat/scenarios/*.json``)::
+
+    {"name": "...", "doc": "...",
+     "cfg": {"extendedTypesEnabled": "true"},          # extra zoo.cfg keys (optional)
+     "sessions": {"A": {}, "B": {"timeout": 400}},     # connected at the start, in this order
+     "steps": [["A", "create", {"path": "/a", "data": "x", "mode": "EPHEMERAL"}],
+               ["B", "exists", {"path": "/a", "watch": true}], ...],
+     "ci": true,                                       # part of the fast CI subset
+     "trizk_xfail": "reason"}                          # trizk does not pass it yet (optional)
+
+Each step names a session, an operation and its arguments (see :data:`OPS` and
+:func:`build_request`). The executor sends the step's request on that session's connection and
+reads that connection until the reply arrives, recording every packet in arrival order. The
+*transcript* is, per session, the list of entries (connect responses, replies, watch events,
+connection closes) in the order they arrived on that session's socket. Order across sessions is
+not recorded: the protocol does not define it.
+
+At the end every still-connected session sends a ping and reads until the ping's reply, so
+every notification the server sent before it is in the transcript (ZooKeeper answers pings in
+request order, after the notifications queued before them).
+
+Entries are JSON-able dicts with named fields (``zxid``, ``czxid``, ``ctime``, ``sessionId``,
+``ephemeralOwner`` ...), exactly as the server sent them; :mod:`trizk.compat.normalise` then
+rewrites the fields that legitimately differ between servers.
+
+Invariants
+----------
+* One executor for every server: scenarios never contain per-server code.
+* Every wait is bounded (``io_timeout`` per read; ``wait_event`` / ``wait_closed`` have their own
+  bound); a missing reply is recorded as a ``timeout`` entry, never waited on forever.
+* Steps are independent of replies (no variables), so any subsequence of a scenario is again a
+  valid scenario: the random mode's shrinker relies on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trizk.jute import records as R
+from trizk.jute.codes import Code, CreateMode, EventType, KeeperState, OpCode, Perms
+from trizk.jute.primitives import Record
+
+from .rawclient import (
+    ConnectionClosed,
+    Event,
+    MultiResult,
+    Packet,
+    RawClient,
+    Reply,
+    WireTimeout,
+)
+
+Step = list[Any]  # [session, op, {args}]
+Entry = dict[str, Any]
+Transcript = dict[str, list[Entry]]
+
+DEFAULT_TIMEOUT_MS = 30000
+WAIT_BOUND = 10.0  # seconds: bound of wait_event / wait_closed (expiry takes < 1 s here)
+
+OPEN_ACL = (R.ACL(int(Perms.ALL), R.Id("world", "anyone")),)
+READ_ACL = (R.ACL(int(Perms.READ), R.Id("world", "anyone")),)
+CREATOR_ACL = (R.ACL(int(Perms.ALL), R.Id("auth", "")),)
+NAMED_ACLS = {"open": OPEN_ACL, "read": READ_ACL, "creator": CREATOR_ACL, "empty": ()}
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def data_arg(v: Any) -> bytes | None:
+    """``"text"`` (UTF-8), ``null``, ``{"hex": "00ff"}``, ``{"repeat": ["x", n]}``."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, dict):
+        if "hex" in v:
+            return bytes.fromhex(v["hex"])
+        if "repeat" in v:
+            s, n = v["repeat"]
+            return (s.encode() * int(n))[: int(n)]
+        if "b64" in v:
+            return base64.b64decode(v["b64"])
+    raise ValueError(f"bad data argument {v!r}")
+
+
+def acl_arg(v: Any) -> tuple[R.ACL, ...] | None:
+    """A name from NAMED_ACLS, ``null``, or ``[[perms, scheme, id], ...]``."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return NAMED_ACLS[v]
+    return tuple(R.ACL(int(p), R.Id(s, i)) for p, s, i in v)
+
+
+def mode_arg(v: Any) -> int:
+    if isinstance(v, int):
+        return v
+    return int(CreateMode[v.upper()])
+
+
+def build_request(op: str, a: Mapping[str, Any]) -> tuple[int, Record | None]:
+    """(opcode, request record) of a step's operation."""
+    path = a.get("path", "/")
+    if op in ("create", "create2", "createContainer", "createTTL"):
+        data = data_arg(a.get("data", ""))
+        acl = acl_arg(a.get("acl", "open"))
+        default_mode = {"createContainer": "CONTAINER", "createTTL": "PERSISTENT_WITH_TTL"}
+        flags = mode_arg(a.get("mode", default_mode.get(op, "PERSISTENT")))
+        if op == "createTTL":
+            return OpCode.CREATETTL, R.CreateTTLRequest(path, data, acl, flags, int(a["ttl"]))
+        code = {
+            "create": OpCode.CREATE,
+            "create2": OpCode.CREATE2,
+            "createContainer": OpCode.CREATECONTAINER,
+        }[op]
+        return code, R.CreateRequest(path, data, acl, flags)
+    if op == "delete":
+        return OpCode.DELETE, R.DeleteRequest(path, int(a.get("version", -1)))
+    if op == "exists":
+        return OpCode.EXISTS, R.ExistsRequest(path, bool(a.get("watch", False)))
+    if op == "getData":
+        return OpCode.GETDATA, R.GetDataRequest(path, bool(a.get("watch", False)))
+    if op == "setData":
+        data = data_arg(a.get("data", ""))
+        return OpCode.SETDATA, R.SetDataRequest(path, data, int(a.get("version", -1)))
+    if op == "getChildren":
+        return OpCode.GETCHILDREN, R.GetChildrenRequest(path, bool(a.get("watch", False)))
+    if op == "getChildren2":
+        return OpCode.GETCHILDREN2, R.GetChildren2Request(path, bool(a.get("watch", False)))
+    if op == "getACL":
+        return OpCode.GETACL, R.GetACLRequest(path)
+    if op == "setACL":
+        acl = acl_arg(a.get("acl", "open"))
+        return OpCode.SETACL, R.SetACLRequest(path, acl, int(a.get("version", -1)))
+    if op == "sync":
+        return OpCode.SYNC, R.SyncRequest(path)
+    if op == "check":
+        return OpCode.CHECK, R.CheckVersionRequest(path, int(a.get("version", -1)))
+    if op == "getAllChildrenNumber":
+        return OpCode.GETALLCHILDRENNUMBER, R.GetAllChildrenNumberRequest(path)
+    if op == "getEphemerals":
+        return OpCode.GETEPHEMERALS, R.GetEphemeralsRequest(a.get("prefix", "/"))
+    if op == "whoAmI":
+        return OpCode.WHOAMI, None
+    if op == "addWatch":
+        return OpCode.ADDWATCH, R.AddWatchRequest(path, int(a.get("mode", 0)))
+    if op == "removeWatches":
+        return OpCode.REMOVEWATCHES, R.RemoveWatchesRequest(path, int(a.get("type", 3)))
+    if op == "checkWatches":
+        return OpCode.CHECKWATCHES, R.CheckWatchesRequest(path, int(a.get("type", 3)))
+    if op == "closeSession":
+        return OpCode.CLOSESESSION, None
+    raise ValueError(f"unknown operation {op!r}")
+
+
+REQUEST_OPS = (
+    "create create2 createContainer createTTL delete exists getData setData getChildren "
+    "getChildren2 getACL setACL sync check getAllChildrenNumber getEphemerals whoAmI addWatch "
+    "removeWatches checkWatches closeSession"
+).split()
+CONTROL_OPS = (
+    "multi multiRead auth ping request raw connect reconnect drop wait_event wait_closed"
+).split()
+#: Every operation a step may name.
+OPS = frozenset(REQUEST_OPS + CONTROL_OPS)
+
+
+# --------------------------------------------------------------------------- records -> entries
+
+
+def _name(enum: Any, v: int) -> str | int:
+    try:
+        return str(enum(v).name)
+    except ValueError:
+        return v
+
+
+def data_value(b: bytes | None) -> Any:
+    """Data as recorded: text when it is printable UTF-8, else hex; None stays None."""
+    if b is None:
+        return None
+    if len(b) > 64:
+        return {"len": len(b), "hex_head": b[:16].hex()}
+    try:
+        s = b.decode()
+        if s.isprintable():
+            return s
+    except UnicodeDecodeError:
+        pass
+    return {"hex": b.hex()}
+
+
+def record_value(rec: Any) -> Any:
+    """A decoded record as a plain dict (field names kept: the normaliser keys on them)."""
+    if isinstance(rec, Record):
+        out: dict[str, Any] = {}
+        for f in rec.__dataclass_fields__:  # type: ignore[attr-defined]
+            out[f] = record_value(getattr(rec, f))
+        return out
+    if isinstance(rec, bytes):
+        return data_value(rec)
+    if isinstance(rec, tuple):
+        return [record_value(x) for x in rec]
+    return rec
+
+
+def packet_entry(p: Packet, step: int) -> Entry:
+    if isinstance(p, Event):
+        e: Entry = {"step": step, "kind": "event", "zxid": p.zxid, "err": p.err}
+        if p.event is not None:
+            e["type"] = _name(EventType, p.event.type)
+            e["state"] = _name(KeeperState, p.event.state)
+            e["path"] = p.event.path
+        if p.raw:
+            e["raw"] = p.raw.hex()
+        return e
+    r: Reply = p
+    e = {
+        "step": step,
+        "kind": "reply",
+        "op": _name(OpCode, r.op) if r.op is not None else None,
+        "xid": r.xid,
+        "zxid": r.zxid,
+        "err": _name(Code, r.err),
+    }
+    if isinstance(r.body, list):
+        e["results"] = [
+            {
+                "type": _name(OpCode, m.type),
+                "err": _name(Code, m.err),
+                **({"body": record_value(m.body)} if m.body is not None else {}),
+            }
+            for m in r.body
+            if isinstance(m, MultiResult)
+        ]
+    elif r.body is not None:
+        e["body"] = record_value(r.body)
+    if r.raw:
+        e["raw"] = r.raw.hex()
+    return e
+
+
+# --------------------------------------------------------------------------- execution
+
+
+@dataclass
+class _Session:
+    label: str
+    client: RawClient | None = None
+    session_id: int = 0
+    passwd: bytes = b"\0" * 16
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    log: list[Entry] = field(default_factory=list)
+
+
+class Executor:
+    """Runs steps against one server (host, port) and records the transcript."""
+
+    def __init__(self, host: str, port: int, *, io_timeout: float = 10.0) -> None:
+        self.host = host
+        self.port = port
+        self.io_timeout = io_timeout
+        self.sessions: dict[str, _Session] = {}
+
+    # -- helpers
+    def _record(self, s: _Session, packets: list[Packet], step: int) -> None:
+        for p in packets:
+            s.log.append(packet_entry(p, step))
+
+    def _lost(self, s: _Session, step: int, why: str) -> None:
+        s.log.append({"step": step, "kind": why})
+        if s.client is not None:
+            s.client.close()
+        s.client = None
+
+    def _connect(self, s: _Session, step: int, a: Mapping[str, Any], reuse: bool) -> None:
+        if s.client is not None:
+            s.client.close()
+        try:
+            c = RawClient(self.host, self.port, io_timeout=self.io_timeout)
+        except OSError as e:
+            s.log.append({"step": step, "kind": "connect_failed", "error": type(e).__name__})
+            s.client = None
+            return
+        timeout = int(a.get("timeout", s.timeout_ms))
+        sid, pw = (s.session_id, s.passwd) if reuse else (0, b"\0" * 16)
+        if "passwd" in a:
+            pw = data_arg(a["passwd"]) or b""
+        if "session_of" in a:
+            other = self.sessions[a["session_of"]]
+            sid, pw = other.session_id, other.passwd
+        try:
+            resp = c.connect(
+                timeout_ms=timeout,
+                session_id=sid,
+                passwd=pw,
+                last_zxid=int(a.get("last_zxid", 0)),
+                read_only=a.get("read_only", False),
+            )
+        except (WireTimeout, OSError) as e:
+            s.log.append({"step": step, "kind": "connect_failed", "error": type(e).__name__})
+            c.close()
+            s.client = None
+            return
+        if resp is None:
+            s.log.append({"step": step, "kind": "closed"})
+            c.close()
+            s.client = None
+            return
+        entry: Entry = {"step": step, "kind": "connect", **record_value(resp)}
+        entry["passwd"] = {"len": len(resp.passwd or b"")}
+        entry["tail"] = c.connect_tail.hex()
+        s.log.append(entry)
+        if resp.sessionId != 0:
+            s.session_id, s.passwd, s.timeout_ms = resp.sessionId, resp.passwd or b"", timeout
+        s.client = c
+
+    def open_sessions(self, spec: Mapping[str, Mapping[str, Any]]) -> None:
+        for label, opts in spec.items():
+            s = self.sessions[label] = _Session(label)
+            s.timeout_ms = int(opts.get("timeout", DEFAULT_TIMEOUT_MS))
+            self._connect(s, -1, opts, reuse=False)
+
+    def _roundtrip(self, s: _Session, step: int, send: Callable[[RawClient], int]) -> None:
+        c = s.client
+        if c is None:
+            s.log.append({"step": step, "kind": "not_connected"})
+            return
+        try:
+            xid = send(c)
+            before, reply = c.read_until_reply(xid, time.monotonic() + self.io_timeout)
+        except WireTimeout:
+            self._lost(s, step, "timeout")
+            return
+        except (ConnectionClosed, OSError):
+            self._lost(s, step, "closed")
+            return
+        self._record(s, before, step)
+        self._record(s, [reply], step)
+
+    def step(self, i: int, st: Step) -> None:
+        label, op = st[0], st[1]
+        a: Mapping[str, Any] = st[2] if len(st) > 2 else {}
+        if op not in OPS:
+            raise ValueError(f"step {i}: unknown operation {op!r}")
+        s = self.sessions.setdefault(label, _Session(label))
+        if op in REQUEST_OPS:
+            code, rec = build_request(op, a)
+            xid = a.get("xid")
+            self._roundtrip(s, i, lambda c: c.send(code, rec, xid=xid))
+            if op == "closeSession" and s.client is not None:
+                s.client.close()
+                s.client = None
+        elif op in ("multi", "multiRead"):
+            ops = [build_request(sub[0], sub[1] if len(sub) > 1 else {}) for sub in a["ops"]]
+            self._roundtrip(
+                s,
+                i,
+                lambda c: c.send_multi(ops, read=op == "multiRead"),  # type: ignore[arg-type]
+            )
+        elif op == "auth":
+            self._roundtrip(
+                s, i, lambda c: (c.add_auth(a["scheme"], data_arg(a["auth"]) or b""), -4)[1]
+            )
+        elif op == "ping":
+            self._roundtrip(s, i, lambda c: (c.ping(), -2)[1])
+        elif op == "request":
+            # An arbitrary opcode with an arbitrary body (unknown opcodes, malformed records).
+            body = bytes.fromhex(a.get("body_hex", ""))
+            opcode = int(a["opcode"])
+
+            xid = a.get("xid")
+            self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid))
+        elif op == "raw":
+            # Bytes as they are; then read until the connection closes (bounded).
+            if s.client is None:
+                s.log.append({"step": i, "kind": "not_connected"})
+                return
+            try:
+                s.client.send_raw(bytes.fromhex(a["hex"]))
+            except OSError:
+                self._lost(s, i, "closed")
+                return
+            if a.get("expect", "close") == "close":
+                self._wait(s, i, until_closed=True)
+        elif op == "connect":
+            self._connect(s, i, a, reuse=False)
+        elif op == "reconnect":
+            self._connect(s, i, a, reuse=True)
+        elif op == "drop":
+            if s.client is not None:
+                s.client.close()
+                s.client = None
+        elif op == "wait_event":
+            self._wait(s, i, until_closed=False)
+        elif op == "wait_closed":
+            self._wait(s, i, until_closed=True)
+
+    def _wait(self, s: _Session, i: int, *, until_closed: bool) -> None:
+        c = s.client
+        if c is None:
+            s.log.append({"step": i, "kind": "not_connected"})
+            return
+        deadline = time.monotonic() + WAIT_BOUND
+        while True:
+            try:
+                p = c.read_packet(deadline)
+            except WireTimeout:
+                s.log.append({"step": i, "kind": "timeout"})
+                return
+            except (ConnectionClosed, OSError):
+                self._lost(s, i, "closed")
+                return
+            self._record(s, [p], i)
+            if isinstance(p, Event) and not until_closed:
+                return
+
+    def finish(self, step: int) -> None:
+        """Drain: ping every connected session and read up to the ping's reply; then close."""
+        for s in self.sessions.values():
+            if s.client is not None:
+                self._roundtrip(s, step, lambda c: (c.ping(), -2)[1])
+        for s in self.sessions.values():
+            if s.client is not None:
+                s.client.close_session(time.monotonic() + self.io_timeout)
+                s.client = None
+
+    def transcript(self) -> Transcript:
+        return {label: s.log for label, s in self.sessions.items()}
+
+
+def run_steps(
+    host: str,
+    port: int,
+    sessions: Mapping[str, Mapping[str, Any]],
+    steps: list[Step],
+    *,
+    io_timeout: float = 10.0,
+) -> Transcript:
+    """Run a scenario's sessions and steps against one server; returns its raw transcript."""
+    ex = Executor(host, port, io_timeout=io_timeout)
+    try:
+        ex.open_sessions(sessions)
+        for i, st in enumerate(steps):
+            ex.step(i, st)
+        ex.finish(len(steps))
+    finally:
+        for s in ex.sessions.values():
+            if s.client is not None:
+                s.client.close()
+    return ex.transcript()
+
+
+def describe_step(st: Step) -> str:
+    args = st[2] if len(st) > 2 else {}
+    inner = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return f"{st[0]}: {st[1]}({inner})"
