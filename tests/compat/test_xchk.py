@@ -1,0 +1,204 @@
+"""The cross-check proxy (trizk.compat.xchk) driven by kazoo through real sockets.
+
+* ZooKeeper against ZooKeeper through the proxy: a realistic mix (creates, sequentials, sets,
+  gets, children, data/child/exist watches fired by another session, an ephemeral removed by
+  its session's close, a committed and a failed multi, error answers) must give 0 divergences,
+  while replies and events were actually compared (so the test cannot pass by comparing nothing).
+* An injected divergence: the candidate is a second ZooKeeper pre-loaded with a node the oracle
+  does not have; the client's create of that node must be reported as an error-code divergence
+  naming the request, and the client must still see the oracle's answer.
+* ZooKeeper against trizk, when trizk's server exists.
+* The order-preserving zxid bijection (the pure core), directly.
+
+Servers are started with the benchmark launcher (loopback, free ports, temp dirs, stopped by
+PID). Waits are bounded (trio.fail_after, threading.Event.wait with a timeout).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+
+import pytest
+import trio
+from trizk.compat.bench_servers import Server, start_server
+from trizk.compat.xchk import Bijection, Checker, Proxy
+
+kazoo_client = pytest.importorskip("kazoo.client")
+kazoo_exc = pytest.importorskip("kazoo.exceptions")
+
+HAVE_ZK = shutil.which("java") is not None and os.path.exists("/usr/share/java/zookeeper.jar")
+HAVE_TRIZK = importlib.util.find_spec("trizk.server.__main__") is not None
+needs_zk = pytest.mark.skipif(not HAVE_ZK, reason="Apache ZooKeeper (java + jars) not installed")
+
+WAIT = 10.0
+
+
+@pytest.fixture
+def zk_pair() -> Iterator[tuple[Server, Server]]:
+    a = start_server("zookeeper", "oracle")
+    try:
+        b = start_server("zookeeper", "candidate")
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _client(port: int) -> object:
+    zk = kazoo_client.KazooClient(hosts=f"127.0.0.1:{port}", timeout=10.0)
+    zk.start(timeout=WAIT)
+    return zk
+
+
+def realistic_mix(port: int) -> dict[str, int]:
+    """A kazoo workload through the proxy; returns what the client observed (for asserts)."""
+    seen: dict[str, int] = {}
+    a = _client(port)
+    b = _client(port)
+    try:
+        a.ensure_path("/app/config")
+        a.create("/app/config/x", b"v1")
+        assert a.get("/app/config/x")[0] == b"v1"
+
+        data_fired, child_fired, gone = threading.Event(), threading.Event(), threading.Event()
+        a.get("/app/config/x", watch=lambda ev: data_fired.set())
+        a.get_children("/app/config", watch=lambda ev: child_fired.set())
+
+        b.set("/app/config/x", b"v2")
+        b.create("/app/config/y", b"")
+        assert data_fired.wait(WAIT) and child_fired.wait(WAIT)
+
+        for _ in range(3):
+            b.create("/app/q/item-", b"job", sequence=True, makepath=True)
+        seen["children"] = len(a.get_children("/app/q"))
+        assert a.exists("/app/nope") is None
+        with pytest.raises(kazoo_exc.NodeExistsError):
+            a.create("/app/config/x", b"again")
+        with pytest.raises(kazoo_exc.BadVersionError):
+            a.set("/app/config/x", b"v3", version=99)
+        with pytest.raises(kazoo_exc.NoNodeError):
+            a.get("/app/missing")
+
+        tx = a.transaction()
+        tx.create("/app/tx", b"t")
+        tx.set_data("/app/config/x", b"v3")
+        tx.check("/app/config/y", 0)
+        assert all(r is not None and not isinstance(r, Exception) for r in tx.commit())
+        bad = a.transaction()
+        bad.create("/app/tx2", b"")
+        bad.delete("/app/absent")
+        results = bad.commit()
+        assert any(isinstance(r, Exception) for r in results)
+
+        # An ephemeral of session b, watched by a, removed when b closes.
+        b.create("/app/lock", b"", ephemeral=True)
+        assert a.exists("/app/lock", watch=lambda ev: gone.set()) is not None
+        b.stop()
+        b.close()
+        assert gone.wait(WAIT)
+        assert a.exists("/app/lock") is None
+
+        a.delete("/app/q", recursive=True)
+        seen["acl"] = len(a.get_acls("/app/config")[0])
+        a.sync("/app")
+    finally:
+        for zk in (a, b):
+            zk.stop()
+            zk.close()
+    return seen
+
+
+async def _run_through_proxy(
+    oracle: Server, candidate: Server, workload: object, **kw: object
+) -> tuple[Checker, object]:
+    chk = Checker()
+    proxy = Proxy(("127.0.0.1", oracle.port), ("127.0.0.1", candidate.port), chk, **kw)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(proxy.serve, "127.0.0.1", 0)
+        with trio.fail_after(60):
+            result = await trio.to_thread.run_sync(workload, port)
+        # Sessions end asynchronously after kazoo closed them; wait (bounded) for the proxy.
+        with trio.fail_after(WAIT):
+            while proxy.active:
+                await trio.sleep(0.02)
+        proxy.all_done.set()
+    return chk, result
+
+
+@needs_zk
+async def test_zookeeper_vs_zookeeper_no_divergence(zk_pair: tuple[Server, Server]) -> None:
+    oracle, candidate = zk_pair
+    chk, seen = await _run_through_proxy(oracle, candidate, realistic_mix)
+    assert seen == {"children": 3, "acl": 1}
+    assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
+    assert chk.compared >= 30  # replies really compared (40 on ZooKeeper 3.8 + kazoo 2.11)
+    assert chk.events_compared >= 3  # data, child and ephemeral-deletion events
+
+
+@needs_zk
+async def test_injected_divergence_is_detected(zk_pair: tuple[Server, Server]) -> None:
+    oracle, candidate = zk_pair
+    pre = kazoo_client.KazooClient(hosts=candidate.address, timeout=10.0)
+    pre.start(timeout=WAIT)
+    pre.create("/only-on-candidate", b"extra")
+    pre.stop()
+    pre.close()
+
+    def workload(port: int) -> bytes:
+        zk = _client(port)
+        try:
+            zk.create("/only-on-candidate", b"from-client")  # oracle: OK, candidate: NodeExists
+            return zk.get("/only-on-candidate")[0]  # the client sees the oracle's data
+        finally:
+            zk.stop()
+            zk.close()
+
+    chk, data = await _run_through_proxy(oracle, candidate, workload)
+    assert data == b"from-client"
+    errs = [d for d in chk.divergences if d.kind == "err"]
+    assert errs, chk.divergences
+    assert errs[0].request is not None
+    assert errs[0].request["op"] == "create" and errs[0].request["path"] == "/only-on-candidate"
+    assert "-110" in errs[0].detail  # NODEEXISTS from the candidate
+    # The candidate's node holds other data: the get is reported as a data divergence too.
+    assert any(d.kind == "reply" and "data" in d.detail for d in chk.divergences)
+
+
+@needs_zk
+@pytest.mark.skipif(not HAVE_TRIZK, reason="trizk.server is not written yet")
+async def test_zookeeper_vs_trizk() -> None:
+    oracle = start_server("zookeeper", "oracle")
+    try:
+        candidate = start_server("trizk", "trizk")
+    except BaseException:
+        oracle.stop()
+        raise
+    try:
+        chk, _ = await _run_through_proxy(oracle, candidate, realistic_mix)
+    finally:
+        oracle.stop()
+        candidate.stop()
+    assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
+    assert chk.compared >= 30
+
+
+def test_zxid_bijection_is_order_preserving() -> None:
+    m = Bijection(ordered=True)
+    assert m.check(0x100, 0x500) is None
+    assert m.check(0x105, 0x509) is None
+    assert m.check(0x100, 0x500) is None  # consistent repeat
+    assert m.check(0x100, 0x501) is not None  # same oracle zxid, other image
+    assert m.check(0x101, 0x509) is not None  # image already taken
+    assert m.check(0x102, 0x4FF) is not None  # would invert the order
+    assert m.check(0x102, 0x505) is None  # fits between its neighbours
+    assert m.check(-1, -1) is None and m.check(-1, 5) is not None  # constants
+    assert m.to_candidate(0x104) == 0x505  # nearest known below
+    assert m.to_candidate(0x50) == 0
