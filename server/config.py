@@ -1,0 +1,595 @@
+"""zoo.cfg parsing: text (or a path) in, a frozen :class:`ServerConfig` out.
+
+Theory of operation
+===================
+Apache ZooKeeper reads ``zoo.cfg`` with ``java.util.Properties.load`` and then walks the
+entries in ``QuorumPeerConfig.parseProperties``: a fixed set of keys fills typed fields, and
+*every other key* ``k=v`` becomes the JVM system property ``zookeeper.k`` (this is how
+``4lw.commands.whitelist``, ``globalOutstandingLimit``, ``extendedTypesEnabled`` or
+``DigestAuthenticationProvider.superDigest`` reach the code that reads them). System
+properties can also be given on the java command line (``-Dzookeeper.k=v``) and those win.
+
+trizk mirrors that in three pure steps:
+
+1. :func:`parse_properties` — the Java Properties line grammar (subset below) turns text into
+   ``(line_no, key, value)`` entries; values are trimmed as ``parseProperties`` trims them.
+2. :func:`config_from_entries` — the entries are sorted out against :data:`KEYS`, the single
+   table that says which ZooKeeper keys trizk knows and whether it honours them. Keys with a
+   typed field are parsed (strict integers, as ``Integer.parseInt``); every key without one
+   becomes a property ``zookeeper.<key>`` in ``ServerConfig.properties`` (full names).
+   Command-line properties (``-D name=value``) are merged over the file's.
+3. Derived values are computed exactly as ZooKeeper does: ``dataLogDir`` defaults to
+   ``dataDir``; session timeouts default to 2x / 20x ``tickTime`` (an explicit ``-1`` also means
+   "default"); ``minSessionTimeout > maxSessionTimeout`` and ``tickTime=0`` are errors.
+
+Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
+missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``
+and exits with code 2 (``ExitCode.INVALID_CONFIG``); ``trizk-server`` does the same.
+
+Java Properties subset (``java.util.Properties.load``)
+------------------------------------------------------
+* Lines end at ``\\n``, ``\\r`` or ``\\r\\n``. A line whose first non-blank character is ``#``
+  or ``!`` is a comment; a blank line is skipped (blank = space, tab, form feed).
+* A line ending in an odd number of backslashes continues on the next line; the next line's
+  leading blanks are dropped. The logical line is reported under its first line number.
+* The key runs to the first unescaped ``=``, ``:`` or blank; blanks around the separator are
+  skipped, and one ``=`` or ``:`` after blanks is part of the separator (``k = v``, ``k: v``,
+  ``k v`` are all ``k`` → ``v``).
+* Escapes ``\\t \\n \\r \\f``, ``\\uXXXX``, and ``\\c`` → ``c`` for any other character.
+* Files are read as UTF-8 (ZooKeeper's stream reader is ISO-8859-1; UTF-8 paths are the
+  common case on Linux, and pure-ASCII files read the same either way).
+
+Deliberate differences (each stricter than ZooKeeper, never looser)
+-------------------------------------------------------------------
+* A line with a key and no separator (``garbage``) is an error. Java reads it as the key with
+  an empty value, which ZooKeeper then either rejects later (``tickTime`` → NumberFormatException
+  on "") or silently turns into a useless system property — it is always a typo.
+* ``clientPort`` must be set (> 0). ZooKeeper starts without any client listener when it is
+  missing, which is useless for trizk (there is no ``secureClientPort``).
+* Integer-valued properties (``jute.maxbuffer``, ``zookeeper.globalOutstandingLimit``) must be
+  integers; ZooKeeper's ``Integer.getInteger`` silently falls back to the default.
+* ``jute.maxbuffer`` written in zoo.cfg is honoured. In ZooKeeper the file key becomes
+  ``zookeeper.jute.maxbuffer``, which the server never reads (only ``-Djute.maxbuffer`` works);
+  trizk reads ``jute.maxbuffer`` first, then ``zookeeper.jute.maxbuffer``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trizk.jute import DEFAULT_MAX_BUFFER
+from trizk.server.fourlw import parse_whitelist
+
+__all__ = [
+    "DEFAULT_CLIENT_PORT",
+    "DEFAULT_GLOBAL_OUTSTANDING_LIMIT",
+    "DEFAULT_MAX_CLIENT_CNXNS",
+    "DEFAULT_TICK_TIME",
+    "KEYS",
+    "ConfigError",
+    "Entry",
+    "ServerConfig",
+    "Support",
+    "config_from_entries",
+    "java_boolean",
+    "load_config",
+    "parse_config",
+    "parse_properties",
+    "parse_property_option",
+]
+
+#: ``ZooKeeperServer.DEFAULT_TICK_TIME`` (used when zoo.cfg has no tickTime).
+DEFAULT_TICK_TIME = 3000
+#: The conventional client port (zoo_sample.cfg); used by the development config.
+DEFAULT_CLIENT_PORT = 2181
+#: ``QuorumPeerConfig.maxClientCnxns`` default; 0 means unlimited.
+DEFAULT_MAX_CLIENT_CNXNS = 60
+#: ``ZooKeeperServer``: ``Integer.getInteger("zookeeper.globalOutstandingLimit", 1000)``.
+DEFAULT_GLOBAL_OUTSTANDING_LIMIT = 1000
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# Integer.parseInt: optional sign, ASCII digits only (no "_", no "0x", no blanks).
+_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
+
+
+class ConfigError(ValueError):
+    """A zoo.cfg (or ``-D``) problem. ``line_no`` is 1-based, ``None`` when no line applies."""
+
+    def __init__(self, line_no: int | None, message: str) -> None:
+        super().__init__(line_no, message)
+        self.line_no = line_no
+        self.message = message
+
+    def __str__(self) -> str:
+        if self.line_no is None:
+            return self.message
+        return f"line {self.line_no}: {self.message}"
+
+
+class Support(enum.Enum):
+    """How trizk treats a known ZooKeeper key."""
+
+    #: Parsed into a typed ``ServerConfig`` field.
+    FIELD = "field"
+    #: Passed on as the property ``zookeeper.<key>`` and read by trizk.
+    PROPERTY = "property"
+    #: A ``QuorumPeerConfig`` field trizk ignores: reported in ``ServerConfig.unsupported``
+    #: (not a property: ZooKeeper consumes it).
+    UNSUPPORTED = "unsupported"
+    #: A key ZooKeeper passes on as ``zookeeper.<key>`` that trizk does not read: reported in
+    #: ``ServerConfig.unsupported`` and kept in ``properties``.
+    UNSUPPORTED_PROPERTY = "unsupported property"
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    support: Support
+    #: For UNSUPPORTED keys: a value (compared case-insensitively) at which ignoring the key
+    #: changes nothing, because it is ZooKeeper's default and what trizk does anyway
+    #: (``admin.enableServer=false``). Such entries are not reported.
+    harmless_value: str | None = None
+
+
+_F, _P, _U, _UP = Support.FIELD, Support.PROPERTY, Support.UNSUPPORTED, Support.UNSUPPORTED_PROPERTY
+
+#: The one table of ZooKeeper keys trizk knows, by zoo.cfg key. Keys ending in ``.`` are
+#: prefixes (``server.`` covers ``server.1``). A key in no row behaves as in ZooKeeper: it
+#: silently becomes the property ``zookeeper.<key>``.
+KEYS: Mapping[str, KeySpec] = {
+    # -- typed fields trizk honours (QuorumPeerConfig.parseProperties) --
+    "tickTime": KeySpec(_F),
+    "clientPort": KeySpec(_F),
+    "clientPortAddress": KeySpec(_F),
+    "dataDir": KeySpec(_F),
+    "dataLogDir": KeySpec(_F),
+    "maxClientCnxns": KeySpec(_F),
+    "minSessionTimeout": KeySpec(_F),
+    "maxSessionTimeout": KeySpec(_F),
+    # -- keys that ZooKeeper turns into zookeeper.* properties, honoured by trizk --
+    "4lw.commands.whitelist": KeySpec(_P),
+    "jute.maxbuffer": KeySpec(_P),
+    "globalOutstandingLimit": KeySpec(_P),
+    "extendedTypesEnabled": KeySpec(_P),
+    "DigestAuthenticationProvider.superDigest": KeySpec(_P),
+    # -- QuorumPeerConfig.parseProperties fields trizk does not implement --
+    "secureClientPort": KeySpec(_U),
+    "secureClientPortAddress": KeySpec(_U),
+    "observerMasterPort": KeySpec(_U),
+    "clientPortListenBacklog": KeySpec(_U, "-1"),
+    "localSessionsEnabled": KeySpec(_U, "false"),
+    "localSessionsUpgradingEnabled": KeySpec(_U, "false"),
+    "initLimit": KeySpec(_U),
+    "syncLimit": KeySpec(_U),
+    "connectToLearnerMasterLimit": KeySpec(_U),
+    "electionAlg": KeySpec(_U, "3"),
+    "quorumListenOnAllIPs": KeySpec(_U, "false"),
+    "peerType": KeySpec(_U, "participant"),
+    "syncEnabled": KeySpec(_U, "true"),
+    "dynamicConfigFile": KeySpec(_U),
+    "autopurge.snapRetainCount": KeySpec(_U),
+    "autopurge.purgeInterval": KeySpec(_U, "0"),
+    "standaloneEnabled": KeySpec(_U, "true"),
+    "reconfigEnabled": KeySpec(_U, "false"),
+    "sslQuorum": KeySpec(_U, "false"),
+    "portUnification": KeySpec(_U, "false"),
+    "sslQuorumReloadCertFiles": KeySpec(_U, "false"),
+    "quorum.auth.enableSasl": KeySpec(_U, "false"),
+    "quorum.auth.serverRequireSasl": KeySpec(_U, "false"),
+    "quorum.auth.learnerRequireSasl": KeySpec(_U, "false"),
+    "quorum.auth.learner.saslLoginContext": KeySpec(_U),
+    "quorum.auth.server.saslLoginContext": KeySpec(_U),
+    "quorum.auth.kerberos.servicePrincipal": KeySpec(_U),
+    "quorum.cnxn.threads.size": KeySpec(_U),
+    "jvm.pause.info-threshold.ms": KeySpec(_U),
+    "jvm.pause.warn-threshold.ms": KeySpec(_U),
+    "jvm.pause.sleep.time.ms": KeySpec(_U),
+    "jvm.pause.monitor": KeySpec(_U, "false"),
+    "metricsProvider.": KeySpec(_U),
+    "multiAddress.enabled": KeySpec(_U, "false"),
+    "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
+    "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
+    "server.": KeySpec(_U),
+    "group.": KeySpec(_U),
+    "weight.": KeySpec(_U),
+    # -- well-known zookeeper.* properties (zookeeperAdmin.html) trizk does not implement --
+    "snapCount": KeySpec(_UP),
+    "snapSizeLimitInKb": KeySpec(_UP),
+    "txnLogSizeLimitInKb": KeySpec(_UP),
+    "preAllocSize": KeySpec(_UP),
+    "commitLogCount": KeySpec(_UP),
+    "forceSync": KeySpec(_UP, "yes"),
+    "fsync.warningthresholdms": KeySpec(_UP),
+    "maxCnxns": KeySpec(_UP, "0"),
+    "serverCnxnFactory": KeySpec(_UP),
+    "admin.enableServer": KeySpec(_UP, "false"),
+    "admin.": KeySpec(_UP),
+    "authProvider.": KeySpec(_UP),
+    "ssl.": KeySpec(_UP),
+    "sessionRequireClientSASLAuth": KeySpec(_UP, "false"),
+    "enforce.auth.enabled": KeySpec(_UP, "false"),
+    "enforce.auth.schemes": KeySpec(_UP),
+    "audit.enable": KeySpec(_UP, "false"),
+    "digest.enabled": KeySpec(_UP),
+    "request.throttler.": KeySpec(_UP),
+    "watchManagerName": KeySpec(_UP),
+    "connection_throttle_": KeySpec(_UP),
+}
+
+
+_IGNORED = (Support.UNSUPPORTED, Support.UNSUPPORTED_PROPERTY)
+
+
+def key_spec(key: str) -> KeySpec | None:
+    """The :data:`KEYS` row for a zoo.cfg key: exact match first, then the longest prefix."""
+    spec = KEYS.get(key)
+    if spec is not None:
+        return spec
+    best: str | None = None
+    for name in KEYS:
+        if name.endswith((".", "_")) and key.startswith(name):
+            if best is None or len(name) > len(best):
+                best = name
+    return KEYS[best] if best is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One logical ``key=value`` line of a Properties file."""
+
+    line_no: int
+    key: str
+    value: str
+    text: str  # the logical line as written (for error messages)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything trizk reads from zoo.cfg and ``-D`` properties. Build with
+    :func:`parse_config`, :func:`load_config`, :meth:`create` or :meth:`development`."""
+
+    data_dir: Path
+    data_log_dir: Path
+    client_port: int = DEFAULT_CLIENT_PORT
+    #: ``None`` = all interfaces (ZooKeeper: ``new InetSocketAddress(clientPort)``).
+    client_port_address: str | None = None
+    tick_time: int = DEFAULT_TICK_TIME
+    #: Per client IP; 0 = unlimited.
+    max_client_cnxns: int = DEFAULT_MAX_CLIENT_CNXNS
+    min_session_timeout: int = 2 * DEFAULT_TICK_TIME
+    max_session_timeout: int = 20 * DEFAULT_TICK_TIME
+    #: Effective 4lw whitelist (``fourlw.parse_whitelist``): always holds ``srvr``.
+    four_letter_words: frozenset[str] = frozenset({"srvr"})
+    jute_max_buffer: int = DEFAULT_MAX_BUFFER
+    global_outstanding_limit: int = DEFAULT_GLOBAL_OUTSTANDING_LIMIT
+    #: System properties by full name (``zookeeper.extendedTypesEnabled``, ``jute.maxbuffer``):
+    #: file keys without a field, then ``-D`` options over them.
+    properties: dict[str, str] = field(default_factory=dict, hash=False)
+    #: Known ZooKeeper keys trizk ignores, as written, in file order (for one warning line).
+    unsupported: tuple[str, ...] = ()
+
+    # -- constructors --------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        data_dir: str | Path,
+        *,
+        properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        **keys: str | int,
+    ) -> ServerConfig:
+        """Build a config from zoo.cfg keys given as keyword arguments (``tickTime=2000``;
+        dotted keys via ``**{"4lw.commands.whitelist": "*"}``), with ZooKeeper's defaults."""
+        raw = [("dataDir", str(data_dir)), *((k, str(v)) for k, v in keys.items())]
+        entries = [Entry(0, k, v, f"{k}={v}") for k, v in raw]
+        return config_from_entries(entries, properties=properties)
+
+    @classmethod
+    def development(
+        cls,
+        data_dir: str | Path,
+        *,
+        properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    ) -> ServerConfig:
+        """A ready development server: 127.0.0.1:2181, tickTime 2000, every 4lw enabled,
+        everything else ZooKeeper's default. The caller creates ``data_dir``."""
+        return cls.create(
+            data_dir,
+            properties=properties,
+            tickTime=2000,
+            clientPort=DEFAULT_CLIENT_PORT,
+            clientPortAddress="127.0.0.1",
+            **{"4lw.commands.whitelist": "*"},
+        )
+
+    def replace(self, **changes: object) -> ServerConfig:
+        """``dataclasses.replace`` (no re-derivation: prefer overrides in :func:`parse_config`)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    # -- property access -----------------------------------------------------------------
+
+    def get_property(self, name: str, default: str | None = None) -> str | None:
+        """A system property by full name (``zookeeper.extendedTypesEnabled``)."""
+        return self.properties.get(name, default)
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        """A boolean property as Java's ``Boolean.parseBoolean`` reads it."""
+        value = self.properties.get(name)
+        return default if value is None else java_boolean(value)
+
+    @property
+    def extended_types_enabled(self) -> bool:
+        """``zookeeper.extendedTypesEnabled`` (TTL nodes)."""
+        return self.flag("zookeeper.extendedTypesEnabled")
+
+    @property
+    def super_digest(self) -> str | None:
+        """``zookeeper.DigestAuthenticationProvider.superDigest`` (``super:<base64 sha1>``)."""
+        return self.properties.get("zookeeper.DigestAuthenticationProvider.superDigest")
+
+
+def java_boolean(value: str) -> bool:
+    """``Boolean.parseBoolean``: true iff ``value`` is "true" ignoring case."""
+    return value.strip().lower() == "true"
+
+
+# -- step 1: the Properties grammar ---------------------------------------------------------
+
+_BLANKS = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _ends_with_continuation(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    """Yield ``(first_line_no, logical_line)``, skipping comments and blank lines."""
+    # Properties' LineReader ends lines at \n, \r or \r\n only (not str.splitlines' set).
+    natural = re.split(r"\r\n|\r|\n", text)
+    i = 0
+    while i < len(natural):
+        line_no = i + 1
+        line = natural[i].lstrip(_BLANKS)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _ends_with_continuation(line):
+            line = line[:-1]
+            if i >= len(natural):
+                break
+            line += natural[i].lstrip(_BLANKS)
+            i += 1
+        yield line_no, line
+
+
+def _unescape(s: str, line_no: int, text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\" or i + 1 >= len(s):
+            out.append(c)
+            i += 1
+            continue
+        nxt = s[i + 1]
+        if nxt == "u":
+            digits = s[i + 2 : i + 6]
+            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                # Properties.load throws IllegalArgumentException("Malformed \\uxxxx encoding.")
+                raise ConfigError(line_no, f"malformed \\uxxxx escape in {text!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+    return "".join(out)
+
+
+def parse_properties(text: str) -> list[Entry]:
+    """Split Properties text into entries (see the module docstring for the grammar).
+
+    Keys and values are unescaped; values are trimmed like ``QuorumPeerConfig`` trims them.
+    """
+    entries: list[Entry] = []
+    for line_no, line in _logical_lines(text):
+        # Find the end of the key: first unescaped '=', ':' or blank.
+        i = 0
+        while i < len(line):
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=:" or c in _BLANKS:
+                break
+            i += 1
+        raw_key, rest = line[:i], line[i:]
+        if not rest:
+            raise ConfigError(line_no, f"expected key=value, got {line!r}")
+        # Separator: blanks, at most one '=' or ':', blanks.
+        rest = rest.lstrip(_BLANKS)
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(_BLANKS)
+        key = _unescape(raw_key, line_no, line).strip()
+        value = _unescape(rest, line_no, line).strip()
+        if not key:
+            raise ConfigError(line_no, f"empty key in {line!r}")
+        entries.append(Entry(line_no, key, value, line))
+    return entries
+
+
+# -- step 2 and 3: entries -> ServerConfig ------------------------------------------------
+
+
+def _parse_int(raw: str, where: int | None, what: str) -> int:
+    if not _JAVA_INT.match(raw):
+        raise ConfigError(where, f"{what}: expected an integer, got {raw!r}")
+    n = int(raw)
+    if not _INT32_MIN <= n <= _INT32_MAX:
+        raise ConfigError(where, f"{what}: {raw} is out of the 32-bit integer range")
+    return n
+
+
+def parse_property_option(option: str) -> tuple[str, str]:
+    """``-D`` argument ``name=value`` (or ``name``, as java's ``-Dname``, meaning "")."""
+    name, sep, value = option.partition("=")
+    name = name.strip()
+    if not name:
+        raise ConfigError(None, f"-D {option!r}: expected name=value")
+    return name, value.strip() if sep else ""
+
+
+def config_from_entries(
+    entries: Iterable[Entry],
+    *,
+    properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+) -> ServerConfig:
+    """Sort entries out against :data:`KEYS`, merge ``properties`` (full names, the ``-D``
+    options) over the file's, and derive ZooKeeper's defaults. Later entries win."""
+    fields: dict[str, Entry] = {}
+    props: dict[str, str] = {}
+    prop_lines: dict[str, int] = {}
+    unsupported: list[str] = []
+    for e in entries:
+        spec = key_spec(e.key)
+        if spec is not None and spec.support is Support.FIELD:
+            fields[e.key] = e
+            continue
+        if spec is None or spec.support is not Support.UNSUPPORTED:
+            # QuorumPeerConfig: System.setProperty("zookeeper." + key, value).
+            props["zookeeper." + e.key] = e.value
+            prop_lines["zookeeper." + e.key] = e.line_no
+        if spec is not None and spec.support in _IGNORED:
+            harmless = spec.harmless_value
+            if harmless is None or e.value.lower() != harmless.lower():
+                if e.key not in unsupported:
+                    unsupported.append(e.key)
+    items = properties.items() if isinstance(properties, Mapping) else properties
+    for name, value in items:
+        props[name] = value
+        prop_lines.pop(name, None)
+        if name.startswith("zookeeper."):
+            spec = key_spec(name[len("zookeeper.") :])
+            if spec is not None and spec.support in _IGNORED:
+                harmless = spec.harmless_value
+                if (harmless is None or value.lower() != harmless.lower()) and (
+                    name not in unsupported
+                ):
+                    unsupported.append(name)
+
+    def line(key: str) -> int | None:
+        e = fields.get(key)
+        return e.line_no if e is not None and e.line_no > 0 else None
+
+    def int_field(key: str, default: int) -> int:
+        e = fields.get(key)
+        if e is None:
+            return default
+        return _parse_int(e.value, line(key), key)
+
+    def int_prop(names: tuple[str, ...], default: int) -> int:
+        for name in names:
+            if name in props:
+                where = prop_lines.get(name)
+                what = name if where is not None else f"-D {name}"
+                return _parse_int(props[name], where, what)
+        return default
+
+    if "dataDir" not in fields:
+        raise ConfigError(None, "dataDir is not set")
+    data_dir = Path(fields["dataDir"].value)
+    data_log_dir = Path(fields["dataLogDir"].value) if "dataLogDir" in fields else data_dir
+
+    client_port = int_field("clientPort", 0)
+    address = fields["clientPortAddress"].value if "clientPortAddress" in fields else None
+    if client_port == 0:
+        if address is not None:
+            # QuorumPeerConfig: "clientPortAddress is set but clientPort is not set".
+            raise ConfigError(
+                line("clientPortAddress"), "clientPortAddress is set but clientPort is not set"
+            )
+        raise ConfigError(line("clientPort"), "clientPort is not set")
+    if not 0 < client_port <= 65535:
+        raise ConfigError(line("clientPort"), f"clientPort {client_port} is not a TCP port")
+
+    tick_time = int_field("tickTime", DEFAULT_TICK_TIME)
+    if tick_time == 0:
+        raise ConfigError(line("tickTime"), "tickTime is not set")
+    # -1 (the field's initial value in ZooKeeper) also means "derive from tickTime".
+    min_timeout = int_field("minSessionTimeout", -1)
+    max_timeout = int_field("maxSessionTimeout", -1)
+    min_timeout = tick_time * 2 if min_timeout == -1 else min_timeout
+    max_timeout = tick_time * 20 if max_timeout == -1 else max_timeout
+    if min_timeout > max_timeout:
+        where = line("minSessionTimeout") or line("maxSessionTimeout")
+        raise ConfigError(
+            where,
+            f"minSessionTimeout must not be larger than maxSessionTimeout "
+            f"({min_timeout} > {max_timeout})",
+        )
+
+    jute_max_buffer = int_prop(("jute.maxbuffer", "zookeeper.jute.maxbuffer"), DEFAULT_MAX_BUFFER)
+    if jute_max_buffer <= 0:
+        raise ConfigError(
+            prop_lines.get("zookeeper.jute.maxbuffer"),
+            f"jute.maxbuffer must be positive, got {jute_max_buffer}",
+        )
+
+    return ServerConfig(
+        data_dir=data_dir,
+        data_log_dir=data_log_dir,
+        client_port=client_port,
+        client_port_address=address,
+        tick_time=tick_time,
+        max_client_cnxns=int_field("maxClientCnxns", DEFAULT_MAX_CLIENT_CNXNS),
+        min_session_timeout=min_timeout,
+        max_session_timeout=max_timeout,
+        four_letter_words=parse_whitelist(
+            props.get("zookeeper.4lw.commands.whitelist"),
+            read_only_mode=java_boolean(props.get("readonlymode.enabled", "false")),
+        ),
+        jute_max_buffer=jute_max_buffer,
+        global_outstanding_limit=int_prop(
+            ("zookeeper.globalOutstandingLimit",), DEFAULT_GLOBAL_OUTSTANDING_LIMIT
+        ),
+        properties=props,
+        unsupported=tuple(unsupported),
+    )
+
+
+def parse_config(
+    text: str,
+    *,
+    properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    overrides: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Parse zoo.cfg text. ``overrides`` are zoo.cfg keys that replace the file's (the
+    command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name."""
+    entries = parse_properties(text)
+    if overrides:
+        entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
+    return config_from_entries(entries, properties=properties)
+
+
+def load_config(
+    path: str | Path,
+    *,
+    properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    overrides: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Read and parse a zoo.cfg file (the only function here that touches the filesystem).
+    An unreadable file is a ``ConfigError`` with no line number."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(None, f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")  # what java.util.Properties.load(InputStream) assumes
+    return parse_config(text, properties=properties, overrides=overrides)
