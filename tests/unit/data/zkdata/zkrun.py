@@ -274,6 +274,40 @@ def generate(target: Path) -> None:
                 shutil.copy2(f, out / f.name)
                 print(f"{f.name}: {f.stat().st_size} bytes")
         _ = log
+        for method in ("snappy", "gz"):
+            _compressed_snapshot(target / "compressed", method)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_nodes(hosts: str, n: int = 30) -> None:
+    from kazoo.client import KazooClient
+
+    k = KazooClient(hosts=hosts, timeout=10)
+    k.start(timeout=15)
+    for i in range(n):
+        k.create(f"/n{i}", b"x" * 200 + bytes([i]))
+    k.stop()
+    k.close()
+
+
+def _compressed_snapshot(out: Path, method: str) -> None:
+    """Keep the newest snapshot ZooKeeper writes with compression ``method`` (and its data)."""
+    tmp = Path(tempfile.mkdtemp(prefix="zkgen-"))
+    try:
+        with running(
+            tmp, snap_count=10, extra_props={"zookeeper.snapshot.compression.method": method}
+        ) as srv:
+            write_nodes(srv.hosts)
+            srv.stop()
+        snaps = sorted(
+            (tmp / "version-2").glob("snapshot.*"), key=lambda p: int(p.name.split(".")[1], 16)
+        )
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob(f"snapshot.*.{method}"):
+            old.unlink()
+        shutil.copy2(snaps[-1], out / snaps[-1].name)
+        print(f"{snaps[-1].name}: {snaps[-1].stat().st_size} bytes")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
