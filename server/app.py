@@ -1,0 +1,296 @@
+"""The Trio shell around :class:`~trizk.server.core.ServerCore`: sockets, clocks, tasks.
+
+Structure (one nursery per connection, as trio-websocket's server does)::
+
+    serve(config)
+      ├── ticker: sleeps until the next session-expiry bucket, calls core.tick(now, wall)
+      └── listener: accept → _handle(stream)
+            ├── reader (this task): receive_some → core.data_received → wake writers
+            └── writer: waits for output, send_all(batch); closes the socket once the core
+                        has closed the connection and its output is flushed
+
+Bounds: a frame is at most ``jute.maxbuffer`` (the core closes the connection otherwise);
+``maxClientCnxns`` connections per client address; a connection whose unsent output passes
+``OUTBUF_SOFT_LIMIT`` stops being read until it drains, and one past ``OUTBUF_HARD_LIMIT`` (a
+client that never reads its watch events) is closed with a log line. Nothing a client does
+reaches beyond its own connection.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+import trizk
+
+from ..jute.primitives import set_max_buffer
+from . import fourlw
+from .config import ServerConfig
+from .connection import ClientConnection
+from .core import CoreConfig, ServerCore
+
+log = logging.getLogger("trizk.server")
+
+OUTBUF_SOFT_LIMIT = 4 * 1024 * 1024
+OUTBUF_HARD_LIMIT = 64 * 1024 * 1024
+RECEIVE_SIZE = 256 * 1024
+
+
+def _now() -> int:
+    return int(trio.current_time() * 1000)
+
+
+def _wall() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Peer:
+    conn: ClientConnection
+    stream: trio.SocketStream
+    lot: trio.lowlevel.ParkingLot
+    drained: trio.Event
+
+
+class TrizkServer:
+    """A standalone trizk server bound to ``config``."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        set_max_buffer(config.jute_max_buffer)
+        self.core = ServerCore(
+            CoreConfig(
+                tick_time=config.tick_time,
+                min_session_timeout=config.min_session_timeout,
+                max_session_timeout=config.max_session_timeout,
+                max_buffer=config.jute_max_buffer,
+                extended_types=config.extended_types_enabled,
+                super_digest=config.super_digest,
+                global_outstanding_limit=config.global_outstanding_limit,
+            ),
+            now=_now(),
+            wall=_wall(),
+        )
+        self.core.is_four_letter = fourlw.command_name
+        self.core.four_letter = self._four_letter
+        self.peers: dict[int, _Peer] = {}
+        self.per_ip: Counter[str] = Counter()
+        self.port = config.client_port
+        self.started_wall = _wall()
+        self.started = _now()
+
+    # ------------------------------------------------------------------ run
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        host = self.config.client_port_address
+        try:
+            listeners = await trio.open_tcp_listeners(self.config.client_port, host=host)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise OSError(
+                    e.errno, f"client port {host or '*'}:{self.config.client_port} is in use"
+                ) from None
+            raise
+        self.port = listeners[0].socket.getsockname()[1]
+        log.info(
+            "trizk %s (ZooKeeper %s compatible) serving clients on %s:%d",
+            trizk.__version__,
+            trizk.ZOOKEEPER_VERSION,
+            host or "0.0.0.0",
+            self.port,
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ticker)
+            await nursery.start(trio.serve_listeners, self._handle, listeners)
+            task_status.started(self.port)
+
+    async def _ticker(self) -> None:
+        while True:
+            await trio.sleep(max(self.core.next_tick_in(_now()), 1) / 1000)
+            self.core.tick(_now(), _wall())
+            self._wake_dirty()
+
+    # ------------------------------------------------------------------ connections
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        try:
+            peer_addr = stream.socket.getpeername()
+        except OSError:
+            await stream.aclose()
+            return
+        ip = str(peer_addr[0])
+        limit = self.config.max_client_cnxns
+        if limit > 0 and self.per_ip[ip] >= limit:
+            log.warning("Too many connections from /%s - max is %d", ip, limit)
+            await stream.aclose()
+            return
+        self.per_ip[ip] += 1
+        conn = ClientConnection((ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall())
+        peer = _Peer(conn, stream, trio.lowlevel.ParkingLot(), trio.Event())
+        self.peers[conn.id] = peer
+        self.core.connection_made(conn)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, peer, nursery.cancel_scope)
+                await self._reader(peer)
+                # The core closed the connection (or the client went away): let the writer
+                # flush what is queued, then it cancels the nursery.
+                peer.lot.unpark_all()
+        finally:
+            self.per_ip[ip] -= 1
+            if not self.per_ip[ip]:
+                del self.per_ip[ip]
+            self.peers.pop(conn.id, None)
+            self.core.connection_lost(conn)
+            self._wake_dirty()
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _reader(self, peer: _Peer) -> None:
+        conn, stream, core = peer.conn, peer.stream, self.core
+        while not conn.closed:
+            try:
+                data = await stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if not data:
+                conn.close(conn.close_reason or "client closed the connection")
+                return
+            core.data_received(conn, data, _now(), _wall())
+            self._wake_dirty()
+            if len(conn.out) > OUTBUF_SOFT_LIMIT and not conn.closed:
+                peer.drained = trio.Event()
+                await peer.drained.wait()
+
+    async def _writer(self, peer: _Peer, scope: trio.CancelScope) -> None:
+        conn, stream = peer.conn, peer.stream
+        try:
+            while True:
+                if conn.out:
+                    if len(conn.out) > OUTBUF_HARD_LIMIT:
+                        log.warning(
+                            "%s: %d bytes of unsent output (limit %d), closing connection",
+                            conn,
+                            len(conn.out),
+                            OUTBUF_HARD_LIMIT,
+                        )
+                        conn.close("output buffer limit exceeded")
+                        conn.out.clear()
+                        break
+                    await stream.send_all(conn.take_output())
+                    continue
+                peer.drained.set()
+                if conn.closed:
+                    break
+                await peer.lot.park()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            conn.close(conn.close_reason or "send failed")
+        scope.cancel()
+
+    def _wake_dirty(self) -> None:
+        dirty = self.core.dirty
+        if not dirty:
+            return
+        for c in dirty:
+            p = self.peers.get(c.id)
+            if p is not None:
+                p.lot.unpark_all()
+        dirty.clear()
+
+    # ------------------------------------------------------------------ 4lw
+    def _four_letter(self, word: str, conn: ClientConnection) -> bytes | None:
+        if not fourlw.allowed(word, self.config.four_letter_words):
+            return fourlw.not_whitelisted(word)
+        if word == "srst":
+            self.core.stats.reset()
+        elif word == "crst":
+            for p in self.peers.values():
+                c = p.conn
+                c.packets_received = c.packets_sent = 0
+                c.min_latency, c.max_latency, c.total_latency, c.latency_count = -1, 0, 0, 0
+        return fourlw.respond(word, self._view(conn))
+
+    def _view(self, asking: ClientConnection) -> fourlw.SimpleView:
+        core = self.core
+        st = core.stats
+        conns = []
+        for p in self.peers.values():
+            c = p.conn
+            conns.append(
+                fourlw.ConnectionInfo(
+                    host=c.remote[0],
+                    port=c.remote[1],
+                    interest_ops=0 if c is asking else 1,
+                    queued=c.outstanding,
+                    received=c.packets_received + (1 if c is asking else 0),
+                    sent=c.packets_sent,
+                    session_id=c.session_id if c.state.value == "open" else 0,
+                    last_operation=c.last_op,
+                    established_ms=c.established,
+                    session_timeout=c.session_timeout,
+                    last_cxid=c.last_cxid,
+                    last_zxid=c.last_zxid,
+                    last_response_ms=c.last_response_time,
+                    last_latency=c.last_latency,
+                    min_latency=max(c.min_latency, 0),
+                    avg_latency=c.total_latency // c.latency_count if c.latency_count else 0,
+                    max_latency=c.max_latency,
+                )
+            )
+        wall_offset = _wall() - _now()
+        sessions = []
+        for s in core.sessions.sessions.values():
+            eph = core.tree.ephemerals.get(s.id)
+            sessions.append(
+                fourlw.SessionInfo(
+                    s.id, s.expiry + wall_offset, tuple(eph) if eph is not None else None
+                )
+            )
+        by_conn: dict[int, list[str]] = {}
+        for path, watchers in core.watches.data.by_path.items():
+            for w in watchers:
+                assert isinstance(w, ClientConnection)
+                by_conn.setdefault(w.session_id, []).append(path)
+        data_dir = Path(self.config.data_dir) / "version-2"
+        log_dir = Path(self.config.data_log_dir) / "version-2"
+        return fourlw.SimpleView(
+            config=self.config,
+            client_port=self.port,
+            latency=fourlw.LatencyStats(
+                st.latency_count, st.total_latency, max(st.min_latency, 0), st.max_latency
+            ),
+            packets_received=st.packets_received,
+            packets_sent=st.packets_sent,
+            outstanding_requests=core.outstanding,
+            last_zxid=core.tree.last_processed_zxid,
+            node_count=core.tree.node_count(),
+            watch_count=core.watches.data.count() + core.watches.child.count(),
+            approximate_data_size=core.tree.approximate_data_size(),
+            uptime_ms=_now() - self.started,
+            connections=conns,
+            sessions=sessions,
+            data_watches=list(by_conn.items()),
+            snap_dir=str(data_dir.absolute()),
+            log_dir=str(log_dir.absolute()),
+            data_dir_size=_dir_size(data_dir),
+            log_dir_size=_dir_size(log_dir),
+            environment=fourlw.process_environment(),
+        )
+
+
+def _dir_size(d: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in d.iterdir() if f.is_file())
+    except OSError:
+        return 0
+
+
+async def serve(config: ServerConfig, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Run a standalone trizk server until cancelled; ``task_status.started(port)``."""
+    os.makedirs(config.data_dir, exist_ok=True)
+    await TrizkServer(config).run(task_status=task_status)

@@ -1,0 +1,138 @@
+"""One client connection, sans-IO: bytes in, framed bytes out, nothing else.
+
+The Trio listener feeds received bytes with :meth:`ClientConnection.receive_data` and sends
+whatever :meth:`ClientConnection.take_output` returns; the server core reads frames with
+:meth:`next_frame` and writes replies/events with :meth:`send_reply` / :meth:`send_event`. No
+socket, clock or task lives here, so the whole connection protocol is testable without a network.
+
+States: ``HANDSHAKE`` (waiting for the ConnectRequest; the first four bytes may instead be a
+four-letter word), ``OPEN`` (session established), ``CLOSED`` (no more input is processed; the
+output already queued is still flushed, then the socket is closed).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import struct
+
+from ..jute import records as r
+from ..jute.codes import KeeperState, Xid
+from ..jute.framing import FrameDecoder
+
+_REPLY_HDR = struct.Struct(">iiqi")  # frame length + ReplyHeader(xid, zxid, err)
+_EVENT_HDR = struct.Struct(">iiqiiii")  # length, hdr(-1, -1, 0), type, state, path length
+
+_ids = itertools.count(1)
+
+
+class State(enum.Enum):
+    HANDSHAKE = "handshake"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class ClientConnection:
+    """Protocol state and buffers of one client connection."""
+
+    def __init__(self, remote: tuple[str, int], max_frame: int, now: int = 0) -> None:
+        self.id = next(_ids)
+        self.remote = remote
+        self.decoder = FrameDecoder(max_frame)
+        self.state = State.HANDSHAKE
+        self.out = bytearray()
+        self.session_id = 0
+        self.session_timeout = 0
+        #: the client did not send ConnectRequest's trailing readOnly byte (ServerCnxn.isOldClient)
+        self.old_client = False
+        # statistics (``cons``)
+        self.established = now
+        self.packets_received = 0
+        self.packets_sent = 0
+        self.outstanding = 0
+        self.last_cxid = -1
+        self.last_zxid = -1
+        self.last_op = "NA"
+        self.last_latency = 0
+        self.last_response_time = 0
+        self.min_latency = -1
+        self.max_latency = 0
+        self.total_latency = 0
+        self.latency_count = 0
+        self.close_reason = ""
+
+    def __repr__(self) -> str:
+        return f"<conn {self.id} {self.remote[0]}:{self.remote[1]} 0x{self.session_id:x}>"
+
+    # input ---------------------------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        if self.state is not State.CLOSED:
+            self.decoder.feed(data)
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame (raises FrameTooLarge on an oversized length)."""
+        if self.state is State.CLOSED:
+            return None
+        return self.decoder.next_frame()
+
+    # output --------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        self.out += data
+
+    def send_frame(self, payload: bytes) -> None:
+        self.out += struct.pack(">i", len(payload))
+        self.out += payload
+
+    def send_reply(self, xid: int, zxid: int, err: int, body: r.Record | None = None) -> None:
+        """ReplyHeader and, only when there is a response record, its body."""
+        if body is None:
+            self.out += _REPLY_HDR.pack(16, xid, zxid, err)
+        else:
+            parts: list[bytes] = []
+            body._encode_into(parts)
+            payload = b"".join(parts)
+            self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)
+            self.out += payload
+        self.packets_sent += 1
+
+    def send_reply_bytes(self, xid: int, zxid: int, err: int, payload: bytes) -> None:
+        self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)
+        self.out += payload
+        self.packets_sent += 1
+
+    def send_event(self, event_type: int, path: str) -> None:
+        """A watch notification: ReplyHeader(-1, -1, 0), WatcherEvent(type, SyncConnected, path)."""
+        p = path.encode("utf-8")
+        self.out += _EVENT_HDR.pack(
+            28 + len(p), Xid.NOTIFICATION, -1, 0, event_type, KeeperState.SYNCCONNECTED, len(p)
+        )
+        self.out += p
+        self.packets_sent += 1
+
+    def take_output(self) -> bytes:
+        data = bytes(self.out)
+        self.out.clear()
+        return data
+
+    def close(self, reason: str) -> None:
+        """Stop processing input; queued output is still flushed before the socket closes."""
+        if self.state is not State.CLOSED:
+            self.state = State.CLOSED
+            self.close_reason = reason
+
+    @property
+    def closed(self) -> bool:
+        return self.state is State.CLOSED
+
+    def record_latency(self, op: str, cxid: int, zxid: int, latency: int, now: int) -> None:
+        self.last_op = op
+        self.last_cxid = cxid
+        self.last_zxid = zxid
+        self.last_latency = latency
+        self.last_response_time = now
+        if self.min_latency < 0 or latency < self.min_latency:
+            self.min_latency = latency
+        if latency > self.max_latency:
+            self.max_latency = latency
+        self.total_latency += latency
+        self.latency_count += 1

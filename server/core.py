@@ -1,0 +1,675 @@
+"""The server core: sessions, the request pipeline, commits, watches and replies. Pure.
+
+Theory of operation
+-------------------
+The Trio shell hands the core bytes received on a connection (:meth:`ServerCore.data_received`)
+together with the current times; the core parses frames and writes replies and watch events into
+the output buffers of the connections concerned, listing them in :attr:`ServerCore.dirty` for the
+shell to flush. Time enters only as arguments (``now`` monotonic ms for sessions and latency,
+``wall`` ms for txn headers), so the core runs the same under a simulated clock.
+
+Requests of a connection are answered strictly in order (ZooKeeper's per-session FIFO):
+
+* A read is answered at once unless the connection has writes in flight; then it waits in the
+  connection's FIFO behind them and is answered right after the write before it commits, against
+  the tree as of that commit.
+* A write is prepared at once (:mod:`trizk.server.prep`) against the pending-changes view, gets
+  the next zxid and goes to the commit queue (:attr:`ServerCore.uncommitted`). The committer
+  (standalone: this object itself, through :meth:`commit`; with a txn log the shell calls
+  :meth:`commit` after the batch is durable) applies txns to the tree in zxid order, fires watches
+  -- the notifications are queued *before* the reply of the write that caused them -- and
+  answers the writer.
+
+Every reply carries the zxid of the last txn applied to the tree when it is sent, as
+``FinalRequestProcessor`` does; a failed write still consumes a zxid (an error txn).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..jute import records as r
+from ..jute.codes import Code, CreateMode, OpCode, Xid
+from ..jute.framing import FrameTooLarge
+from ..jute.primitives import JuteDecodeError
+from ..storage.datatree import ApplyResult, DataTree
+from . import acl as aclmod
+from .connection import ClientConnection, State
+from .prep import (
+    MULTI_SUB_OPS,
+    WRITE_OPS,
+    PendingChanges,
+    PrepContext,
+    PrepError,
+    prep_close_session,
+    prep_multi,
+)
+from .reads import MULTI_READ_OPS, READ_OPS, ReadContext, ReadError
+from .sessions import SessionTracker, generate_password, initial_session_id
+from .watches import WatchManager
+
+log = logging.getLogger("trizk.server")
+
+_HDR = struct.Struct(">ii")
+_MULTI_HDR = struct.Struct(">i?i")
+_MULTI_END = _MULTI_HDR.pack(-1, True, -1)
+_PING_OK = struct.Struct(">iiqi")
+
+#: Opcodes ``Request.isValid`` accepts; anything else is UNIMPLEMENTED and the connection closes.
+VALID_OPS = frozenset(
+    set(WRITE_OPS)
+    | set(READ_OPS)
+    | {
+        OpCode.PING,
+        OpCode.MULTI,
+        OpCode.MULTIREAD,
+        OpCode.CLOSESESSION,
+        OpCode.CREATESESSION,
+    }
+)
+
+#: ``lastOp`` names shown by ``cons`` (FinalRequestProcessor).
+OP_NAMES: dict[int, str] = {
+    OpCode.PING: "PING",
+    OpCode.CREATESESSION: "SESS",
+    OpCode.MULTI: "MULT",
+    OpCode.MULTIREAD: "MLTR",
+    OpCode.CREATE: "CREA",
+    OpCode.CREATE2: "CREA",
+    OpCode.CREATETTL: "CREA",
+    OpCode.CREATECONTAINER: "CREA",
+    OpCode.DELETE: "DELE",
+    OpCode.DELETECONTAINER: "DELE",
+    OpCode.SETDATA: "SETD",
+    OpCode.RECONFIG: "RECO",
+    OpCode.SETACL: "SETA",
+    OpCode.CLOSESESSION: "CLOS",
+    OpCode.SYNC: "SYNC",
+    OpCode.CHECK: "CHEC",
+    OpCode.EXISTS: "EXIS",
+    OpCode.GETDATA: "GETD",
+    OpCode.SETWATCHES: "SETW",
+    OpCode.SETWATCHES2: "STW2",
+    OpCode.ADDWATCH: "ADDW",
+    OpCode.GETACL: "GETA",
+    OpCode.GETCHILDREN: "GETC",
+    OpCode.GETCHILDREN2: "GETC",
+    OpCode.GETALLCHILDRENNUMBER: "GETACN",
+    OpCode.CHECKWATCHES: "CHKW",
+    OpCode.REMOVEWATCHES: "REMW",
+    OpCode.GETEPHEMERALS: "GETE",
+    OpCode.WHOAMI: "HOMI",
+}
+
+
+@dataclass(slots=True)
+class CoreConfig:
+    tick_time: int = 2000
+    min_session_timeout: int = -1
+    max_session_timeout: int = -1
+    max_buffer: int = 0xFFFFF
+    server_id: int = 0
+    extended_types: bool = False
+    super_digest: str | None = None
+    global_outstanding_limit: int = 1000
+
+    @property
+    def min_timeout(self) -> int:
+        return self.min_session_timeout if self.min_session_timeout > 0 else 2 * self.tick_time
+
+    @property
+    def max_timeout(self) -> int:
+        return self.max_session_timeout if self.max_session_timeout > 0 else 20 * self.tick_time
+
+
+@dataclass(slots=True)
+class PendingTxn:
+    """A prepared txn waiting to be committed (made durable, then applied)."""
+
+    hdr: r.TxnHeader
+    txn: r.Record | None
+    conn: ClientConnection | None
+    #: the opcode of the request (the header type is ERROR for a failed one)
+    op: int
+    received: int
+
+
+@dataclass(slots=True)
+class ServerStats:
+    """Server-wide counters for the four-letter words."""
+
+    packets_received: int = 0
+    packets_sent: int = 0
+    min_latency: int = -1
+    max_latency: int = 0
+    total_latency: int = 0
+    latency_count: int = 0
+    started: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
+
+    def record(self, latency: int) -> None:
+        if self.min_latency < 0 or latency < self.min_latency:
+            self.min_latency = latency
+        if latency > self.max_latency:
+            self.max_latency = latency
+        self.total_latency += latency
+        self.latency_count += 1
+
+    def reset(self) -> None:
+        self.packets_received = self.packets_sent = 0
+        self.min_latency = -1
+        self.max_latency = self.total_latency = self.latency_count = 0
+
+
+class ServerCore:
+    """ZooKeeper's request pipeline for one server (standalone)."""
+
+    def __init__(
+        self,
+        config: CoreConfig,
+        now: int,
+        wall: int,
+        tree: DataTree | None = None,
+        sync_commit: bool = True,
+    ) -> None:
+        self.config = config
+        self.tree = tree if tree is not None else DataTree(extended_types=config.extended_types)
+        self.pending = PendingChanges(self.tree)
+        self.sessions = SessionTracker(
+            config.tick_time, now, initial_session_id(wall, config.server_id)
+        )
+        self.watches = WatchManager()
+        self.last_zxid = self.tree.last_processed_zxid  # highest zxid handed out
+        self.uncommitted: list[PendingTxn] = []
+        #: commit each txn as soon as it is prepared (no txn log between prep and apply)
+        self.sync_commit = sync_commit
+        self.connections: dict[int, ClientConnection] = {}
+        self.session_conn: dict[int, ClientConnection] = {}
+        self.dirty: list[ClientConnection] = []
+        self.stats = ServerStats(started=now)
+        #: conn.id -> FIFO of ("w", zxid) markers and deferred reads
+        self._fifo: dict[int, deque[tuple[Any, ...]]] = {}
+        #: answers a four-letter word on a fresh connection (set by the shell), or None
+        self.four_letter: Callable[[str, ClientConnection], bytes | None] | None = None
+        self.is_four_letter: Callable[[bytes], str | None] = lambda b: None
+
+    # ------------------------------------------------------------------ connections
+    def connection_made(self, conn: ClientConnection) -> None:
+        self.connections[conn.id] = conn
+
+    def connection_lost(self, conn: ClientConnection) -> None:
+        """The socket is gone: forget the connection and its watches (the session lives on)."""
+        conn.close(conn.close_reason or "connection lost")
+        self.connections.pop(conn.id, None)
+        self._fifo.pop(conn.id, None)
+        self.watches.remove_watcher(conn)
+        if conn.session_id and self.session_conn.get(conn.session_id) is conn:
+            del self.session_conn[conn.session_id]
+
+    def _close(self, conn: ClientConnection, reason: str) -> None:
+        if not conn.closed:
+            log.info("closing connection %s: %s", conn, reason)
+        conn.close(reason)
+        self._mark(conn)
+
+    def _mark(self, conn: ClientConnection) -> None:
+        self.dirty.append(conn)
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.uncommitted)
+
+    # ------------------------------------------------------------------ input
+    def data_received(self, conn: ClientConnection, data: bytes, now: int, wall: int) -> None:
+        conn.receive_data(data)
+        self._mark(conn)
+        while not conn.closed:
+            if conn.state is State.HANDSHAKE and conn.decoder.buffered >= 4:
+                word = self.is_four_letter(conn.decoder.peek(4))
+                if word is not None:
+                    self._four_letter(conn, word)
+                    return
+            try:
+                frame = conn.next_frame()
+            except FrameTooLarge as e:
+                # NIOServerCnxn.readLength: "Len error" -> the connection is closed.
+                log.warning("%s: %s, closing connection", conn, e)
+                self._close(conn, str(e))
+                return
+            if frame is None:
+                break
+            conn.packets_received += 1
+            self.stats.packets_received += 1
+            if conn.state is State.HANDSHAKE:
+                self._connect(conn, frame, now, wall)
+            else:
+                self._request(conn, frame, now, wall)
+        if self.sync_commit and self.uncommitted:
+            self.commit(len(self.uncommitted), now)
+
+    def _four_letter(self, conn: ClientConnection, word: str) -> None:
+        out = self.four_letter(word, conn) if self.four_letter is not None else None
+        if out:
+            conn.send_raw(out)
+        self._close(conn, f"four-letter word {word}")
+
+    # ------------------------------------------------------------------ handshake
+    def _connect(self, conn: ClientConnection, frame: bytes, now: int, wall: int) -> None:
+        try:
+            req, pos = r.ConnectRequest.decode_from(frame, 0)
+        except JuteDecodeError as e:
+            log.warning("%s: bad ConnectRequest (%s), closing connection", conn, e)
+            self._close(conn, "bad ConnectRequest")
+            return
+        # ZooKeeperServer.processConnectRequest: a client without the readOnly byte is "old".
+        conn.old_client = pos >= len(frame)
+        if req.lastZxidSeen > self.tree.last_processed_zxid:
+            log.info(
+                "Refusing session request for client %s as it has seen zxid 0x%x our last zxid "
+                "is 0x%x client must try another server",
+                conn,
+                req.lastZxidSeen,
+                self.tree.last_processed_zxid,
+            )
+            self._close(conn, "client has seen a newer zxid")
+            return
+        timeout = min(max(req.timeOut, self.config.min_timeout), self.config.max_timeout)
+        conn.session_timeout = timeout
+        if req.sessionId == 0:
+            sid = self.sessions.allocate_id()
+            conn.session_id = sid
+            self.sessions.add(sid, timeout, now)
+            self._submit(
+                conn,
+                0,
+                OpCode.CREATESESSION,
+                OpCode.CREATESESSION,
+                r.CreateSessionTxn(timeout),
+                sid,
+                now,
+                wall,
+            )
+            return
+        sid = req.sessionId
+        old = self.session_conn.get(sid)
+        if old is not None and old is not conn:
+            # ZooKeeper closes the session's previous connection (CLIENT_RECONNECT) first.
+            self._close(old, "client reconnected elsewhere")
+            self.connection_lost(old)
+        conn.session_id = sid
+        valid = (req.passwd or b"") == generate_password(sid) and self.sessions.touch(
+            sid, now, timeout
+        )
+        self._finish_session_init(conn, valid)
+
+    def _finish_session_init(self, conn: ClientConnection, valid: bool) -> None:
+        sid = conn.session_id
+        rsp = r.ConnectResponse(
+            0,
+            conn.session_timeout if valid else 0,
+            sid if valid else 0,
+            generate_password(sid) if valid else bytes(16),
+        ).encode()
+        if not conn.old_client:
+            rsp += b"\x00"  # readOnly: false (not a read-only server)
+        conn.send_frame(rsp)
+        conn.packets_sent += 1
+        self._mark(conn)
+        if valid:
+            conn.state = State.OPEN
+            self.session_conn[sid] = conn
+            log.info("session 0x%x established for %s, timeout %d", sid, conn, conn.session_timeout)
+        else:
+            log.info("invalid session 0x%x for client %s, probably expired", sid, conn)
+            self._close(conn, "session expired or bad password")
+
+    # ------------------------------------------------------------------ requests
+    def _request(self, conn: ClientConnection, frame: bytes, now: int, wall: int) -> None:
+        try:
+            xid, op = _HDR.unpack_from(frame, 0)
+        except struct.error:
+            log.warning("%s: request shorter than its header, closing connection", conn)
+            self._close(conn, "truncated request header")
+            return
+        self.sessions.touch(conn.session_id, now)
+        if op == OpCode.AUTH:
+            self._auth(conn, frame)
+            return
+        if op not in VALID_OPS:
+            # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.
+            log.warning("%s: received packet of unknown type %d", conn, op)
+            conn.send_reply(xid, -1, Code.UNIMPLEMENTED)
+            self._close(conn, f"unknown opcode {op}")
+            return
+        conn.outstanding += 1
+        fifo = self._fifo.get(conn.id)
+        if op in READ_OPS or op == OpCode.PING or op == OpCode.MULTIREAD:
+            if fifo:
+                fifo.append(("r", xid, op, frame, now))
+            else:
+                self._read(conn, xid, op, frame, now)
+            return
+        self._write(conn, xid, op, frame, now, wall)
+
+    def _auth(self, conn: ClientConnection, frame: bytes) -> None:
+        try:
+            pkt = r.AuthPacket.decode(memoryview(frame)[8:])
+        except JuteDecodeError as e:
+            log.warning("%s: bad AuthPacket (%s), closing connection", conn, e)
+            self._close(conn, "bad auth packet")
+            return
+        session = self.sessions.sessions.get(conn.session_id)
+        ids = aclmod.authenticate(
+            pkt.scheme or "", pkt.auth, conn.remote[0], self.config.super_digest
+        )
+        if ids is None or session is None:
+            log.warning("%s: authentication failed for scheme %s", conn, pkt.scheme)
+            conn.send_reply(Xid.AUTH, 0, Code.AUTHFAILED)
+            self._close(conn, "authentication failed")
+            return
+        for i in ids:
+            if i not in session.auth:
+                session.auth.append(i)
+        log.info("session 0x%x: auth success for scheme %s", conn.session_id, pkt.scheme)
+        conn.send_reply(Xid.AUTH, 0, Code.OK)
+
+    def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
+        s = self.sessions.sessions.get(session_id)
+        ids = [("ip", conn.remote[0])]
+        if s is not None:
+            ids.extend(s.auth)
+        return ids
+
+    def _read(self, conn: ClientConnection, xid: int, op: int, frame: bytes, received: int) -> None:
+        zxid = self.tree.last_processed_zxid
+        conn.outstanding -= 1
+        if op == OpCode.PING:
+            conn.send_reply(Xid.PING, zxid, 0)
+            self._replied(conn, op, xid, zxid, received)
+            return
+        ctx = ReadContext(
+            self.tree, self.watches, conn, conn.session_id, self._auth_ids(conn.session_id, conn)
+        )
+        err = 0
+        body: r.Record | None = None
+        payload: bytes | None = None
+        try:
+            if op == OpCode.MULTIREAD:
+                payload = self._multi_read(frame, ctx)
+            else:
+                cls, fn = READ_OPS[op]
+                req = cls.decode(memoryview(frame)[8:]) if cls is not None else None
+                body = fn(req, ctx)
+        except ReadError as e:
+            err = e.code
+        except (JuteDecodeError, ValueError) as e:
+            log.error("%s: failed to process request type %d: %s", conn, op, e)
+            err = Code.MARSHALLINGERROR
+        for etype, path in ctx.events:
+            conn.send_event(etype, path)
+        if payload is not None:
+            conn.send_reply_bytes(xid, zxid, err, payload)
+        else:
+            conn.send_reply(xid, zxid, err, body if err == 0 else None)
+        self._replied(conn, op, xid, zxid, received)
+
+    def _multi_read(self, frame: bytes, ctx: ReadContext) -> bytes:
+        ops = _parse_multi(frame, read=True)
+        out: list[bytes] = []
+        for op, req in ops:
+            try:
+                rsp = MULTI_READ_OPS[op][1](req, ctx)
+                assert rsp is not None
+                out.append(_MULTI_HDR.pack(op, False, 0))
+                rsp._encode_into(out)
+            except ReadError as e:
+                out.append(_MULTI_HDR.pack(OpCode.ERROR, False, e.code))
+                out.append(struct.pack(">i", e.code))
+        out.append(_MULTI_END)
+        return b"".join(out)
+
+    def _write(
+        self, conn: ClientConnection, xid: int, op: int, frame: bytes, now: int, wall: int
+    ) -> None:
+        sid = conn.session_id
+        zxid = self.last_zxid + 1
+        ctx = PrepContext(
+            sid,
+            zxid,
+            wall,
+            self._auth_ids(sid, conn),
+            extended_types=self.config.extended_types,
+        )
+        txn_type: int
+        txn: r.Record | None
+        try:
+            if op == OpCode.CLOSESESSION:
+                txn_type, txn = prep_close_session(self.pending, ctx)
+                session = self.sessions.sessions.get(sid)
+                if session is not None:
+                    session.closing = True
+            elif op == OpCode.MULTI:
+                ops = _parse_multi(frame, read=False)
+                multi, _failure = prep_multi(ops, self.pending, ctx)
+                txn_type, txn = OpCode.MULTI, multi
+            else:
+                cls, fn = WRITE_OPS[op]
+                req = cls.decode(memoryview(frame)[8:])
+                self._check_session(sid)
+                txn_type, txn = fn(op, req, self.pending, ctx)
+        except PrepError as e:
+            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
+        except (JuteDecodeError, ValueError) as e:
+            log.error("%s: failed to process request type %d: %s", conn, op, e)
+            txn_type, txn = OpCode.ERROR, r.ErrorTxn(Code.MARSHALLINGERROR)
+        self._submit(conn, xid, op, txn_type, txn, sid, now, wall)
+
+    def _check_session(self, sid: int) -> None:
+        s = self.sessions.sessions.get(sid)
+        if s is None or s.closing:
+            raise PrepError(Code.SESSIONEXPIRED)
+
+    def _submit(
+        self,
+        conn: ClientConnection | None,
+        xid: int,
+        op: int,
+        txn_type: int,
+        txn: r.Record | None,
+        sid: int,
+        now: int,
+        wall: int,
+    ) -> None:
+        self.last_zxid += 1
+        hdr = r.TxnHeader(sid, xid, self.last_zxid, wall, txn_type)
+        self.uncommitted.append(PendingTxn(hdr, txn, conn, op, now))
+        if conn is not None:
+            fifo = self._fifo.get(conn.id)
+            if fifo is None:
+                fifo = self._fifo[conn.id] = deque()
+            fifo.append(("w", hdr.zxid))
+
+    # ------------------------------------------------------------------ commit
+    def take_uncommitted(self) -> list[PendingTxn]:
+        """The prepared txns not yet committed, oldest first (for the txn log writer)."""
+        return list(self.uncommitted)
+
+    def commit(self, count: int, now: int) -> None:
+        """Apply the oldest ``count`` prepared txns (now durable) and answer their requests."""
+        batch = self.uncommitted[:count]
+        del self.uncommitted[:count]
+        for p in batch:
+            self._apply(p, now)
+
+    def _apply(self, p: PendingTxn, now: int) -> None:
+        hdr = p.hdr
+        rc = self.tree.apply(hdr, p.txn)
+        self.pending.committed(hdr.zxid)
+        if hdr.type == OpCode.CREATESESSION:
+            assert isinstance(p.txn, r.CreateSessionTxn)
+            self.sessions.add(hdr.clientId, p.txn.timeOut, now)
+        elif hdr.type == OpCode.CLOSESESSION:
+            self.sessions.remove(hdr.clientId)
+        for watcher, etype, path in self.watches.fire(rc.triggers):
+            assert isinstance(watcher, ClientConnection)
+            if not watcher.closed:
+                watcher.send_event(etype, path)
+                self._mark(watcher)
+        conn = p.conn
+        if conn is None:
+            if hdr.type == OpCode.CLOSESESSION:  # expiry: drop the session's connection
+                c = self.session_conn.pop(hdr.clientId, None)
+                if c is not None:
+                    self._close(c, "session expired")
+            return
+        fifo = self._fifo.get(conn.id)
+        if fifo:
+            fifo.popleft()
+        if conn.closed:
+            return
+        self._reply(conn, p, rc, now)
+        while fifo and fifo[0][0] == "r":
+            _, xid, op, frame, received = fifo.popleft()
+            self._read(conn, xid, op, frame, received)
+            if conn.closed:
+                break
+
+    def _reply(self, conn: ClientConnection, p: PendingTxn, rc: ApplyResult, now: int) -> None:
+        zxid = self.tree.last_processed_zxid
+        op = p.op
+        xid = p.hdr.cxid
+        conn.outstanding = max(0, conn.outstanding - 1)
+        if op == OpCode.CREATESESSION:
+            self._finish_session_init(conn, True)
+            self._replied(conn, op, xid, zxid, p.received)
+            return
+        err = rc.err
+        body: r.Record | None = None
+        payload: bytes | None = None
+        if p.hdr.type == OpCode.ERROR:
+            pass
+        elif op == OpCode.MULTI:
+            payload = _multi_response(rc)
+            err = 0  # a multi's header says OK; each op's result carries its error
+        elif err == 0:
+            if op == OpCode.CREATE:
+                body = r.CreateResponse(rc.path or "")
+            elif op in (OpCode.CREATE2, OpCode.CREATETTL, OpCode.CREATECONTAINER):
+                assert rc.stat is not None
+                body = r.Create2Response(rc.path or "", rc.stat)
+            elif op == OpCode.SETDATA:
+                assert rc.stat is not None
+                body = r.SetDataResponse(rc.stat)
+            elif op == OpCode.SETACL:
+                assert rc.stat is not None
+                body = r.SetACLResponse(rc.stat)
+        if payload is not None:
+            conn.send_reply_bytes(xid, zxid, err, payload)
+        else:
+            conn.send_reply(xid, zxid, err, body)
+        self._replied(conn, op, xid, zxid, p.received)
+        if op == OpCode.CLOSESESSION:
+            self.session_conn.pop(conn.session_id, None)
+            self._close(conn, "client closed session")
+
+    def _replied(self, conn: ClientConnection, op: int, xid: int, zxid: int, received: int) -> None:
+        self._mark(conn)
+        self.stats.packets_sent += 1
+        latency = 0  # replies are produced within the same tick as the request in-memory
+        conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, received)
+        self.stats.record(latency)
+
+    # ------------------------------------------------------------------ time
+    def tick(self, now: int, wall: int) -> None:
+        """Expire sessions whose time has come: each gets a closeSession txn."""
+        for s in self.sessions.expired(now):
+            log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
+            ctx = PrepContext(s.id, self.last_zxid + 1, wall, [])
+            txn_type, txn = prep_close_session(self.pending, ctx)
+            self._submit(None, 0, OpCode.CLOSESESSION, txn_type, txn, s.id, now, wall)
+        if self.sync_commit and self.uncommitted:
+            self.commit(len(self.uncommitted), now)
+
+    def next_tick_in(self, now: int) -> int:
+        return self.sessions.wait_time(now)
+
+
+# ---------------------------------------------------------------------- multi codec
+
+
+def _parse_multi(frame: bytes, *, read: bool) -> list[tuple[int, r.Record]]:
+    """MultiOperationRecord.deserialize: (MultiHeader, op record)* until done."""
+    buf = memoryview(frame)
+    pos = 8
+    ops: list[tuple[int, r.Record]] = []
+    limit = len(buf)
+    while True:
+        if pos + 9 > limit:
+            raise JuteDecodeError("truncated multi header")
+        typ, done, _err = _MULTI_HDR.unpack_from(buf, pos)
+        pos += 9
+        if done:
+            break
+        if read:
+            if typ not in MULTI_READ_OPS:
+                raise JuteDecodeError(f"Invalid type of op {typ} in multiRead")
+            cls: type[r.Record] = MULTI_READ_OPS[typ][0]
+            rec, pos = cls.decode_from(buf, pos)
+            ops.append((typ, rec))
+            continue
+        if typ not in MULTI_SUB_OPS:
+            raise JuteDecodeError(f"Invalid type of op {typ}")
+        cls = WRITE_OPS[typ][0]
+        rec, pos = cls.decode_from(buf, pos)
+        ops.append((_multi_op_type(typ, rec), rec))
+    return ops
+
+
+def _multi_op_type(typ: int, rec: Any) -> int:
+    """A create sub-op's opcode comes from its flags, as ``Op.create`` picks it
+    (``CreateMode.fromFlag(flags, PERSISTENT)``): so a create2 inside a multi answers like a
+    create, and TTL/container modes become createTTL/createContainer."""
+    if typ not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL):
+        return typ
+    try:
+        mode = CreateMode(rec.flags)
+    except ValueError:
+        mode = CreateMode.PERSISTENT
+    if mode.ttl:
+        if not isinstance(rec, r.CreateTTLRequest):
+            raise JuteDecodeError("TTL create mode without a TTL in a multi")
+        return OpCode.CREATETTL
+    if mode.container:
+        return OpCode.CREATECONTAINER
+    return OpCode.CREATE
+
+
+def _multi_response(rc: ApplyResult) -> bytes:
+    out: list[bytes] = []
+    for sub in rc.multi or ():
+        t = sub.type
+        if t == OpCode.ERROR:
+            out.append(_MULTI_HDR.pack(OpCode.ERROR, False, sub.err))
+            out.append(struct.pack(">i", sub.err))
+        elif t == OpCode.CREATE:
+            out.append(_MULTI_HDR.pack(OpCode.CREATE, False, 0))
+            r.CreateResponse(sub.path or "")._encode_into(out)
+        elif t in (OpCode.CREATE2, OpCode.CREATETTL, OpCode.CREATECONTAINER):
+            assert sub.stat is not None
+            out.append(_MULTI_HDR.pack(OpCode.CREATE2, False, 0))
+            r.Create2Response(sub.path or "", sub.stat)._encode_into(out)
+        elif t in (OpCode.DELETE, OpCode.DELETECONTAINER):
+            out.append(_MULTI_HDR.pack(OpCode.DELETE, False, 0))
+        elif t == OpCode.SETDATA:
+            assert sub.stat is not None
+            out.append(_MULTI_HDR.pack(OpCode.SETDATA, False, 0))
+            r.SetDataResponse(sub.stat)._encode_into(out)
+        elif t == OpCode.CHECK:
+            out.append(_MULTI_HDR.pack(OpCode.CHECK, False, 0))
+    out.append(_MULTI_END)
+    return b"".join(out)

@@ -1,0 +1,365 @@
+"""Request -> txn: ZooKeeper's ``PrepRequestProcessor.pRequest2Txn``, as pure functions.
+
+Theory
+------
+A write is validated against the *committed tree plus the changes of txns prepared but not yet
+applied* (:class:`PendingChanges`, ZooKeeper's ``outstandingChanges``). Prep never touches the
+tree: it returns a txn (type, record) and records the node states the txn will produce, so the
+next write prepared before this one is applied sees them (two pipelined creates of the same path:
+the second gets NODEEXISTS). A failing request becomes an ``ErrorTxn`` that still consumes a zxid,
+as in ZooKeeper (its reply carries the new zxid).
+
+Multi: every op is prepared with the same zxid; after the first failure the rest become
+``ErrorTxn(RUNTIMEINCONSISTENCY)`` and the pending changes of the multi are rolled back.
+
+Checks run in ZooKeeper's order, so the same bad request gets the same error code: e.g. create
+checks flags, then the path's shape, then the ACL list (INVALIDACL), then the parent (NONODE), the
+parent's CREATE permission, the sequential suffix, the full path (BADARGUMENTS), existence
+(NODEEXISTS), then an ephemeral parent (NOCHILDRENFOREPHEMERALS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..jute import records as r
+from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, CreateMode, OpCode, Perms
+from ..storage.datatree import SPECIAL_PATHS, DataTree, EphemeralKind, ephemeral_kind
+from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
+from ..storage.paths import InvalidPath, validate_path
+from . import acl as aclmod
+
+#: EphemeralType.MAX_EXTENDED_SERVER_ID-based TTL bound: the low 40 bits.
+MAX_TTL = (1 << 40) - 1
+
+
+class PrepError(Exception):
+    def __init__(self, code: Code) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+@dataclass(slots=True)
+class ChangeRecord:
+    """The state a path will have once the pending txns are applied (None fields: deleted)."""
+
+    zxid: int
+    path: str
+    exists: bool
+    data: bytes | None = None
+    acl: tuple[r.ACL, ...] = ()
+    version: int = 0
+    cversion: int = 0
+    aversion: int = 0
+    ephemeral_owner: int = 0
+    child_count: int = 0
+
+    def copy(self, zxid: int) -> ChangeRecord:
+        return ChangeRecord(
+            zxid,
+            self.path,
+            self.exists,
+            self.data,
+            self.acl,
+            self.version,
+            self.cversion,
+            self.aversion,
+            self.ephemeral_owner,
+            self.child_count,
+        )
+
+
+class PendingChanges:
+    """The one pending-changes view over the committed tree."""
+
+    def __init__(self, tree: DataTree) -> None:
+        self.tree = tree
+        self.by_path: dict[str, ChangeRecord] = {}
+        self.ordered: list[ChangeRecord] = []
+
+    def get(self, path: str) -> ChangeRecord:
+        rec = self.by_path.get(path)
+        if rec is None:
+            n = self.tree.get(path)
+            if n is None:
+                raise PrepError(Code.NONODE)
+            return ChangeRecord(
+                -1,
+                path,
+                True,
+                n.data,
+                n.acl,
+                n.version,
+                n.cversion,
+                n.aversion,
+                n.ephemeral_owner,
+                n.num_children(),
+            )
+        if not rec.exists:
+            raise PrepError(Code.NONODE)
+        return rec
+
+    def add(self, rec: ChangeRecord) -> None:
+        self.ordered.append(rec)
+        self.by_path[rec.path] = rec
+
+    def mark(self) -> tuple[int, dict[str, ChangeRecord]]:
+        return len(self.ordered), dict(self.by_path)
+
+    def rollback(self, mark: tuple[int, dict[str, ChangeRecord]]) -> None:
+        n, saved = mark
+        del self.ordered[n:]
+        self.by_path = saved
+
+    def committed(self, zxid: int) -> None:
+        """Forget the records of txns up to ``zxid`` (they are in the tree now)."""
+        i = 0
+        ordered = self.ordered
+        while i < len(ordered) and ordered[i].zxid <= zxid:
+            rec = ordered[i]
+            if self.by_path.get(rec.path) is rec:
+                del self.by_path[rec.path]
+            i += 1
+        if i:
+            del ordered[:i]
+
+
+@dataclass(slots=True)
+class PrepContext:
+    """What prep needs to know about the request beyond its record."""
+
+    session_id: int
+    zxid: int
+    time: int
+    auth: Sequence[tuple[str, str]]
+    extended_types: bool = False
+    reconfig_enabled: bool = False
+
+
+def _validate(path: str) -> None:
+    try:
+        validate_path(path)
+    except InvalidPath:
+        raise PrepError(Code.BADARGUMENTS) from None
+
+
+def _check_acl(rec: ChangeRecord, perm: int, ctx: PrepContext) -> None:
+    if not aclmod.check(rec.acl, perm, ctx.auth):
+        raise PrepError(Code.NOAUTH)
+
+
+def _fixup(acl: Sequence[r.ACL] | None, ctx: PrepContext) -> tuple[r.ACL, ...]:
+    try:
+        return aclmod.fixup(acl, ctx.auth)
+    except aclmod.ACLError as e:
+        raise PrepError(e.code) from None
+
+
+def _check_version(current: int, expected: int) -> int:
+    if expected != -1 and expected != current:
+        raise PrepError(Code.BADVERSION)
+    return current + 1
+
+
+def _parent_for_delete(path: str) -> str:
+    i = path.rfind("/")
+    if i == -1 or "\0" in path or path in SPECIAL_PATHS:
+        raise PrepError(Code.BADARGUMENTS)
+    return path[:i]
+
+
+Txn = tuple[int, r.Record | None]
+
+
+def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    try:
+        mode = CreateMode(req.flags)
+    except ValueError:
+        raise PrepError(Code.BADARGUMENTS) from None
+    ttl = req.ttl if op == OpCode.CREATETTL else -1
+    # validateCreateRequest
+    if mode.ttl and not ctx.extended_types:
+        raise PrepError(Code.UNIMPLEMENTED)
+    if mode.ttl:
+        if ttl <= 0 or ttl > MAX_TTL:
+            raise PrepError(Code.BADARGUMENTS)
+    elif ttl >= 0:
+        raise PrepError(Code.BADARGUMENTS)
+    path: str = req.path
+    if path is None:
+        raise PrepError(Code.MARSHALLINGERROR)
+    # validatePathForCreate
+    i = path.rfind("/")
+    if i == -1 or "\0" in path:
+        raise PrepError(Code.BADARGUMENTS)
+    parent_path = path[:i]
+    acl = _fixup(req.acl, ctx)
+    parent = pv.get(parent_path)
+    _check_acl(parent, Perms.CREATE, ctx)
+    if mode.sequential:
+        path = f"{path}{parent.cversion:010d}"
+    _validate(path)
+    try:
+        pv.get(path)
+        raise PrepError(Code.NODEEXISTS)
+    except PrepError as e:
+        if e.code != Code.NONODE:
+            raise
+    if ephemeral_kind(parent.ephemeral_owner, ctx.extended_types) == EphemeralKind.NORMAL:
+        raise PrepError(Code.NOCHILDRENFOREPHEMERALS)
+    new_cversion = parent.cversion + 1
+    txn: r.Record
+    if op == OpCode.CREATECONTAINER:
+        txn = r.CreateContainerTxn(path, req.data, acl, new_cversion)
+        owner = CONTAINER_EPHEMERAL_OWNER
+    elif op == OpCode.CREATETTL:
+        txn = r.CreateTTLTxn(path, req.data, acl, new_cversion, ttl)
+        owner = _ttl_owner(ttl)
+    else:
+        txn = r.CreateTxn(path, req.data, acl, mode.ephemeral, new_cversion)
+        owner = ctx.session_id if mode.ephemeral else 0
+    p2 = parent.copy(ctx.zxid)
+    p2.child_count += 1
+    p2.cversion = new_cversion
+    pv.add(p2)
+    pv.add(ChangeRecord(ctx.zxid, path, True, req.data, acl, 0, 0, 0, owner, 0))
+    return op, txn
+
+
+def prep_delete(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    path: str = req.path
+    parent_path = _parent_for_delete(path)
+    parent = pv.get(parent_path)
+    _check_acl(parent, Perms.DELETE, ctx)
+    node = pv.get(path)
+    _check_version(node.version, req.version)
+    if node.child_count > 0:
+        raise PrepError(Code.NOTEMPTY)
+    p2 = parent.copy(ctx.zxid)
+    p2.child_count -= 1
+    pv.add(p2)
+    pv.add(ChangeRecord(ctx.zxid, path, False))
+    return op, r.DeleteTxn(path)
+
+
+def prep_delete_container(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    path: str = req.path
+    parent_path = _parent_for_delete(path)
+    node = pv.get(path)
+    if node.child_count > 0:
+        raise PrepError(Code.NOTEMPTY)
+    if ephemeral_kind(node.ephemeral_owner, ctx.extended_types) == EphemeralKind.NORMAL:
+        raise PrepError(Code.BADVERSION)
+    parent = pv.get(parent_path)
+    p2 = parent.copy(ctx.zxid)
+    p2.child_count -= 1
+    pv.add(p2)
+    pv.add(ChangeRecord(ctx.zxid, path, False))
+    return op, r.DeleteTxn(path)
+
+
+def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    path: str = req.path
+    _validate(path)
+    node = pv.get(path)
+    _check_acl(node, Perms.WRITE, ctx)
+    new_version = _check_version(node.version, req.version)
+    n2 = node.copy(ctx.zxid)
+    n2.version = new_version
+    n2.data = req.data
+    pv.add(n2)
+    return op, r.SetDataTxn(path, req.data, new_version)
+
+
+def prep_set_acl(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    path: str = req.path
+    _validate(path)
+    acl = _fixup(req.acl, ctx)
+    node = pv.get(path)
+    _check_acl(node, Perms.ADMIN, ctx)
+    new_version = _check_version(node.aversion, req.version)
+    n2 = node.copy(ctx.zxid)
+    n2.aversion = new_version
+    n2.acl = acl
+    pv.add(n2)
+    return op, r.SetACLTxn(path, acl, new_version)
+
+
+def prep_check(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    path: str = req.path
+    _validate(path)
+    node = pv.get(path)
+    _check_acl(node, Perms.READ, ctx)
+    return op, r.CheckVersionTxn(path, _check_version(node.version, req.version))
+
+
+def prep_reconfig(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    if not ctx.reconfig_enabled:
+        raise PrepError(Code.RECONFIGDISABLED)
+    raise PrepError(Code.UNIMPLEMENTED)  # standalone: "reconfiguration currently not supported"
+
+
+def prep_close_session(pv: PendingChanges, ctx: PrepContext) -> Txn:
+    es = pv.tree.ephemerals_of(ctx.session_id)
+    for c in pv.ordered:
+        if not c.exists:
+            es.discard(c.path)
+        elif c.ephemeral_owner == ctx.session_id:
+            es.add(c.path)
+    for path in es:
+        pv.add(ChangeRecord(ctx.zxid, path, False))
+    return OpCode.CLOSESESSION, r.CloseSessionTxn(tuple(es))
+
+
+PrepFn = Callable[[int, Any, PendingChanges, PrepContext], Txn]
+
+#: opcode -> (request record, prep function). Multi sub-ops use the same table.
+WRITE_OPS: dict[int, tuple[type[r.Record], PrepFn]] = {
+    OpCode.CREATE: (r.CreateRequest, prep_create),
+    OpCode.CREATE2: (r.CreateRequest, prep_create),
+    OpCode.CREATECONTAINER: (r.CreateRequest, prep_create),
+    OpCode.CREATETTL: (r.CreateTTLRequest, prep_create),
+    OpCode.DELETE: (r.DeleteRequest, prep_delete),
+    OpCode.DELETECONTAINER: (r.DeleteRequest, prep_delete_container),
+    OpCode.SETDATA: (r.SetDataRequest, prep_set_data),
+    OpCode.SETACL: (r.SetACLRequest, prep_set_acl),
+    OpCode.CHECK: (r.CheckVersionRequest, prep_check),
+    OpCode.RECONFIG: (r.ReconfigRequest, prep_reconfig),
+}
+
+#: Sub-op types a multi may carry (MultiOperationRecord.deserialize).
+MULTI_SUB_OPS = frozenset(
+    {
+        OpCode.CREATE,
+        OpCode.CREATE2,
+        OpCode.CREATETTL,
+        OpCode.CREATECONTAINER,
+        OpCode.DELETE,
+        OpCode.SETDATA,
+        OpCode.CHECK,
+    }
+)
+
+
+def prep_multi(
+    ops: Sequence[tuple[int, r.Record]], pv: PendingChanges, ctx: PrepContext
+) -> tuple[r.MultiTxn, Code | None]:
+    """Prepare a multi; returns the MultiTxn and the first error (None if all succeeded)."""
+    mark = pv.mark()
+    txns: list[r.Txn] = []
+    failure: Code | None = None
+    for op, req in ops:
+        if failure is not None:
+            txns.append(r.Txn(OpCode.ERROR, r.ErrorTxn(Code.RUNTIMEINCONSISTENCY).encode()))
+            continue
+        try:
+            typ, txn = WRITE_OPS[op][1](op, req, pv, ctx)
+            assert txn is not None
+            txns.append(r.Txn(typ, txn.encode()))
+        except PrepError as e:
+            failure = e.code
+            txns.append(r.Txn(OpCode.ERROR, r.ErrorTxn(e.code).encode()))
+            pv.rollback(mark)
+    return r.MultiTxn(tuple(txns)), failure

@@ -1,0 +1,241 @@
+"""Read operations and other non-txn requests (``FinalRequestProcessor``'s read cases).
+
+Each handler takes the request record and a :class:`ReadContext` and returns the response
+record (``None`` for a header-only reply) or raises :class:`ReadError` with the code ZooKeeper
+answers. Handlers may register watches and queue watch events (setWatches) through the context;
+they never change the tree.
+
+Facts kept from ZooKeeper 3.8:
+* exists registers its data watch whether or not the node exists; NONODE is its normal answer
+  for a missing node. A path containing NUL is BADARGUMENTS for exists only; other reads simply
+  find no node.
+* getData/getChildren check READ *before* registering the watch: a denied read sets no watch.
+* getACL needs READ or ADMIN; without ADMIN, digest ids come back as ``user:x``.
+* A read of ``""`` finds the root (ZooKeeper keys the root as ``""``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..jute import records as r
+from ..jute.codes import AddWatchMode, Code, EventType, OpCode, Perms, WatcherType
+from ..storage.datatree import DataNode, DataTree
+from . import acl as aclmod
+from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager
+
+
+class ReadError(Exception):
+    def __init__(self, code: Code) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+@dataclass(slots=True)
+class ReadContext:
+    tree: DataTree
+    watches: WatchManager
+    watcher: Hashable
+    session_id: int
+    auth: list[tuple[str, str]]
+    #: watch events to deliver to this connection before the reply: (type, path)
+    events: list[tuple[EventType, str]] = field(default_factory=list)
+
+
+def _node(ctx: ReadContext, path: str) -> DataNode:
+    n = ctx.tree.get(path)
+    if n is None:
+        raise ReadError(Code.NONODE)
+    return n
+
+
+def _check(ctx: ReadContext, n: DataNode, perm: int) -> None:
+    if not aclmod.check(n.acl, perm, ctx.auth):
+        raise ReadError(Code.NOAUTH)
+
+
+def read_exists(req: Any, ctx: ReadContext) -> r.Record:
+    path = req.path
+    if "\0" in path:
+        raise ReadError(Code.BADARGUMENTS)
+    if req.watch:
+        ctx.watches.data.add(path, ctx.watcher)
+    n = _node(ctx, path)
+    return r.ExistsResponse(n.stat())
+
+
+def read_get_data(req: Any, ctx: ReadContext) -> r.Record:
+    n = _node(ctx, req.path)
+    _check(ctx, n, Perms.READ)
+    if req.watch:
+        ctx.watches.data.add(req.path, ctx.watcher)
+    return r.GetDataResponse(n.data, n.stat())
+
+
+def read_get_children(req: Any, ctx: ReadContext) -> r.Record:
+    n = _node(ctx, req.path)
+    _check(ctx, n, Perms.READ)
+    if req.watch:
+        ctx.watches.child.add(req.path, ctx.watcher)
+    return r.GetChildrenResponse(tuple(n.child_names()))
+
+
+def read_get_children2(req: Any, ctx: ReadContext) -> r.Record:
+    n = _node(ctx, req.path)
+    _check(ctx, n, Perms.READ)
+    if req.watch:
+        ctx.watches.child.add(req.path, ctx.watcher)
+    return r.GetChildren2Response(tuple(n.child_names()), n.stat())
+
+
+_DIGEST_SECRET = re.compile(r":.*", re.DOTALL)
+
+
+def read_get_acl(req: Any, ctx: ReadContext) -> r.Record:
+    n = _node(ctx, req.path)
+    _check(ctx, n, Perms.READ | Perms.ADMIN)
+    acl = n.acl
+    if not aclmod.check(n.acl, Perms.ADMIN, ctx.auth):
+        acl = tuple(
+            r.ACL(a.perms, r.Id(a.id.scheme, _DIGEST_SECRET.sub(":x", a.id.id)))
+            if a.id.scheme == "digest"
+            else a
+            for a in acl
+        )
+    return r.GetACLResponse(acl, n.stat())
+
+
+def read_sync(req: Any, ctx: ReadContext) -> r.Record:
+    return r.SyncResponse(req.path)
+
+
+def read_all_children_number(req: Any, ctx: ReadContext) -> r.Record:
+    n = _node(ctx, req.path)
+    _check(ctx, n, Perms.READ)
+    return r.GetAllChildrenNumberResponse(ctx.tree.all_children_number(req.path))
+
+
+def read_get_ephemerals(req: Any, ctx: ReadContext) -> r.Record:
+    prefix = req.prefixPath
+    eph = list(ctx.tree.ephemerals_of(ctx.session_id))
+    if prefix is not None and prefix.strip() not in ("", "/"):
+        eph = [p for p in eph if p.startswith(prefix)]
+    return r.GetEphemeralsResponse(tuple(eph))
+
+
+def _set_watches(
+    ctx: ReadContext,
+    rel: int,
+    data: tuple[str, ...] | None,
+    exist: tuple[str, ...] | None,
+    child: tuple[str, ...] | None,
+    persistent: tuple[str, ...] | None = None,
+    recursive: tuple[str, ...] | None = None,
+) -> None:
+    tree, w = ctx.tree, ctx.watcher
+    for path in data or ():
+        n = tree.get(path)
+        if n is None:
+            ctx.events.append((EventType.NODEDELETED, path))
+        elif n.mzxid > rel:
+            ctx.events.append((EventType.NODEDATACHANGED, path))
+        else:
+            ctx.watches.data.add(path, w)
+    for path in exist or ():
+        if tree.get(path) is not None:
+            ctx.events.append((EventType.NODECREATED, path))
+        else:
+            ctx.watches.data.add(path, w)
+    for path in child or ():
+        n = tree.get(path)
+        if n is None:
+            ctx.events.append((EventType.NODEDELETED, path))
+        elif n.pzxid > rel:
+            ctx.events.append((EventType.NODECHILDRENCHANGED, path))
+        else:
+            ctx.watches.child.add(path, w)
+    for path in persistent or ():
+        ctx.watches.child.add(path, w, PERSISTENT)
+        ctx.watches.data.add(path, w, PERSISTENT)
+    for path in recursive or ():
+        ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
+
+
+def read_set_watches(req: Any, ctx: ReadContext) -> None:
+    _set_watches(ctx, req.relativeZxid, req.dataWatches, req.existWatches, req.childWatches)
+
+
+def read_set_watches2(req: Any, ctx: ReadContext) -> None:
+    _set_watches(
+        ctx,
+        req.relativeZxid,
+        req.dataWatches,
+        req.existWatches,
+        req.childWatches,
+        req.persistentWatches,
+        req.persistentRecursiveWatches,
+    )
+
+
+def read_add_watch(req: Any, ctx: ReadContext) -> r.Record:
+    if req.mode == AddWatchMode.PERSISTENT_RECURSIVE:
+        ctx.watches.data.add(req.path, ctx.watcher, PERSISTENT_RECURSIVE)
+    else:
+        ctx.watches.child.add(req.path, ctx.watcher, PERSISTENT)
+        ctx.watches.data.add(req.path, ctx.watcher, PERSISTENT)
+    return r.ErrorResponse(0)
+
+
+def _watch_tables(ctx: ReadContext, typ: int) -> list[Any]:
+    if typ == WatcherType.CHILDREN:
+        return [ctx.watches.child]
+    if typ == WatcherType.DATA:
+        return [ctx.watches.data]
+    return [ctx.watches.data, ctx.watches.child]
+
+
+def read_check_watches(req: Any, ctx: ReadContext) -> None:
+    if not any(t.contains(req.path, ctx.watcher) for t in _watch_tables(ctx, req.type)):
+        raise ReadError(Code.NOWATCHER)
+
+
+def read_remove_watches(req: Any, ctx: ReadContext) -> None:
+    removed = False
+    for t in _watch_tables(ctx, req.type):
+        removed = t.remove(req.path, ctx.watcher) or removed
+    if not removed:
+        raise ReadError(Code.NOWATCHER)
+
+
+def read_who_am_i(req: Any, ctx: ReadContext) -> r.Record:
+    return r.WhoAmIResponse(tuple(r.ClientInfo(s, i) for s, i in ctx.auth if s != "super"))
+
+
+ReadFn = Callable[[Any, ReadContext], r.Record | None]
+
+#: opcode -> (request record or None, handler)
+READ_OPS: dict[int, tuple[type[r.Record] | None, ReadFn]] = {
+    OpCode.EXISTS: (r.ExistsRequest, read_exists),
+    OpCode.GETDATA: (r.GetDataRequest, read_get_data),
+    OpCode.GETCHILDREN: (r.GetChildrenRequest, read_get_children),
+    OpCode.GETCHILDREN2: (r.GetChildren2Request, read_get_children2),
+    OpCode.GETACL: (r.GetACLRequest, read_get_acl),
+    OpCode.SYNC: (r.SyncRequest, read_sync),
+    OpCode.GETALLCHILDRENNUMBER: (r.GetAllChildrenNumberRequest, read_all_children_number),
+    OpCode.GETEPHEMERALS: (r.GetEphemeralsRequest, read_get_ephemerals),
+    OpCode.SETWATCHES: (r.SetWatches, read_set_watches),
+    OpCode.SETWATCHES2: (r.SetWatches2, read_set_watches2),
+    OpCode.ADDWATCH: (r.AddWatchRequest, read_add_watch),
+    OpCode.CHECKWATCHES: (r.CheckWatchesRequest, read_check_watches),
+    OpCode.REMOVEWATCHES: (r.RemoveWatchesRequest, read_remove_watches),
+    OpCode.WHOAMI: (None, read_who_am_i),
+}
+
+#: multiRead sub-ops: opcode -> (request record, handler); watch flags are always false.
+MULTI_READ_OPS: dict[int, tuple[type[r.Record], ReadFn]] = {
+    OpCode.GETCHILDREN: (r.GetChildrenRequest, read_get_children),
+    OpCode.GETDATA: (r.GetDataRequest, read_get_data),
+}

@@ -1,0 +1,136 @@
+"""Watch tables (``WatchManager``): which connection watches which path, and event fan-out.
+
+Watches belong to a *connection* (a ``ServerCnxn`` in ZooKeeper), not to a session: they vanish
+when the connection closes, and a client that reconnects re-registers them with setWatches.
+
+Two tables, as in ZooKeeper: data watches (set by getData, and by exists whether or not the node
+exists) and child watches (set by getChildren/getChildren2). A trigger from
+:mod:`trizk.storage.datatree` names the tables it fires on. Standard watches are one-time: firing
+removes them. A trigger on both tables (NodeDeleted) delivers at most one event per watcher
+(ZooKeeper passes the first table's watchers as ``supress`` to the second).
+
+Persistent and recursive watches (addWatch) are kept here too: a persistent watch fires for its
+own path like a data+child watch and is not consumed; a recursive one also fires for every
+descendant, except for NodeChildrenChanged (``WatchManager.triggerWatch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
+
+from ..jute.codes import EventType
+from ..storage.datatree import CHILD, DATA, Trigger
+
+W = TypeVar("W", bound=Hashable)
+
+STANDARD = 0
+PERSISTENT = 1
+PERSISTENT_RECURSIVE = 2
+
+
+class WatchTable:
+    """path -> {watcher: mode}, with the reverse index watcher -> paths."""
+
+    __slots__ = ("by_path", "by_watcher", "recursive_count")
+
+    def __init__(self) -> None:
+        self.by_path: dict[str, dict[Hashable, int]] = {}
+        self.by_watcher: dict[Hashable, set[str]] = {}
+        self.recursive_count = 0
+
+    def add(self, path: str, watcher: Hashable, mode: int = STANDARD) -> None:
+        d = self.by_path.setdefault(path, {})
+        old = d.get(watcher)
+        if old == PERSISTENT_RECURSIVE:
+            self.recursive_count -= 1
+        d[watcher] = mode
+        if mode == PERSISTENT_RECURSIVE:
+            self.recursive_count += 1
+        self.by_watcher.setdefault(watcher, set()).add(path)
+
+    def remove(self, path: str, watcher: Hashable) -> bool:
+        d = self.by_path.get(path)
+        if d is None or watcher not in d:
+            return False
+        if d.pop(watcher) == PERSISTENT_RECURSIVE:
+            self.recursive_count -= 1
+        if not d:
+            del self.by_path[path]
+        paths = self.by_watcher.get(watcher)
+        if paths is not None:
+            paths.discard(path)
+            if not paths:
+                del self.by_watcher[watcher]
+        return True
+
+    def contains(self, path: str, watcher: Hashable) -> bool:
+        d = self.by_path.get(path)
+        return d is not None and watcher in d
+
+    def mode(self, path: str, watcher: Hashable) -> int | None:
+        d = self.by_path.get(path)
+        return None if d is None else d.get(watcher)
+
+    def remove_watcher(self, watcher: Hashable) -> None:
+        for path in self.by_watcher.pop(watcher, ()):
+            d = self.by_path.get(path)
+            if d is not None:
+                if d.pop(watcher, None) == PERSISTENT_RECURSIVE:
+                    self.recursive_count -= 1
+                if not d:
+                    del self.by_path[path]
+
+    def count(self) -> int:
+        return sum(len(d) for d in self.by_path.values())
+
+    def trigger(self, path: str, event: EventType, suppress: set[Hashable] | None) -> set[Hashable]:
+        """Watchers to notify for ``event`` on ``path``; consumes the one-time watches."""
+        out: set[Hashable] = set()
+        d = self.by_path.get(path)
+        if d:
+            for w, mode in list(d.items()):
+                if mode == PERSISTENT_RECURSIVE:
+                    if event != EventType.NODECHILDRENCHANGED:
+                        out.add(w)
+                    continue
+                out.add(w)
+                if mode == STANDARD:
+                    self.remove(path, w)
+        if self.recursive_count:
+            p = path
+            while p != "/":
+                p = p[: p.rfind("/")] or "/"
+                d = self.by_path.get(p)
+                if d:
+                    for w, mode in d.items():
+                        if mode == PERSISTENT_RECURSIVE and event != EventType.NODECHILDRENCHANGED:
+                            out.add(w)
+        if suppress:
+            out -= suppress
+        return out
+
+
+class WatchManager:
+    """Both tables, and the fan-out of tree triggers to watchers."""
+
+    def __init__(self) -> None:
+        self.data = WatchTable()
+        self.child = WatchTable()
+
+    def fire(self, triggers: Iterable[Trigger]) -> list[tuple[Hashable, EventType, str]]:
+        """(watcher, event type, path) for each notification, in ZooKeeper's order."""
+        out: list[tuple[Hashable, EventType, str]] = []
+        for t in triggers:
+            seen: set[Hashable] | None = None
+            if t.tables & DATA:
+                seen = self.data.trigger(t.path, t.event, None)
+                out.extend((w, t.event, t.path) for w in seen)
+            if t.tables & CHILD:
+                ws = self.child.trigger(t.path, t.event, seen)
+                out.extend((w, t.event, t.path) for w in ws)
+        return out
+
+    def remove_watcher(self, watcher: Hashable) -> None:
+        self.data.remove_watcher(watcher)
+        self.child.remove_watcher(watcher)

@@ -1,0 +1,459 @@
+"""The in-memory data tree and the deterministic application of transactions.
+
+Theory
+------
+The tree is ZooKeeper's ``DataTree``: a map from path to :class:`DataNode`, the root stored under
+both ``""`` and ``"/"`` (ZooKeeper's node map has the root at ``""``; a read of ``""`` finds it).
+:meth:`DataTree.apply` takes a ``TxnHeader`` and its txn record and changes the tree exactly as
+``DataTree.processTxn`` does. It is deterministic: every time and zxid comes from the header, and
+it returns what happened (:class:`ApplyResult`: error code, path, Stat, and the watch
+*triggers*) instead of firing watches itself. Applying the same txns in the same order to equal
+trees gives equal trees, which makes fuzzy snapshots plus log replay correct: create and delete
+tolerate replays the way ZooKeeper's do (``parentCVersion`` only moves forward, pzxid only up).
+
+Quirks kept on purpose (each is what ZooKeeper 3.8 shows clients):
+
+* A node stores ``cversion`` as the number of creates under it; clients see
+  ``cversion * 2 - numChildren`` (``DataNode.copyStat``), so a fresh server shows the root with
+  cversion -1 and ``/zookeeper`` with -2. The sequential suffix uses the stored count.
+* Children iterate in Java ``HashSet`` order (:mod:`trizk.storage.javahash`), initial capacity 8;
+  each session's ephemerals are another HashSet (capacity 16) whose order decides the order of
+  deletions, hence of watch events, when the session closes.
+* ``/zookeeper/config`` has ACL world:anyone READ and aversion -1 (``setACL(..., -1)`` at start).
+* Data ``None`` (a null buffer) and ``b""`` are different; a null reads back as null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..jute import records as r
+from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, OpCode
+from .javahash import JavaHashSet
+from .paths import split, watch_path
+
+OPEN_ACL_UNSAFE: tuple[r.ACL, ...] = (r.ACL(31, r.Id("world", "anyone")),)
+READ_ACL_UNSAFE: tuple[r.ACL, ...] = (r.ACL(1, r.Id("world", "anyone")),)
+
+ZOOKEEPER_NODE = "/zookeeper"
+QUOTA_NODE = "/zookeeper/quota"
+CONFIG_NODE = "/zookeeper/config"
+SPECIAL_PATHS = frozenset({"/", ZOOKEEPER_NODE, QUOTA_NODE, CONFIG_NODE})
+
+#: Watch tables a trigger applies to.
+DATA = 1
+CHILD = 2
+BOTH = DATA | CHILD
+
+
+class EphemeralKind:
+    """EphemeralType.get(owner): VOID, NORMAL, CONTAINER or TTL."""
+
+    VOID = 0
+    NORMAL = 1
+    CONTAINER = 2
+    TTL = 3
+
+
+def ephemeral_kind(owner: int, extended_types: bool) -> int:
+    if owner == 0:
+        return EphemeralKind.VOID
+    if owner == CONTAINER_EPHEMERAL_OWNER:
+        return EphemeralKind.CONTAINER
+    if extended_types and (owner >> 56) & 0xFF == 0xFF:
+        return EphemeralKind.TTL
+    return EphemeralKind.NORMAL
+
+
+class DataNode:
+    """One znode. ``cversion`` is ZooKeeper's stored count of creates (see module docstring)."""
+
+    __slots__ = (
+        "_stat",
+        "acl",
+        "aversion",
+        "children",
+        "ctime",
+        "cversion",
+        "czxid",
+        "data",
+        "ephemeral_owner",
+        "mtime",
+        "mzxid",
+        "pzxid",
+        "version",
+    )
+
+    def __init__(
+        self,
+        data: bytes | None,
+        acl: tuple[r.ACL, ...],
+        zxid: int = 0,
+        time: int = 0,
+        ephemeral_owner: int = 0,
+    ) -> None:
+        self.data = data
+        self.acl = acl
+        self.czxid = self.mzxid = self.pzxid = zxid
+        self.ctime = self.mtime = time
+        self.version = self.cversion = self.aversion = 0
+        self.ephemeral_owner = ephemeral_owner
+        self.children: JavaHashSet | None = None
+        self._stat: r.Stat | None = None
+
+    def stat(self) -> r.Stat:
+        """The client-visible Stat (cached until the node changes)."""
+        s = self._stat
+        if s is None:
+            n = len(self.children) if self.children is not None else 0
+            d = self.data
+            s = self._stat = r.Stat(
+                self.czxid,
+                self.mzxid,
+                self.ctime,
+                self.mtime,
+                self.version,
+                self.cversion * 2 - n,
+                self.aversion,
+                self.ephemeral_owner,
+                len(d) if d is not None else 0,
+                n,
+                self.pzxid,
+            )
+        return s
+
+    def stat_persisted(self) -> r.StatPersisted:
+        return r.StatPersisted(
+            self.czxid,
+            self.mzxid,
+            self.ctime,
+            self.mtime,
+            self.version,
+            self.cversion,
+            self.aversion,
+            self.ephemeral_owner,
+            self.pzxid,
+        )
+
+    def child_names(self) -> list[str]:
+        return list(self.children) if self.children is not None else []
+
+    def num_children(self) -> int:
+        return len(self.children) if self.children is not None else 0
+
+    def add_child(self, name: str) -> None:
+        if self.children is None:
+            self.children = JavaHashSet(8)  # DataNode.addChild: new HashSet<>(8)
+        self.children.add(name)
+        self._stat = None
+
+    def remove_child(self, name: str) -> None:
+        if self.children is not None:
+            self.children.discard(name)
+        self._stat = None
+
+    def touch(self) -> None:
+        self._stat = None
+
+
+@dataclass(slots=True)
+class Trigger:
+    """A watch trigger: fire ``event`` for ``path`` on the watch tables in ``tables``."""
+
+    path: str
+    event: EventType
+    tables: int
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    """What applying one txn did (ZooKeeper's ``ProcessTxnResult``)."""
+
+    type: int
+    zxid: int
+    err: int = 0
+    path: str | None = None
+    stat: r.Stat | None = None
+    triggers: list[Trigger] = field(default_factory=list)
+    multi: list[ApplyResult] | None = None
+    #: paths of ephemerals deleted by closeSession, in deletion order
+    deleted: list[str] | None = None
+
+
+class TxnError(Exception):
+    def __init__(self, code: Code) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+_SUBTXN: dict[int, type[r.Record]] = {
+    OpCode.CREATE: r.CreateTxn,
+    OpCode.CREATE2: r.CreateTxn,
+    OpCode.CREATETTL: r.CreateTTLTxn,
+    OpCode.CREATECONTAINER: r.CreateContainerTxn,
+    OpCode.DELETE: r.DeleteTxn,
+    OpCode.DELETECONTAINER: r.DeleteTxn,
+    OpCode.SETDATA: r.SetDataTxn,
+    OpCode.ERROR: r.ErrorTxn,
+    OpCode.CHECK: r.CheckVersionTxn,
+}
+
+
+class DataTree:
+    """ZooKeeper's data tree. Mutated only through :meth:`apply` (and snapshot loading)."""
+
+    def __init__(self, *, extended_types: bool = False) -> None:
+        self.extended_types = extended_types
+        self.nodes: dict[str, DataNode] = {}
+        self.ephemerals: dict[int, JavaHashSet] = {}
+        self.containers: set[str] = set()
+        self.ttls: set[str] = set()
+        self.last_processed_zxid = 0
+        root = DataNode(b"", OPEN_ACL_UNSAFE)
+        self.nodes[""] = root
+        self.nodes["/"] = root
+        zk = DataNode(b"", OPEN_ACL_UNSAFE)
+        root.add_child("zookeeper")
+        self.nodes[ZOOKEEPER_NODE] = zk
+        zk.add_child("quota")
+        self.nodes[QUOTA_NODE] = DataNode(b"", OPEN_ACL_UNSAFE)
+        zk.add_child("config")
+        config = DataNode(b"", READ_ACL_UNSAFE)
+        config.aversion = -1  # DataTree.addConfigNode: setACL(CONFIG_NODE, READ_ACL_UNSAFE, -1)
+        self.nodes[CONFIG_NODE] = config
+
+    # ------------------------------------------------------------------ reads
+    def get(self, path: str) -> DataNode | None:
+        return self.nodes.get(path)
+
+    def node_count(self) -> int:
+        """Number of znodes, as ``DataTree.getNodeCount`` (the root counted once)."""
+        return len(self.nodes) - 1
+
+    def ephemerals_of(self, session_id: int) -> JavaHashSet:
+        s = self.ephemerals.get(session_id)
+        return s.copy() if s is not None else JavaHashSet()
+
+    def all_children_number(self, path: str) -> int:
+        prefix = "/" if path == "/" else path + "/"
+        return sum(1 for p in self.nodes if p.startswith(prefix) and p not in ("", "/"))
+
+    def iter_nodes(self) -> Iterator[tuple[str, DataNode]]:
+        for p, n in self.nodes.items():
+            if p != "":
+                yield p, n
+
+    def approximate_data_size(self) -> int:
+        return sum(len(p) + (len(n.data) if n.data else 0) for p, n in self.iter_nodes())
+
+    # ------------------------------------------------------------------ apply
+    def apply(self, hdr: r.TxnHeader, txn: r.Record | None) -> ApplyResult:
+        """Apply one txn as ``DataTree.processTxn`` does; returns the result and triggers."""
+        rc = ApplyResult(type=hdr.type, zxid=hdr.zxid)
+        try:
+            handler = _APPLY.get(hdr.type)
+            if handler is not None:
+                handler(self, hdr, txn, rc)
+        except TxnError as e:
+            rc.err = e.code
+        if hdr.zxid > self.last_processed_zxid:
+            self.last_processed_zxid = hdr.zxid
+        return rc
+
+    def _create(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        t = hdr.type
+        if t == OpCode.CREATECONTAINER:
+            owner = CONTAINER_EPHEMERAL_OWNER
+        elif t == OpCode.CREATETTL:
+            owner = ttl_to_ephemeral_owner(txn.ttl)
+        elif txn.ephemeral:
+            owner = hdr.clientId
+        else:
+            owner = 0
+        rc.path = txn.path
+        node = self.create_node(
+            txn.path, txn.data, txn.acl, owner, txn.parentCVersion, hdr.zxid, hdr.time, rc
+        )
+        if t != OpCode.CREATE:
+            rc.stat = node.stat()
+
+    def create_node(
+        self,
+        path: str,
+        data: bytes | None,
+        acl: tuple[r.ACL, ...] | None,
+        owner: int,
+        parent_cversion: int,
+        zxid: int,
+        time: int,
+        rc: ApplyResult | None = None,
+    ) -> DataNode:
+        parent_name, child_name = split(path)
+        parent = self.nodes.get(parent_name)
+        if parent is None:
+            raise TxnError(Code.NONODE)
+        if parent.children is not None and child_name in parent.children:
+            raise TxnError(Code.NODEEXISTS)
+        if parent_cversion == -1:
+            parent_cversion = parent.cversion + 1
+        # A replayed create (fuzzy snapshot) must not move cversion/pzxid backwards.
+        if parent_cversion > parent.cversion:
+            parent.cversion = parent_cversion
+            parent.pzxid = zxid
+        node = DataNode(data, tuple(acl or ()), zxid, time, owner)
+        parent.add_child(child_name)
+        self.nodes[path] = node
+        kind = ephemeral_kind(owner, self.extended_types)
+        if kind == EphemeralKind.CONTAINER:
+            self.containers.add(path)
+        elif kind == EphemeralKind.TTL:
+            self.ttls.add(path)
+        elif owner != 0:
+            eph = self.ephemerals.get(owner)
+            if eph is None:
+                eph = self.ephemerals[owner] = JavaHashSet(16)
+            eph.add(path)
+        if rc is not None:
+            rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA))
+            rc.triggers.append(
+                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD)
+            )
+        return node
+
+    def _delete(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        rc.path = txn.path
+        self.delete_node(txn.path, hdr.zxid, rc)
+
+    def delete_node(self, path: str, zxid: int, rc: ApplyResult | None = None) -> None:
+        parent_name, child_name = split(path)
+        parent = self.nodes.get(parent_name)
+        if parent is None:
+            raise TxnError(Code.NONODE)
+        parent.remove_child(child_name)
+        # Only move pzxid up: a replayed delete must not undo a later create's pzxid.
+        if zxid > parent.pzxid:
+            parent.pzxid = zxid
+        node = self.nodes.pop(path, None)
+        if node is None:
+            raise TxnError(Code.NONODE)
+        owner = node.ephemeral_owner
+        kind = ephemeral_kind(owner, self.extended_types)
+        if kind == EphemeralKind.CONTAINER:
+            self.containers.discard(path)
+        elif kind == EphemeralKind.TTL:
+            self.ttls.discard(path)
+        elif owner != 0:
+            eph = self.ephemerals.get(owner)
+            if eph is not None:
+                eph.discard(path)
+        if rc is not None:
+            rc.triggers.append(Trigger(path, EventType.NODEDELETED, BOTH))
+            rc.triggers.append(
+                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD)
+            )
+
+    def _set_data(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        rc.path = txn.path
+        node = self.nodes.get(txn.path)
+        if node is None:
+            raise TxnError(Code.NONODE)
+        node.data = txn.data
+        node.mtime = hdr.time
+        node.mzxid = hdr.zxid
+        node.version = txn.version
+        node.touch()
+        rc.stat = node.stat()
+        rc.triggers.append(Trigger(txn.path, EventType.NODEDATACHANGED, DATA))
+
+    def _set_acl(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        rc.path = txn.path
+        node = self.nodes.get(txn.path)
+        if node is None:
+            raise TxnError(Code.NONODE)
+        node.aversion = txn.version
+        node.acl = tuple(txn.acl or ())
+        node.touch()
+        rc.stat = node.stat()
+
+    def _close_session(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        session = hdr.clientId
+        local = self.ephemerals.pop(session, None)
+        deleted: list[str] = []
+        rc.deleted = deleted
+        in_txn = list(txn.paths2Delete or ()) if txn is not None else None
+        order: list[str] = []
+        if in_txn is not None:
+            order.extend(in_txn)
+            if local is not None:
+                order.extend(p for p in local if p not in set(in_txn))
+        elif local is not None:
+            order.extend(local)
+        for path in order:
+            try:
+                self.delete_node(path, hdr.zxid, rc)
+                deleted.append(path)
+            except TxnError:
+                # ZooKeeper logs "Ignoring NoNodeException for path ... while removing ephemeral"
+                pass
+
+    def _error(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        rc.err = txn.err
+
+    def _check(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        rc.path = txn.path
+
+    def _multi(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
+        subs: list[tuple[int, r.Record]] = []
+        failed = False
+        for sub in txn.txns or ():
+            if sub.type == OpCode.ERROR:
+                failed = True
+            cls = _SUBTXN.get(sub.type)
+            if cls is None:
+                raise TxnError(Code.MARSHALLINGERROR)
+            subs.append((sub.type, cls.decode(sub.data or b"")))
+        rc.multi = []
+        post_failed = False
+        for typ, rec in subs:
+            if typ == OpCode.ERROR:
+                post_failed = True
+            elif failed:
+                # DataTree.processTxn(multi): ops before the failing one report OK, later ones
+                # RUNTIMEINCONSISTENCY; nothing of a failed multi is applied.
+                rec = r.ErrorTxn(Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK)
+                typ = OpCode.ERROR
+            sub_hdr = r.TxnHeader(hdr.clientId, hdr.cxid, hdr.zxid, hdr.time, typ)
+            sub_rc = self.apply(sub_hdr, rec)
+            rc.multi.append(sub_rc)
+            rc.triggers.extend(sub_rc.triggers)
+            if sub_rc.err != 0 and rc.err == 0:
+                rc.err = sub_rc.err
+
+
+def ttl_to_ephemeral_owner(ttl: int) -> int:
+    """EphemeralType.TTL.toEphemeralOwner: 0xFF in the top byte, the TTL in the low 40 bits."""
+    v = (0xFF << 56) | ttl
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def ttl_of(owner: int) -> int:
+    return owner & 0xFFFFFFFFFF
+
+
+_APPLY = {
+    OpCode.CREATE: DataTree._create,
+    OpCode.CREATE2: DataTree._create,
+    OpCode.CREATETTL: DataTree._create,
+    OpCode.CREATECONTAINER: DataTree._create,
+    OpCode.DELETE: DataTree._delete,
+    OpCode.DELETECONTAINER: DataTree._delete,
+    OpCode.SETDATA: DataTree._set_data,
+    OpCode.RECONFIG: DataTree._set_data,
+    OpCode.SETACL: DataTree._set_acl,
+    OpCode.CLOSESESSION: DataTree._close_session,
+    OpCode.ERROR: DataTree._error,
+    OpCode.CHECK: DataTree._check,
+    OpCode.MULTI: DataTree._multi,
+}
