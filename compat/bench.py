@@ -10,6 +10,10 @@ both. Each figure is printed with the ratio candidate/ZooKeeper and a note of wh
 is better. Running ZooKeeper in both slots (``--candidate-cmd zookeeper``) shows the noise floor
 of the harness: ratios there should be ~1.
 
+Repeats: with ``repeat`` > 1 (full mode: 3) each throughput, watch and session figure is the
+median of that many rounds, every round itself in ABBA order (throughput cells also print the
+min/max of the rounds); latency rounds pool their samples before taking percentiles.
+
 Fair warm-up (the JVM compiles hot paths after a few thousand calls; CPython does not, but
 gets the same treatment): before any timed figure, *each* server gets the same warm-up:
 ``warmup_s`` seconds of the 8-client 90 %-read pipelined load over the 1,000 znodes, then
@@ -86,14 +90,15 @@ class Settings:
     watches: int
     startup_trials: int
     window: int
+    repeat: int
     clients: tuple[int, ...] = (1, 8, 32)
     reads: tuple[float, ...] = (1.0, 0.9, 0.0)
 
     @classmethod
-    def make(cls, quick: bool, window: int) -> Settings:
+    def make(cls, quick: bool, window: int, repeat: int | None = None) -> Settings:
         if quick:
-            return cls(True, 1.0, 0.3, 2.0, 300, 200, 10_000, 1000, 1, window)
-        return cls(False, 5.0, 1.0, 10.0, 2000, 1000, 100_000, 1000, 3, window)
+            return cls(True, 1.0, 0.3, 2.0, 300, 200, 10_000, 1000, 1, window, repeat or 1)
+        return cls(False, 3.0, 0.5, 10.0, 2000, 1000, 100_000, 1000, 3, window, repeat or 3)
 
 
 def mix_frames(reads: float, offset: int) -> list[bytes]:
@@ -249,41 +254,58 @@ class Bench:
             ("create", lambda i: create_frame(i + 1, f"{lat}/c{i:06d}", DATA)),
             ("delete", lambda i: delete_frame(i + 1, f"{lat}/c{i:06d}")),
         ]
-        for name, make in ops:
-            frames = [make(i) for i in range(n)]
-            p50: dict[str, float] = {}
-            p99: dict[str, float] = {}
-            for lab, srv in self.order():
-                sess = BlockingSession(srv.host, srv.port)
-                samples, errors = timed_calls(sess, frames)
-                sess.close()
-                if errors:
-                    raise RuntimeError(f"{lab}: {errors} errors in latency {name}")
-                p50[lab], p99[lab] = pct(samples, 0.5), pct(samples, 0.99)
-            self.emit(f"latency_{name}_p50", "ms", "lower", p50, params={"samples": n})
-            self.emit(f"latency_{name}_p99", "ms", "lower", p99, params={"samples": n})
+        samples: dict[str, dict[str, list[int]]] = {name: {} for name, _ in ops}
+        # create and delete must alternate (delete removes what create made): one round is
+        # get, set, create, delete for both servers; rounds pool their samples.
+        for _round in range(self.st.repeat):
+            for name, make in ops:
+                frames = [make(i) for i in range(n)]
+                for lab, srv in self.order():
+                    sess = BlockingSession(srv.host, srv.port)
+                    got, errors = timed_calls(sess, frames)
+                    sess.close()
+                    if errors:
+                        raise RuntimeError(f"{lab}: {errors} errors in latency {name}")
+                    samples[name].setdefault(lab, []).extend(got)
+        params = {"samples": n * self.st.repeat}
+        for name, _ in ops:
+            per = samples[name]
+            for q, tag in ((0.5, "p50"), (0.99, "p99")):
+                vals = {k: pct(v, q) for k, v in per.items()}
+                self.emit(f"latency_{name}_{tag}", "ms", "lower", vals, params=params)
 
     def throughput(self) -> None:
         for clients in self.st.clients:
             for reads in self.st.reads:
+                runs: dict[str, list[LoadResult]] = {}
+                for _round in range(self.st.repeat):
+                    for lab, srv in self.order():
+                        r = self.throughput_cell(
+                            srv, clients, reads, self.st.ramp_s, self.st.duration_s
+                        )
+                        runs.setdefault(lab, []).append(r)
                 vals: dict[str, float] = {}
                 extra: dict[str, dict[str, Any]] = {}
                 cpu10k: dict[str, float] = {}
-                for lab, srv in self.order():
-                    r: LoadResult = self.throughput_cell(
-                        srv, clients, reads, self.st.ramp_s, self.st.duration_s
-                    )
-                    vals[lab] = r.ops_per_s
-                    cpu10k[lab] = r.server_cpu_s / r.replies * 1e4 if r.replies else float("nan")
+                for lab, rs in runs.items():
+                    # The median round (by throughput) supplies every figure of the cell.
+                    rs = sorted(rs, key=lambda r: r.ops_per_s)
+                    med = rs[len(rs) // 2]
+                    vals[lab] = med.ops_per_s
+                    cpu10k[lab] = med.server_cpu_s / med.replies * 1e4 if med.replies else 0.0
                     extra[lab] = {
-                        "gen_cpu": r.gen_cpu_share,
-                        "srv_cpu": r.server_cpu_s / r.wall_s,
+                        "gen_cpu": med.gen_cpu_share,
+                        "srv_cpu": med.server_cpu_s / med.wall_s,
                     }
+                    if len(rs) > 1:
+                        extra[lab]["min"] = rs[0].ops_per_s
+                        extra[lab]["max"] = rs[-1].ops_per_s
                 params = {
                     "clients": clients,
                     "reads": reads,
                     "window": self.st.window,
                     "duration_s": self.st.duration_s,
+                    "repeat": self.st.repeat,
                 }
                 tag = f"c{clients}_r{round(reads * 100)}"
                 self.emit(f"throughput_{tag}", "ops/s", "higher", vals, extra, params)
@@ -291,27 +313,33 @@ class Bench:
 
     def watches(self) -> None:
         n = self.st.watches
-        vals: dict[str, float] = {}
-        for lab, srv in self.order():
-            watcher, setter = open_sessions(srv.host, srv.port, 2)
-            arm = [exists_frame(i + 1, node(i % NODES), watch=True) for i in range(n)]
-            run_load([watcher], [arm], window=100, cycle=False)
-            sets = [set_frame(i + 1, node(i % NODES), DATA) for i in range(n)]
-            r = run_load([watcher, setter], [[], sets], window=n, cycle=False, expect_events=n)
-            close_sessions([watcher, setter])
-            if r.events_done_s is None or r.errors:
-                raise RuntimeError(f"{lab}: watch run got {r.events} events, {r.errors} errors")
-            vals[lab] = r.events_done_s
-        self.emit("watch_1000_notifications", "s", "lower", vals, params={"watches": n})
+        got: dict[str, list[float]] = {}
+        for _round in range(self.st.repeat):
+            for lab, srv in self.order():
+                watcher, setter = open_sessions(srv.host, srv.port, 2)
+                arm = [exists_frame(i + 1, node(i % NODES), watch=True) for i in range(n)]
+                run_load([watcher], [arm], window=100, cycle=False)
+                sets = [set_frame(i + 1, node(i % NODES), DATA) for i in range(n)]
+                r = run_load([watcher, setter], [[], sets], window=n, cycle=False, expect_events=n)
+                close_sessions([watcher, setter])
+                if r.events_done_s is None or r.errors:
+                    raise RuntimeError(f"{lab}: watch run: {r.events} events, {r.errors} errors")
+                got.setdefault(lab, []).append(r.events_done_s)
+        vals = {k: statistics.median(v) for k, v in got.items()}
+        params = {"watches": n, "repeat": self.st.repeat}
+        self.emit(f"watch_{n}_notifications", "s", "lower", vals, params=params)
 
     def sessions(self) -> None:
         n = self.st.sessions
-        vals: dict[str, float] = {}
-        for lab, srv in self.order():
-            elapsed, socks = open_many_sessions(srv.host, srv.port, n)
-            close_sessions(socks)
-            vals[lab] = elapsed
-        self.emit(f"open_{n}_sessions", "s", "lower", vals, params={"sessions": n})
+        got: dict[str, list[float]] = {}
+        for _round in range(self.st.repeat):
+            for lab, srv in self.order():
+                elapsed, socks = open_many_sessions(srv.host, srv.port, n)
+                close_sessions(socks)
+                got.setdefault(lab, []).append(elapsed)
+        vals = {k: statistics.median(v) for k, v in got.items()}
+        params = {"sessions": n, "repeat": self.st.repeat}
+        self.emit(f"open_{n}_sessions", "s", "lower", vals, params=params)
 
     def rss_full(self) -> None:
         n = self.st.rss_znodes
@@ -368,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run), or a command template where {cfg} is the zoo.cfg path",
     )
     ap.add_argument("--window", type=int, default=16, help="pipelined requests per client")
+    ap.add_argument(
+        "--repeat", type=int, default=None, help="rounds per figure (median); full 3, quick 1"
+    )
     args = ap.parse_args(argv)
     cand_label = "trizk" if args.candidate_cmd == "trizk" else "candidate"
     slots = [("zookeeper", "zookeeper"), (cand_label, args.candidate_cmd)]
@@ -377,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         slots = slots[1:]
     out = open(args.json, "a") if args.json else None
     try:
-        Bench(Settings.make(args.quick, args.window), slots, out).run()
+        Bench(Settings.make(args.quick, args.window, args.repeat), slots, out).run()
     finally:
         if out is not None:
             out.close()

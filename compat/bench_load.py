@@ -91,16 +91,39 @@ def close_frame(xid: int) -> bytes:
 class BlockingSession:
     """One session on a blocking socket: the single-client latency probe and setup helper."""
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0, session_ms: int = 30000):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        session_ms: int = 30000,
+        session_id: int = 0,
+        passwd: bytes = b"\0" * 16,
+        last_zxid: int = 0,
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
-        self.sock.sendall(handshake_bytes(session_ms))
+        self.sock.sendall(handshake_bytes(session_ms, session_id, passwd, last_zxid))
         resp, _ = ConnectResponse.decode_from(self.frame(), 0)
         if resp.sessionId == 0:
+            self.sock.close()
             raise ConnectionError("session refused")
-        self.session_id = resp.sessionId
-        self.xid = 0
+        self.session_id: int = resp.sessionId
+        self.passwd: bytes = resp.passwd or b""
+        self.timeout_ms: int = resp.timeOut
+        self.last_zxid = last_zxid
+
+    def request(self, fr: bytes) -> bytes:
+        """Send one frame; return its reply payload (skipping notifications); track the zxid."""
+        self.sock.sendall(fr)
+        while True:
+            payload = self.frame()
+            xid, zxid = struct.unpack_from(">iq", payload, 0)
+            if xid != NOTIFICATION_XID:
+                if zxid > self.last_zxid:
+                    self.last_zxid = zxid
+                return payload
 
     def frame(self) -> bytes:
         """The next frame payload (without length)."""

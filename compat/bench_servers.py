@@ -128,11 +128,15 @@ def command_for(kind: str) -> object:
 
 
 def handshake_bytes(
-    timeout_ms: int = 30000, session_id: int = 0, passwd: bytes = b"\0" * 16
+    timeout_ms: int = 30000, session_id: int = 0, passwd: bytes = b"\0" * 16, last_zxid: int = 0
 ) -> bytes:
     """A ConnectRequest frame as ZooKeeper 3.8 clients send it (with the readOnly byte)."""
     req = ConnectRequest(
-        protocolVersion=0, lastZxidSeen=0, timeOut=timeout_ms, sessionId=session_id, passwd=passwd
+        protocolVersion=0,
+        lastZxidSeen=last_zxid,
+        timeOut=timeout_ms,
+        sessionId=session_id,
+        passwd=passwd,
     )
     return frame(req.encode() + b"\0")
 

@@ -17,15 +17,21 @@ PID). Waits are bounded (trio.fail_after, threading.Event.wait with a timeout).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 import trio
+from trizk.compat.bench_load import BlockingSession, close_frame, create_frame, get_frame
 from trizk.compat.bench_servers import Server, start_server
 from trizk.compat.xchk import Bijection, Checker, Proxy
+from trizk.jute.records import GetDataResponse, ReplyHeader
 
 kazoo_client = pytest.importorskip("kazoo.client")
 kazoo_exc = pytest.importorskip("kazoo.exceptions")
@@ -188,6 +194,95 @@ async def test_zookeeper_vs_trizk() -> None:
         candidate.stop()
     assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
     assert chk.compared >= 30
+
+
+@needs_zk
+async def test_reconnect_maps_session_password_and_zxid(zk_pair: tuple[Server, Server]) -> None:
+    """A client re-attaches to its session on a new connection with the oracle's session id,
+    password and last zxid: the candidate must get its own (else it refuses the session, or
+    reports a different ephemeralOwner)."""
+    oracle, candidate = zk_pair
+    # Put the oracle's zxids ahead of the candidate's: an unmapped lastZxidSeen would then be
+    # "from the future" for the candidate, which ZooKeeper refuses.
+    pre = kazoo_client.KazooClient(hosts=oracle.address, timeout=10.0)
+    pre.start(timeout=WAIT)
+    for i in range(5):
+        pre.create(f"/warm{i}")
+    for i in range(5):
+        pre.delete(f"/warm{i}")
+    pre.stop()
+    pre.close()
+
+    def workload(port: int) -> tuple[int, int]:
+        s1 = BlockingSession("127.0.0.1", port, session_ms=20000)
+        hdr, _ = ReplyHeader.decode_from(s1.request(create_frame(1, "/e", b"", flags=1)), 0)
+        assert hdr.err == 0
+        s1.sock.close()  # drop the connection, not the session
+        s2 = BlockingSession(
+            "127.0.0.1", port, session_id=s1.session_id, passwd=s1.passwd, last_zxid=s1.last_zxid
+        )
+        assert s2.session_id == s1.session_id
+        reply = s2.request(get_frame(2, "/e"))
+        hdr, pos = ReplyHeader.decode_from(reply, 0)
+        owner = GetDataResponse.decode_from(reply, pos)[0].stat.ephemeralOwner
+        s2.request(close_frame(3))
+        s2.sock.close()
+        return owner, s1.session_id
+
+    chk, (owner, sid) = await _run_through_proxy(oracle, candidate, workload)
+    assert owner == sid
+    assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
+    assert chk.compared == 3
+
+
+@needs_zk
+async def test_four_letter_word_goes_to_the_oracle(zk_pair: tuple[Server, Server]) -> None:
+    oracle, candidate = zk_pair
+
+    def ruok(port: int) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+            s.sendall(b"ruok")
+            out = b""
+            while chunk := s.recv(100):
+                out += chunk
+            return out
+
+    chk, answer = await _run_through_proxy(oracle, candidate, ruok)
+    assert answer == b"imok"
+    assert chk.divergences == []
+
+
+@needs_zk
+def test_command_line_summary_and_exit_status(zk_pair: tuple[Server, Server]) -> None:
+    """``trizk-xchk ... --max-sessions 1``: serves one kazoo session, prints the summary,
+    exits 0 (1 would mean divergences)."""
+    oracle, candidate = zk_pair
+    cmd = [
+        sys.executable, "-m", "trizk.compat.xchk", "--listen", "127.0.0.1:0",
+        "--oracle", oracle.address, "--candidate", candidate.address, "--max-sessions", "1",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = (
+            proc.stderr.readline()
+        )  # "xchk: listening on HOST:PORT" (bounded by the timeout below)
+        assert "listening on" in line, line
+        port = int(line.rsplit(":", 1)[1])
+        zk = _client(port)
+        zk.create("/cli", b"x")
+        assert zk.get("/cli")[0] == b"x"
+        zk.stop()
+        zk.close()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err
+    summary = json.loads(out.split("xchk summary: ", 1)[1])
+    assert summary["divergences"] == 0 and summary["sessions"] == 1
+    assert summary["replies_compared"] >= 3
 
 
 def test_zxid_bijection_is_order_preserving() -> None:
