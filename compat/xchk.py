@@ -40,10 +40,12 @@ Divergences are logged (stderr line + optional JSON lines file) with the request
 them and counted; the summary is printed on exit (SIGINT/SIGTERM, or after ``--max-sessions``
 sessions ended).
 
+Exit status of the command: 0 when no divergence was seen, 1 otherwise.
+
 Bounds: frames over ``jute.maxbuffer`` (plus header slack) abort the connection; at most
 ``max_outstanding`` requests per session are in flight (the client is not read beyond that);
-unpaired events per session are capped; every wait has a timeout. Listens on loopback only
-unless told otherwise, and refuses non-loopback addresses.
+unpaired events per session, the id maps and the divergence list are capped; every wait has a
+timeout. Every address (listen, oracle, candidate) must be a loopback address.
 """
 
 from __future__ import annotations
@@ -104,11 +106,24 @@ CONST_IDS = frozenset({-1, 0})
 class Bijection:
     """A bijection learned from observed pairs; optionally order-preserving (for zxids)."""
 
-    def __init__(self, ordered: bool, constants: frozenset[int] = CONST_IDS) -> None:
+    def __init__(
+        self, ordered: bool, constants: frozenset[int] = CONST_IDS, max_entries: int = 1_000_000
+    ) -> None:
         self.ordered = ordered
         self.constants = constants
+        self.max_entries = max_entries
         self.fwd: SortedDict = SortedDict()
         self.back: dict[int, int] = {}
+
+    def _learn(self, o: int, c: int) -> None:
+        self.fwd[o] = c
+        self.back[c] = o
+        if len(self.fwd) > self.max_entries:
+            # Bound memory: forget the oldest tenth (smallest oracle values). Later checks then
+            # only see the remaining neighbours, which is all the order check needs.
+            for _ in range(self.max_entries // 10):
+                _, old_c = self.fwd.popitem(0)
+                self.back.pop(old_c, None)
 
     def check(self, o: int, c: int) -> str | None:
         """Learn (o, c) or explain why it contradicts what was learned."""
@@ -127,8 +142,7 @@ class Bijection:
             if i < len(self.fwd) and self.fwd.peekitem(i)[1] <= c:
                 hi = self.fwd.peekitem(i)
                 return f"order: oracle {o:#x}<{hi[0]:#x} but candidate {c:#x}>={hi[1]:#x}"
-        self.fwd[o] = c
-        self.back[c] = o
+        self._learn(o, c)
         return None
 
     def to_candidate(self, o: int) -> int:
@@ -663,6 +677,8 @@ class Proxy:
                 chk.compare_connect(session, o_conn, c_conn, o_resp[opos:], c_resp[cpos:])
                 if o_conn.sessionId and c_conn.sessionId:
                     self.session_table[o_conn.sessionId] = (c_conn.sessionId, c_conn.passwd)
+                    if len(self.session_table) > 100_000:  # bound: forget the oldest session
+                        del self.session_table[next(iter(self.session_table))]
             except JuteDecodeError as e:
                 chk.record(Divergence("connect", session, {"op": "connect"}, f"candidate: {e}"))
         await client.send_all(frame(o_resp))

@@ -31,7 +31,7 @@ import trio
 from trizk.compat.bench_load import BlockingSession, close_frame, create_frame, get_frame
 from trizk.compat.bench_servers import Server, start_server
 from trizk.compat.xchk import Bijection, Checker, Proxy
-from trizk.jute.records import GetDataResponse, ReplyHeader
+from trizk.jute.records import GetDataResponse, ReplyHeader, Stat
 
 kazoo_client = pytest.importorskip("kazoo.client")
 kazoo_exc = pytest.importorskip("kazoo.exceptions")
@@ -297,3 +297,40 @@ def test_zxid_bijection_is_order_preserving() -> None:
     assert m.check(-1, -1) is None and m.check(-1, 5) is not None  # constants
     assert m.to_candidate(0x104) == 0x505  # nearest known below
     assert m.to_candidate(0x50) == 0
+
+
+def _stat(**kw: int) -> Stat:
+    base = dict(czxid=0, mzxid=0, ctime=0, mtime=0, version=0, cversion=0, aversion=0,
+                ephemeralOwner=0, dataLength=0, numChildren=0, pzxid=0)  # fmt: skip
+    base.update(kw)
+    return Stat(**base)
+
+
+def _get_reply(zxid: int, data: bytes, **stat: int) -> bytes:
+    hdr = ReplyHeader(xid=7, zxid=zxid, err=0).encode()
+    return hdr + GetDataResponse(data=data, stat=_stat(**stat)).encode()
+
+
+def test_checker_normalises_ids_and_times_but_not_data_or_versions() -> None:
+    chk = Checker()
+    chk.sessions.check(0x1111, 0x2222)  # as learned from the two handshakes
+    req = {"xid": 7, "op": "getdata", "path": "/a"}
+    o = _get_reply(0x10, b"d", czxid=0x0F, mzxid=0x10, ctime=111, mtime=222, ephemeralOwner=0x1111)
+    c = _get_reply(0x90, b"d", czxid=0x8F, mzxid=0x90, ctime=333, mtime=444, ephemeralOwner=0x2222)
+    chk.compare_reply("s", req, 4, o, c)
+    assert chk.divergences == []
+    # Same zxids again, but another version and other data: both reported, one record.
+    c2 = _get_reply(0x90, b"e", czxid=0x8F, mzxid=0x90, ctime=1, mtime=1, version=1,
+                    ephemeralOwner=0x2222)  # fmt: skip
+    chk.compare_reply("s", req, 4, o, c2)
+    assert [d.kind for d in chk.divergences] == ["reply"]
+    assert "body.data" in chk.divergences[0].detail and "version" in chk.divergences[0].detail
+    # An ephemeralOwner that is not the mapped session is a divergence.
+    c3 = _get_reply(0x90, b"d", czxid=0x8F, mzxid=0x90, ctime=1, mtime=1, ephemeralOwner=0x3333)
+    chk.compare_reply("s", req, 4, o, c3)
+    assert "ephemeralOwner" in chk.divergences[-1].detail
+    # Error codes: compared first, bodies ignored when they differ.
+    e = ReplyHeader(xid=7, zxid=0x11, err=-101).encode()
+    chk.compare_reply("s", req, 4, o, e)
+    assert chk.divergences[-1].kind == "err"
+    assert chk.compared == 4
