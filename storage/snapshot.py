@@ -18,7 +18,8 @@ Big-endian Jute encoding (see :mod:`trizk.jute.primitives`), of the *uncompresse
     Digest      := zxid:long version:int digest:long  Seal       (DataTree.ZxidDigest, 3.6+)
                    (version < 2: digest is a hex ustring); only written with
                    zookeeper.digest.enabled; zxid 0 means "no digest"; a reader finding EOF
-                   after the first Seal treats the snapshot as digest-less. The second Seal's
+                   (or a torn digest section) after the first Seal treats the snapshot as
+                   digest-less. The second Seal's
                    checksum covers everything before it, first Seal included.
 
 Compression (``zookeeper.snapshot.compression.method``) wraps the whole stream and shows in the
@@ -76,6 +77,10 @@ _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 
 class SnapshotFormatError(ValueError):
     """Bytes that are not a complete, intact ZooKeeper snapshot."""
+
+
+class SnapshotTruncated(SnapshotFormatError):
+    """The stream ends early."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +279,7 @@ class _Reader:
 
     def need(self, k: int, what: str) -> None:
         if self.p + k > len(self.b):
-            raise SnapshotFormatError(f"snapshot truncated in {what} at offset {self.p}")
+            raise SnapshotTruncated(f"snapshot truncated in {what} at offset {self.p}")
 
     def int(self, what: str) -> int:
         self.need(4, what)
@@ -385,15 +390,20 @@ def parse(
             next_report = r.p + step
     r.seal("seal")
     if r.p < total:
-        zxid = r.long("digest zxid")
-        version = r.int("digest version")
-        if version < 2:
-            s = r.ustring("digest")
-            digest = int(s, 16) if s else 0
-        else:
-            digest = r.long("digest")
-        r.seal("digest seal")
-        content.digest = SnapshotDigest(zxid, digest, version)
+        try:
+            zxid = r.long("digest zxid")
+            version = r.int("digest version")
+            if version < 2:
+                s = r.ustring("digest")
+                digest = int(s, 16) if s else 0
+            else:
+                digest = r.long("digest")
+            r.seal("digest seal")
+            content.digest = SnapshotDigest(zxid, digest, version)
+        except SnapshotTruncated:
+            # DataTree.deserializeZxidDigest: EOF in the digest section reads as a snapshot
+            # without digest (the tree itself is sealed above); FileSnap accepts it.
+            r.p = total
     if r.p != total:
         raise SnapshotFormatError(f"{total - r.p} trailing bytes after the snapshot")
     if progress is not None:
