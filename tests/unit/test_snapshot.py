@@ -166,8 +166,9 @@ stats = st.builds(
     st.dictionaries(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**31 - 1), max_size=4),
     st.dictionaries(
         st.integers(1, 50),
-        st.lists(st.builds(ACL, st.integers(0, 31), st.builds(Id, st.text(), st.text())),
-                 max_size=3).map(tuple),  # fmt: skip
+        st.lists(
+            st.builds(ACL, st.integers(0, 31), st.builds(Id, st.text(), st.text())), max_size=3
+        ).map(tuple),
         max_size=3,
     ),
     st.lists(st.tuples(st.text(min_size=1), st.one_of(st.none(), st.binary()), stats), max_size=5),
@@ -211,7 +212,8 @@ def hand_built(sid: int, zxid: int, *, digest_delta: int = 0) -> SnapshotContent
         return StatPersisted(cz, mz, 1_700_000_000_000 + cz, 1_700_000_000_000 + mz, v, cv, 0,
                              owner, pz)  # fmt: skip
 
-    acl_t = (ACL(31, Id("digest", "bob:kY0E1+Vm6dBQyZ6rOoOyfszFvCY=")), ACL(1, Id("world", "anyone")))
+    bob = Id("digest", "bob:kY0E1+Vm6dBQyZ6rOoOyfszFvCY=")
+    acl_t = (ACL(31, bob), ACL(1, Id("world", "anyone")))
     c = SnapshotContent(
         sessions={sid: 30000},
         acls={1: (ACL(1, Id("world", "anyone")),), 2: acl_t},
