@@ -426,12 +426,13 @@ def parse_properties(text: str) -> list[Entry]:
 # -- step 2 and 3: entries -> ServerConfig ------------------------------------------------
 
 
-def _parse_int(raw: str, where: int | None, what: str) -> int:
+def _parse_int(raw: str, where: int | None, what: str, shown: str) -> int:
+    """``Integer.parseInt``; errors quote ``shown`` (the line as written, or the option)."""
     if not _JAVA_INT.match(raw):
-        raise ConfigError(where, f"{what}: expected an integer, got {raw!r}")
+        raise ConfigError(where, f"{shown!r}: {what} must be an integer")
     n = int(raw)
     if not _INT32_MIN <= n <= _INT32_MAX:
-        raise ConfigError(where, f"{what}: {raw} is out of the 32-bit integer range")
+        raise ConfigError(where, f"{shown!r}: {what} is out of the 32-bit integer range")
     return n
 
 
@@ -453,7 +454,7 @@ def config_from_entries(
     options) over the file's, and derive ZooKeeper's defaults. Later entries win."""
     fields: dict[str, Entry] = {}
     props: dict[str, str] = {}
-    prop_lines: dict[str, int] = {}
+    prop_lines: dict[str, Entry] = {}
     unsupported: list[str] = []
     for e in entries:
         spec = key_spec(e.key)
@@ -463,7 +464,7 @@ def config_from_entries(
         if spec is None or spec.support is not Support.UNSUPPORTED:
             # QuorumPeerConfig: System.setProperty("zookeeper." + key, value).
             props["zookeeper." + e.key] = e.value
-            prop_lines["zookeeper." + e.key] = e.line_no
+            prop_lines["zookeeper." + e.key] = e
         if spec is not None and spec.support in _IGNORED:
             harmless = spec.harmless_value
             if harmless is None or e.value.lower() != harmless.lower():
@@ -490,14 +491,15 @@ def config_from_entries(
         e = fields.get(key)
         if e is None:
             return default
-        return _parse_int(e.value, line(key), key)
+        return _parse_int(e.value, line(key), key, e.text)
 
     def int_prop(names: tuple[str, ...], default: int) -> int:
         for name in names:
             if name in props:
-                where = prop_lines.get(name)
-                what = name if where is not None else f"-D {name}"
-                return _parse_int(props[name], where, what)
+                e = prop_lines.get(name)
+                if e is not None:
+                    return _parse_int(props[name], e.line_no or None, e.key, e.text)
+                return _parse_int(props[name], None, name, f"-D {name}={props[name]}")
         return default
 
     if "dataDir" not in fields:
@@ -535,10 +537,7 @@ def config_from_entries(
 
     jute_max_buffer = int_prop(("jute.maxbuffer", "zookeeper.jute.maxbuffer"), DEFAULT_MAX_BUFFER)
     if jute_max_buffer <= 0:
-        raise ConfigError(
-            prop_lines.get("zookeeper.jute.maxbuffer"),
-            f"jute.maxbuffer must be positive, got {jute_max_buffer}",
-        )
+        raise ConfigError(None, f"jute.maxbuffer must be positive, got {jute_max_buffer}")
 
     return ServerConfig(
         data_dir=data_dir,
