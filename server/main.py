@@ -238,6 +238,6 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
                 nursery.cancel_scope.cancel()
                 return EXIT_UNEXPECTED_ERROR
             bound = port if isinstance(port, int) else config.client_port
-            log.info("serving clients on %s", _address(config, bound))
+            log.debug("server started on %s", _address(config, bound))
     log.info("shut down")
     return EXIT_OK
