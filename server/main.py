@@ -219,10 +219,11 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
         async with trio.open_nursery() as nursery:
 
             async def run_server(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-                try:
-                    await serve(config, task_status=task_status)
-                finally:
-                    nursery.cancel_scope.cancel()
+                await serve(config, task_status=task_status)
+                # The server returned by itself: stop waiting for signals. (Not in a
+                # `finally`: cancelling while a failure propagates out of nursery.start()
+                # would wrap it with Cancelled and defeat the OSError handler below.)
+                nursery.cancel_scope.cancel()
 
             async def watch_signals() -> None:
                 async for signum in signals:
