@@ -49,7 +49,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from trizk.jute.primitives import JuteDecodeError
+from trizk.jute.primitives import JuteDecodeError, Record
 from trizk.jute.records import ACL, FileHeader, Id, StatPersisted
 
 #: ``ZKSN`` as a big-endian int (FileSnap.SNAP_MAGIC).
@@ -281,20 +281,20 @@ class _Reader:
         if self.p + k > len(self.b):
             raise SnapshotTruncated(f"snapshot truncated in {what} at offset {self.p}")
 
-    def int(self, what: str) -> int:
+    def i32(self, what: str) -> int:
         self.need(4, what)
         (v,) = _I.unpack_from(self.b, self.p)
         self.p += 4
         return int(v)
 
-    def long(self, what: str) -> int:
+    def i64(self, what: str) -> int:
         self.need(8, what)
         (v,) = _Q.unpack_from(self.b, self.p)
         self.p += 8
         return int(v)
 
     def ustring(self, what: str) -> str | None:
-        n = self.int(what)
+        n = self.i32(what)
         if n == -1:
             return None
         if n < 0:
@@ -305,7 +305,7 @@ class _Reader:
         return s
 
     def buffer(self, what: str) -> bytes | None:
-        n = self.int(what)
+        n = self.i32(what)
         if n == -1:
             return None
         if n < 0:
@@ -315,7 +315,7 @@ class _Reader:
         self.p += n
         return v
 
-    def record(self, cls: type, what: str) -> object:
+    def record(self, cls: type[Record], what: str) -> object:
         try:
             rec, self.p = cls.decode_from(self.b, self.p)
         except JuteDecodeError as e:
@@ -324,7 +324,7 @@ class _Reader:
 
     def seal(self, what: str) -> None:
         expect = zlib.adler32(memoryview(self.b)[: self.p])
-        val = self.long(what)
+        val = self.i64(what)
         self.ustring(what)  # "/" (SnapStream.checkSealIntegrity reads and ignores it)
         if val != expect:
             raise SnapshotFormatError(f"{what}: checksum {val:#x} != Adler32 {expect:#x}")
@@ -349,7 +349,7 @@ def parse(
     if hdr.magic != SNAP_MAGIC:
         raise SnapshotFormatError(f"mismatching magic headers {hdr.magic:#x} != {SNAP_MAGIC:#x}")
     content = SnapshotContent(dbid=hdr.dbid)
-    count = r.int("session count")
+    count = r.i32("session count")
     if count < 0:
         raise SnapshotFormatError(f"bad session count {count}")
     for _ in range(count):
@@ -357,12 +357,12 @@ def parse(
         sid, to = _QI.unpack_from(raw, r.p)
         r.p += 12
         content.sessions[sid] = to
-    count = r.int("acl cache count")
+    count = r.i32("acl cache count")
     if count < 0:
         raise SnapshotFormatError(f"bad acl cache count {count}")
     for _ in range(count):
-        ref = r.long("acl ref")
-        k = r.int("acl list")
+        ref = r.i64("acl ref")
+        k = r.i32("acl list")
         if k < 0:
             raise SnapshotFormatError("Incorrect format: missing acls")
         acls = []
@@ -381,7 +381,7 @@ def parse(
         if path == "/":
             break
         d = r.buffer("node data")
-        acl_ref = r.long("node acl")
+        acl_ref = r.i64("node acl")
         stat = r.record(StatPersisted, "node stat")
         assert isinstance(stat, StatPersisted)
         nodes.append(SnapNode(path, d, acl_ref, stat))
@@ -391,13 +391,13 @@ def parse(
     r.seal("seal")
     if r.p < total:
         try:
-            zxid = r.long("digest zxid")
-            version = r.int("digest version")
+            zxid = r.i64("digest zxid")
+            version = r.i32("digest version")
             if version < 2:
                 s = r.ustring("digest")
                 digest = int(s, 16) if s else 0
             else:
-                digest = r.long("digest")
+                digest = r.i64("digest")
             r.seal("digest seal")
             content.digest = SnapshotDigest(zxid, digest, version)
         except SnapshotTruncated:
