@@ -25,12 +25,12 @@ BASE = "dataDir=/var/zk\nclientPort=2181\n"
 
 
 def parse(extra: str = "", **kw: object) -> ServerConfig:
-    return parse_config(BASE + extra, **kw)  # type: ignore[arg-type]
+    return parse_config(BASE + extra, **kw)
 
 
 def error(text: str, **kw: object) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        parse_config(text, **kw)  # type: ignore[arg-type]
+        parse_config(text, **kw)
     return info.value
 
 
@@ -303,7 +303,7 @@ def test_create_and_immutability() -> None:
     assert (c.client_port, c.tick_time, c.min_session_timeout) == (3000, 100, 200)
     assert c.data_log_dir == Path("/l")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        c.tick_time = 5  # type: ignore[misc]
+        c.tick_time = 5
     assert hash(c) == hash(
         ServerConfig.create("/d", clientPort=3000, tickTime=100, dataLogDir="/l")
     )

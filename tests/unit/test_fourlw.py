@@ -61,7 +61,7 @@ def config(**keys: str | int) -> ServerConfig:
 
 def view(**fields: object) -> SimpleView:
     fields.setdefault("config", config(tickTime=2000))
-    return SimpleView(**fields)  # type: ignore[arg-type]
+    return SimpleView(**fields)
 
 
 # -- parsing values back out of golden answers ----------------------------------------------
@@ -340,7 +340,7 @@ def test_kazoo_server_version_parses_envi() -> None:
     text = respond("envi", view(environment=fourlw.process_environment())).decode()
     assert len(text.encode()) < 8192  # kazoo reads the answer with one recv(8192)
     fake = SimpleNamespace(command=lambda cmd=b"ruok": text)
-    version = KazooClient.server_version(fake)  # type: ignore[arg-type]
+    version = KazooClient.server_version(fake)
     assert version == tuple(int(x) for x in FULL_VERSION.split("-")[0].split("."))
     assert version[:2] == (3, 8)
 
