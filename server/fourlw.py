@@ -64,6 +64,7 @@ __all__ = [
     "NOT_SERVING",
     "SIDE_EFFECTS",
     "TELNET_CLOSE",
+    "CONNECTION_EXPIRY_INTERVAL_MS",
     "ConnectionInfo",
     "FourLetterView",
     "LatencyStats",
@@ -71,6 +72,7 @@ __all__ = [
     "SimpleView",
     "allowed",
     "command_name",
+    "expiry_bucket",
     "is_known",
     "java_double",
     "not_whitelisted",
@@ -117,6 +119,19 @@ LAST_OP_NAMES: Mapping[int, str] = {
     21: "CREA", 22: "MLTR", 101: "SETW", 103: "GETE", 104: "GETACN", 105: "STW2",
     106: "ADDW", 107: "HOMI",
 }  # fmt: skip
+
+
+#: ``zookeeper.nio.sessionlessCnxnTimeout`` (default 10000 ms): the connection expiry queue's
+#: bucket interval, and the idle timeout of a connection without a session.
+CONNECTION_EXPIRY_INTERVAL_MS = 10_000
+
+
+def expiry_bucket(now_ms: int, timeout_ms: int, interval_ms: int) -> int:
+    """``ExpiryQueue.update``: the bucket an element touched at ``now_ms`` expires in,
+    ``roundToNextInterval(now + timeout) = ((now + timeout) / interval + 1) * interval``
+    (sessions: interval = tickTime; connections: CONNECTION_EXPIRY_INTERVAL_MS). ZooKeeper
+    computes it on its monotonic clock and converts to wall time when dumping."""
+    return ((now_ms + timeout_ms) // interval_ms + 1) * interval_ms
 
 
 # -- recognising and allowing words ---------------------------------------------------------
@@ -221,9 +236,10 @@ class ConnectionInfo:
     min_latency: int = 0
     avg_latency: int = 0
     max_latency: int = 0
-    #: Wall-clock ms at which the connection's idle-expiry bucket ends (``dump``'s
-    #: "Connections dump": NIOServerCnxnFactory expires idle connections, 10 s by default,
-    #: rounded up to the expiry bucket interval).
+    #: Wall-clock ms of the connection's idle-expiry bucket (``dump``'s "Connections dump").
+    #: NIOServerCnxnFactory.touchCnxn on every I/O: ``expiry_bucket(now, timeout,
+    #: CONNECTION_EXPIRY_INTERVAL_MS)`` where timeout is the session timeout, or
+    #: CONNECTION_EXPIRY_INTERVAL_MS before a session exists.
     expire_at_ms: int = 0
 
 
@@ -274,7 +290,9 @@ class FourLetterView(Protocol):
 
     @property
     def node_count(self) -> int:
-        """Znodes in the tree (ZooKeeper 3.8.0 reports 5 for a fresh tree)."""
+        """``DataTree.getNodeCount()``: ZooKeeper maps the root under both "" and "/", so this
+        is the number of znodes + 1 (a fresh 3.8.0 tree: /, /zookeeper, /zookeeper/quota,
+        /zookeeper/config → 5)."""
 
     @property
     def watch_count(self) -> int:

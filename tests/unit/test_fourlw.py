@@ -476,6 +476,14 @@ def test_latency_average_rounds_like_bigdecimal_half_up() -> None:
     assert LatencyStats(0, 0, 99, 0).shown_min == 0
 
 
+def test_expiry_bucket_rounds_up_to_the_next_interval() -> None:
+    # ExpiryQueue.roundToNextInterval((now + timeout)): always strictly after now + timeout.
+    assert fourlw.expiry_bucket(1_000, 10_000, 2_000) == 12_000
+    assert fourlw.expiry_bucket(1_999, 10_000, 2_000) == 12_000
+    assert fourlw.expiry_bucket(2_000, 10_000, 2_000) == 14_000
+    assert fourlw.expiry_bucket(5, 0, fourlw.CONNECTION_EXPIRY_INTERVAL_MS) == 10_000
+
+
 def test_java_socket_address() -> None:
     assert java_socket_address("127.0.0.1", 2181) == "/127.0.0.1:2181"
     assert java_socket_address("::1", 2181) == "/[0:0:0:0:0:0:0:1]:2181"
