@@ -58,13 +58,13 @@ if TYPE_CHECKING:
     from trizk.server.config import ServerConfig
 
 __all__ = [
+    "CONNECTION_EXPIRY_INTERVAL_MS",
     "FOUR_LETTER_WORDS",
     "FULL_VERSION",
     "LAST_OP_NAMES",
     "NOT_SERVING",
     "SIDE_EFFECTS",
     "TELNET_CLOSE",
-    "CONNECTION_EXPIRY_INTERVAL_MS",
     "ConnectionInfo",
     "FourLetterView",
     "LatencyStats",
