@@ -720,7 +720,7 @@ def process_environment() -> list[tuple[str, str]]:
         ("java.vendor", platform.python_implementation()),
         ("java.home", sys.prefix),
         ("java.class.path", os.pathsep.join(p for p in sys.path if p)),
-        ("java.library.path", os.pathsep.join(sys.path[1:2])),
+        ("java.library.path", os.environ.get("LD_LIBRARY_PATH", "")),
         ("java.io.tmpdir", tempfile.gettempdir()),
         ("java.compiler", "<NA>"),
         ("os.name", platform.system()),
