@@ -10,8 +10,10 @@ Writing the log (group commit)
 queues (cheap, thread-safe, never blocks on the disk); ``sync()`` writes everything queued so
 far and makes it durable with one ``fdatasync`` per file touched (FileTxnLog.commit uses
 ``FileChannel.force(false)``), then returns the last zxid now durable. The server's committer
-runs ``sync`` in a worker thread; txns that arrive meanwhile queue up and ride the next
-``sync``: one fsync covers every txn that arrived during the previous one. Replies for a txn
+runs ``sync`` in a worker thread (``await trio.to_thread.run_sync(writer.sync)``); txns that
+arrive meanwhile queue up and ride the next ``sync``: one fsync covers every txn that arrived
+during the previous one. An ``OSError`` from ``sync`` is fatal (ZooKeeper exits when it cannot
+write its log): the queued batch is gone and the file state is unknown. Replies for a txn
 must wait until a ``sync`` that returned a zxid >= its own. ``force_sync=False``
 (``forceSync=no``) skips the fdatasync, not the write.
 
@@ -276,6 +278,16 @@ class TxnLogWriter:
     def _open(self, zxid: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         path = self.log_dir / txnlog.log_name(zxid)
+        if path.exists():
+            # Only a file without a single good txn may be replaced (a torn start, cut back
+            # by recovery); anything else would destroy committed txns.
+            sc = LogScanner(read_bytes(path), decode=False)
+            try:
+                n = sum(1 for _ in sc)
+            except txnlog.LogFormatError:
+                n = 1
+            if n:
+                raise FileExistsError(f"{path} already holds txns; refusing to overwrite it")
         log.info("Creating new log file: %s", path.name)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._fd, self._path, self._pos, self._size = fd, path, 0, 0

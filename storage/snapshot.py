@@ -470,3 +470,25 @@ def snapshot_name(zxid: int, compression: str = "") -> str:
 
 def make_acl(perms: int, scheme: str, ident: str) -> ACL:
     return ACL(perms, Id(scheme, ident))
+
+
+def initial_content() -> SnapshotContent:
+    """The tree of a fresh ZooKeeper (DataTree's constructor), as its ``snapshot.0`` holds it.
+
+    Root (path ""), ``/zookeeper``, ``/zookeeper/config`` (READ_ACL_UNSAFE, ACL ref 1, aversion
+    -1 after setACL with version -1) and ``/zookeeper/quota``; all stats zero; empty digest.
+    ZooKeeper writes this as snapshot.0 when it starts on an empty data dir, and refuses to
+    start on logs without any snapshot, so trizk should do the same before its first txn.
+    """
+    zero = StatPersisted(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    return SnapshotContent(
+        sessions={},
+        acls={1: (ACL(1, Id("world", "anyone")),)},
+        nodes=[
+            SnapNode("", b"", OPEN_UNSAFE_ACL_REF, zero),
+            SnapNode("/zookeeper", b"", OPEN_UNSAFE_ACL_REF, zero),
+            SnapNode("/zookeeper/config", b"", 1, StatPersisted(0, 0, 0, 0, 0, 0, -1, 0, 0)),
+            SnapNode("/zookeeper/quota", b"", OPEN_UNSAFE_ACL_REF, zero),
+        ],
+        digest=SnapshotDigest(0, 0, DIGEST_VERSION),
+    )

@@ -35,6 +35,10 @@ def test_golden_initial_snapshot() -> None:
     assert c.digest == SnapshotDigest(0, 0, 2)  # "empty digest": no txn applied yet
 
 
+def test_initial_content_is_zookeepers_snapshot_0() -> None:
+    assert snapshot.serialize(snapshot.initial_content()) == (V2 / "snapshot.0").read_bytes()
+
+
 def test_golden_snapshot_content() -> None:
     c = snapshot.parse((V2 / "snapshot.23").read_bytes())
     assert list(c.sessions.values()) == [10000]

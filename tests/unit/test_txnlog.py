@@ -305,6 +305,56 @@ def test_group_commit_one_fsync_per_batch(tmp_path: Path, monkeypatch: pytest.Mo
     assert [e.entry.zxid for e in scan_all((tmp_path / "log.20").read_bytes())[0]] == [32, 33]
 
 
+def test_group_commit_under_concurrent_appends(tmp_path: Path) -> None:
+    """Appends from another thread while syncs run: every txn lands once, in order."""
+    import threading
+
+    w = files.TxnLogWriter(tmp_path, prealloc_size=4096, force_sync=True)
+    total = 600
+    done = threading.Event()
+
+    def producer() -> None:
+        for i in range(0, total, 3):
+            w.append(_entries(1 + i, 3))
+        done.set()
+
+    t = threading.Thread(target=producer)
+    t.start()
+    synced = 0
+    deadline = time.monotonic() + 60
+    while synced < total:
+        assert time.monotonic() < deadline, "sync never caught up"
+        got = w.sync()
+        if got is not None:
+            assert got > synced
+            synced = got
+        elif done.is_set() and w.pending() == 0:
+            break
+    t.join(10)
+    w.close()
+    assert synced == total
+    assert w.syncs <= total // 3  # batches were grouped (never more syncs than appends)
+    entries, stop = scan_all((tmp_path / "log.1").read_bytes())
+    assert [e.entry.zxid for e in entries] == list(range(1, total + 1))
+    assert stop.reason is StopReason.PADDING
+
+
+def test_writer_never_overwrites_a_log_with_txns(tmp_path: Path) -> None:
+    w = files.TxnLogWriter(tmp_path, prealloc_size=4096, force_sync=False)
+    w.append(_entries(1, 2))
+    w.close()
+    w2 = files.TxnLogWriter(tmp_path, prealloc_size=4096, force_sync=False)
+    w2.append(_entries(1, 1))
+    with pytest.raises(FileExistsError):
+        w2.sync()
+    # A log cut back to its header (torn first txn) may be started afresh.
+    files.truncate_file(tmp_path / "log.1", 16)
+    w3 = files.TxnLogWriter(tmp_path, prealloc_size=4096, force_sync=False)
+    w3.append(_entries(1, 1))
+    assert w3.sync() == 1
+    w3.close()
+
+
 def test_force_sync_off_never_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     monkeypatch.setattr(os, "fdatasync", lambda fd: calls.append(fd))
@@ -481,11 +531,24 @@ def test_zookeeper_starts_from_log_written_by_trizk(tmp_path: Path) -> None:
             zk.close()
         zx = int(srvr.split("Zxid: ")[1].split()[0], 16)
         assert zx >= 0x46
+        zk = KazooClient(hosts=srv.hosts, timeout=10)
+        zk.start(timeout=15)
+        zk.create("/after-zk", b"appended by ZooKeeper")
+        zk.stop()
+        zk.close()
         srv.stop()
         text = srv.log_path.read_text()
         assert "digest mismatch" not in text.lower() and "Digests are not matching" not in text
     finally:
         srv.cleanup()
+    # And back: ZooKeeper's additions on top of our files recover on our side.
+    back = files.recover(d)
+    creates = [t for t in back.txns if t.type == OpCode.CREATE]
+    assert creates[-1].txn == CreateTxn(
+        "/after-zk", b"appended by ZooKeeper", (ACL(31, Id("world", "anyone")),), False,
+        creates[-1].txn.parentCVersion,  # type: ignore[union-attr]
+    )  # fmt: skip
+    assert back.last_zxid > 0x46
 
 
 @needs_java
