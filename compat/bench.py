@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -116,6 +117,12 @@ def mix_frames(reads: float, offset: int) -> list[bytes]:
     return out
 
 
+def loadavg() -> float:
+    """1-minute load average: a run on a busy machine (load > cores) has a high noise floor."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
 def pct(samples: Sequence[int], q: float) -> float:
     s = sorted(samples)
     if not s:
@@ -168,6 +175,7 @@ class Bench:
                 "kinds": dict(self.slots),
                 "quick": self.st.quick,
                 "time": time.time(),
+                "loadavg": loadavg(),
             }
             self.json_out.write(json.dumps(rec) + "\n")
             self.json_out.flush()
@@ -363,7 +371,8 @@ class Bench:
         kinds = ", ".join(f"{lab}={kind}" for lab, kind in self.slots)
         print(
             f"# trizk bench ({'quick' if self.st.quick else 'full'}): {kinds}; "
-            f"ZooKeeper -Xmx{ZK_XMX}; window={self.st.window}; ABBA interleaving",
+            f"ZooKeeper -Xmx{ZK_XMX}; window={self.st.window}; repeat={self.st.repeat}; "
+            f"ABBA interleaving; cores={os.cpu_count()} loadavg={loadavg():.2f}",
             flush=True,
         )
         self.startup()
@@ -380,6 +389,7 @@ class Bench:
         finally:
             for srv in self.servers.values():
                 srv.stop()
+            print(f"# done; loadavg={loadavg():.2f}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
