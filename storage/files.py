@@ -30,18 +30,22 @@ the new one, never a partial file under a snapshot name.
 
 Recovery (:func:`recover`)
 --------------------------
-1. Newest snapshot that parses and whose seals verify; a corrupt one is logged and skipped for
-   the previous one. Snapshot files present but none valid: :class:`UnrecoverableDataDir`.
+1. Newest snapshot that looks valid (SnapStream.isValidSnapshot), parses and whose seals
+   verify; a corrupt one is logged and skipped for the previous one. Snapshot files present
+   but none valid: :class:`UnrecoverableDataDir`.
    No snapshot but log entries: error too (ZooKeeper's "No snapshot found, but there are log
    entries"), unless ``trust_empty`` (zookeeper.snapshot.trust.empty).
 2. Logs from the one that starts at or before the snapshot zxid on, scanned in order; every
    txn with zxid > snapshot zxid is returned for replay (the snapshot may be fuzzy: replay is
    idempotent).
 3. A file that stops uncleanly (torn, checksum, 0x42, length) is cut at its last good entry
-   with a log line -- if it is the last file, or if the next file continues exactly where the
-   good part ends. Otherwise committed txns would be lost: :class:`UnrecoverableDataDir`.
-   So is a checksum-valid entry we cannot decode, and a zxid gap (within an epoch the
-   counter must step by one; a new epoch may start anywhere).
+   with a log line, unless a checksum-valid entry follows the bad one (corruption in the
+   middle, not a tail) or the txns after the cut do not continue the zxid sequence: then
+   committed txns would be lost and we raise :class:`UnrecoverableDataDir`. So we do for a
+   checksum-valid entry we cannot decode and for any zxid gap (within an epoch the counter
+   steps by one; a new epoch may start anywhere).
+
+:func:`purge` deletes what recovery from the newest N snapshots no longer needs (PurgeTxnLog).
 """
 
 from __future__ import annotations
@@ -169,6 +173,53 @@ def write_snapshot(
     if sync:
         fsync_dir(snap_dir)
     return final
+
+
+def looks_valid_snapshot(path: Path) -> bool:
+    """SnapStream.isValidSnapshot: the cheap check used to pick snapshots (not a full parse).
+
+    Plain: at least 10 bytes ending in ustring "/"; gzip/snappy: the magic bytes.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if path.name.endswith(".gz"):
+                return head.startswith(snap.GZIP_MAGIC)
+            if path.name.endswith(".snappy"):
+                return head == snap.SNAPPY_MAGIC
+            size = os.fstat(f.fileno()).st_size
+            if size < 10:
+                return False
+            f.seek(size - 5)
+            return snap.plausible_tail(b"\0" * 5 + f.read(5))
+    except OSError:
+        return False
+
+
+def purge(snap_dir: Path, log_dir: Path | None = None, *, retain: int = 3) -> list[Path]:
+    """Delete snapshots and logs not needed to recover from the newest ``retain`` snapshots.
+
+    PurgeTxnLog.purge (autopurge.snapRetainCount, at least 3): keep the ``retain`` newest
+    valid-looking snapshots; delete every snapshot and log named below the oldest kept one,
+    except the log that starts at or before it (it may hold txns after it). Returns the paths
+    deleted.
+    """
+    if retain < 3:
+        raise ValueError("snapRetainCount must be at least 3")
+    log_dir = snap_dir if log_dir is None else log_dir
+    kept = [(z, p) for z, p in reversed(list_snapshots(snap_dir)) if looks_valid_snapshot(p)]
+    kept = kept[:retain]
+    if not kept:
+        return []
+    least = kept[-1][0]
+    logs = list_logs(log_dir)
+    needed = {p for _, p in logs_from(logs, least)}
+    doomed = [p for z, p in logs if z < least and p not in needed]
+    doomed += [p for z, p in list_snapshots(snap_dir) if z < least]
+    for p in doomed:
+        log.info("Removing file: %s", p)
+        p.unlink(missing_ok=True)
+    return doomed
 
 
 # ------------------------------------------------------------------------------ log writer
@@ -354,6 +405,12 @@ def load_snapshot(
     skipped: list[tuple[Path, str]] = []
     snaps = list_snapshots(snap_dir)
     for zxid, path in reversed(snaps):
+        if not looks_valid_snapshot(path):
+            # FileSnap.findNValidSnapshots skips these before parsing; so do we, so that both
+            # servers pick the same snapshot.
+            log.warning("invalid snapshot %s; trying the previous one", path)
+            skipped.append((path, "does not end in a seal"))
+            continue
         try:
             content = snap.parse(read_bytes(path))
         except (SnapshotFormatError, OSError) as e:

@@ -463,6 +463,56 @@ def test_recover_all_snapshots_corrupt_or_missing(tmp_path: Path) -> None:
     assert files.recover(d, trust_empty=True).last_zxid == 0x46
 
 
+def test_recover_across_epochs_and_gap_within_epoch(tmp_path: Path) -> None:
+    from trizk.storage import snapshot
+
+    d = tmp_path / "version-2"
+    files.write_snapshot(d, 0, snapshot.serialize(snapshot.initial_content()), sync=False)
+    e1 = 1 << 32
+
+    def one(z: int) -> TxnEntry:
+        return TxnEntry(TxnHeader(1, 0, z, 0, OpCode.DELETE), DeleteTxn("/x"), None)
+
+    w = files.TxnLogWriter(d, prealloc_size=4096, force_sync=False)
+    w.append([one(e1 + 1), one(e1 + 2), one(2 * e1 + 1), one(3 * e1 + 7)])
+    w.close()
+    assert files.recover(d).last_zxid == 3 * e1 + 7  # a new epoch may start anywhere
+    w = files.TxnLogWriter(d, prealloc_size=4096, force_sync=False)
+    w.append([one(3 * e1 + 9)])  # 0x...8 is missing
+    w.close()
+    with pytest.raises(files.UnrecoverableDataDir, match="gap"):
+        files.recover(d)
+
+
+def test_purge_keeps_what_recovery_needs(tmp_path: Path) -> None:
+    from trizk.storage import snapshot
+
+    d = tmp_path / "version-2"
+    raw = snapshot.serialize(snapshot.initial_content())
+    w = files.TxnLogWriter(d, prealloc_size=4096, force_sync=False)
+    for k in range(5):  # snapshot.<10k>, then a new log from 10k+1
+        files.write_snapshot(d, 10 * k, raw, sync=False)
+        w.roll()
+        w.append(_entries(10 * k + 1, 10))
+        w.sync()
+    w.close()
+    with pytest.raises(ValueError):
+        files.purge(d, retain=2)
+    gone = files.purge(d, retain=3)
+    # Oldest kept: snapshot.14 (20); log.b (from 11) may hold its later txns: kept.
+    assert sorted(p.name for p in gone) == ["log.1", "snapshot.0", "snapshot.a"]
+    assert sorted(p.name for p in d.iterdir()) == [
+        "log.15", "log.1f", "log.29", "log.b",
+        "snapshot.14", "snapshot.1e", "snapshot.28",
+    ]  # fmt: skip
+    r = files.recover(d)
+    assert r.snapshot_zxid == 40 and r.last_zxid == 50
+    # A snapshot that does not look valid is not counted as one of the kept ones.
+    (d / "snapshot.28").write_bytes(raw[:-1])
+    assert files.purge(d, retain=3) == []
+    assert files.recover(d).snapshot_zxid == 30
+
+
 def test_recover_empty_dir(tmp_path: Path) -> None:
     r = files.recover(tmp_path / "nothing")
     assert r.snapshot is None and r.snapshot_zxid == -1 and r.txns == []
