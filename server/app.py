@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import struct
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 import trio
 import trizk
 
-from ..jute.primitives import set_max_buffer
+from ..jute.primitives import LIMITS, set_max_buffer
 from . import fourlw
 from .config import ServerConfig
 from .connection import ClientConnection
@@ -64,7 +65,6 @@ class TrizkServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        set_max_buffer(config.jute_max_buffer)
         self.core = ServerCore(
             CoreConfig(
                 tick_time=config.tick_time,
@@ -85,9 +85,19 @@ class TrizkServer:
         self.port = config.client_port
         self.started_wall = _wall()
         self.started = _now()
+        self.trace_mask = 306  # ZooTrace's default mask
 
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        previous_cap = LIMITS.max_buffer
+        set_max_buffer(self.config.jute_max_buffer)
+        try:
+            await self._run(task_status)
+        finally:
+            # jute.maxbuffer is process-wide (a JVM property in ZooKeeper): put it back.
+            set_max_buffer(previous_cap)
+
+    async def _run(self, task_status: Any) -> None:
         host = self.config.client_port_address
         try:
             listeners = await trio.open_tcp_listeners(self.config.client_port, host=host)
@@ -203,10 +213,12 @@ class TrizkServer:
         dirty.clear()
 
     # ------------------------------------------------------------------ 4lw
-    def _four_letter(self, word: str, conn: ClientConnection) -> bytes | None:
+    def _four_letter(self, word: str, conn: ClientConnection, arg: bytes) -> bytes | None:
         if not fourlw.allowed(word, self.config.four_letter_words):
             return fourlw.not_whitelisted(word)
-        if word == "srst":
+        if word == "stmk":
+            (self.trace_mask,) = struct.unpack(">q", arg)
+        elif word == "srst":
             self.core.stats.reset()
         elif word == "crst":
             for p in self.peers.values():
@@ -218,6 +230,7 @@ class TrizkServer:
     def _view(self, asking: ClientConnection) -> fourlw.SimpleView:
         core = self.core
         st = core.stats
+        wall_offset = _wall() - _now()
         conns = []
         for p in self.peers.values():
             c = p.conn
@@ -240,9 +253,14 @@ class TrizkServer:
                     min_latency=max(c.min_latency, 0),
                     avg_latency=c.total_latency // c.latency_count if c.latency_count else 0,
                     max_latency=c.max_latency,
+                    expire_at_ms=fourlw.expiry_bucket(
+                        c.last_io,
+                        c.session_timeout or fourlw.CONNECTION_EXPIRY_INTERVAL_MS,
+                        fourlw.CONNECTION_EXPIRY_INTERVAL_MS,
+                    )
+                    + wall_offset,
                 )
             )
-        wall_offset = _wall() - _now()
         sessions = []
         for s in core.sessions.sessions.values():
             eph = core.tree.ephemerals.get(s.id)
@@ -280,6 +298,7 @@ class TrizkServer:
             data_dir_size=_dir_size(data_dir),
             log_dir_size=_dir_size(log_dir),
             environment=fourlw.process_environment(),
+            trace_mask=self.trace_mask,
         )
 
 

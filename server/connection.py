@@ -47,6 +47,7 @@ class ClientConnection:
         self.old_client = False
         # statistics (``cons``)
         self.established = now
+        self.last_io = 0  # monotonic ms of the last bytes received
         self.packets_received = 0
         self.packets_sent = 0
         self.outstanding = 0

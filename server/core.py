@@ -113,7 +113,8 @@ class CoreConfig:
     min_session_timeout: int = -1
     max_session_timeout: int = -1
     max_buffer: int = 0xFFFFF
-    server_id: int = 0
+    #: top byte of session ids; a standalone ZooKeeperServer uses 1 (createSessionTrackerServerId)
+    server_id: int = 1
     extended_types: bool = False
     super_digest: str | None = None
     global_outstanding_limit: int = 1000
@@ -195,7 +196,7 @@ class ServerCore:
         #: conn.id -> FIFO of ("w", zxid) markers and deferred reads
         self._fifo: dict[int, deque[tuple[Any, ...]]] = {}
         #: answers a four-letter word on a fresh connection (set by the shell), or None
-        self.four_letter: Callable[[str, ClientConnection], bytes | None] | None = None
+        self.four_letter: Callable[[str, ClientConnection, bytes], bytes | None] | None = None
         self.is_four_letter: Callable[[bytes], str | None] = lambda b: None
 
     # ------------------------------------------------------------------ connections
@@ -226,13 +227,19 @@ class ServerCore:
 
     # ------------------------------------------------------------------ input
     def data_received(self, conn: ClientConnection, data: bytes, now: int, wall: int) -> None:
+        conn.last_io = now
         conn.receive_data(data)
         self._mark(conn)
         while not conn.closed:
             if conn.state is State.HANDSHAKE and conn.decoder.buffered >= 4:
                 word = self.is_four_letter(conn.decoder.peek(4))
                 if word is not None:
-                    self._four_letter(conn, word)
+                    if word == "stmk":  # SetTraceMaskCommand reads a long after the word
+                        if conn.decoder.buffered < 12:
+                            return
+                        self._four_letter(conn, word, conn.decoder.peek(12)[4:])
+                    else:
+                        self._four_letter(conn, word, b"")
                     return
             try:
                 frame = conn.next_frame()
@@ -252,8 +259,8 @@ class ServerCore:
         if self.sync_commit and self.uncommitted:
             self.commit(len(self.uncommitted), now)
 
-    def _four_letter(self, conn: ClientConnection, word: str) -> None:
-        out = self.four_letter(word, conn) if self.four_letter is not None else None
+    def _four_letter(self, conn: ClientConnection, word: str, arg: bytes) -> None:
+        out = self.four_letter(word, conn, arg) if self.four_letter is not None else None
         if out:
             conn.send_raw(out)
         self._close(conn, f"four-letter word {word}")

@@ -229,8 +229,9 @@ class DataTree:
         return self.nodes.get(path)
 
     def node_count(self) -> int:
-        """Number of znodes, as ``DataTree.getNodeCount`` (the root counted once)."""
-        return len(self.nodes) - 1
+        """``DataTree.getNodeCount``: ``nodes.size()``, where the root is there twice (``""``
+        and ``"/"``), so a fresh tree reports 5 as ZooKeeper 3.8.0 does."""
+        return len(self.nodes)
 
     def ephemerals_of(self, session_id: int) -> JavaHashSet:
         s = self.ephemerals.get(session_id)
