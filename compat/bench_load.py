@@ -244,7 +244,34 @@ def run_load(
     measured interval) ends when every reply and ``expect_events`` notifications have arrived.
     Fails loudly (TimeoutError) if that takes longer than ``deadline_s``.
     """
-    sel = selectors.EpollSelector()
+    with selectors.EpollSelector() as sel:
+        return _run_load(
+            sel,
+            socks,
+            frames,
+            window=window,
+            cycle=cycle,
+            ramp_s=ramp_s,
+            duration_s=duration_s,
+            server_cpu=server_cpu,
+            expect_events=expect_events,
+            deadline_s=deadline_s,
+        )
+
+
+def _run_load(
+    sel: selectors.BaseSelector,
+    socks: Sequence[socket.socket],
+    frames: Sequence[Sequence[bytes]],
+    *,
+    window: int,
+    cycle: bool,
+    ramp_s: float = 0.0,
+    duration_s: float = 0.0,
+    server_cpu: Callable[[], float] = lambda: 0.0,
+    expect_events: int = 0,
+    deadline_s: float = 120.0,
+) -> LoadResult:
     clients = [_Client(s, f, cycle) for s, f in zip(socks, frames, strict=True)]
     for c in clients:
         sel.register(c.sock, selectors.EVENT_READ, c)
@@ -362,7 +389,6 @@ def run_load(
                     c.outstanding -= got
                     if sending and not c.done_sending:
                         fill(c, got)
-    sel.close()
     return LoadResult(
         replies=replies,
         errors=errors,
