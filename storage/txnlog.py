@@ -235,22 +235,13 @@ def _to_long(v: int) -> int:
 # ------------------------------------------------------------------------------ decoding
 
 
-def _decode_exact(cls: type[Record], b: memoryview, p: int, end: int) -> tuple[Record, int] | None:
-    try:
-        rec, q = cls.decode_from(b[:end], p)
-    except JuteDecodeError:
-        return None
-    return rec, q
-
-
-def _digest_tail(b: memoryview, p: int, end: int) -> tuple[bool, TxnDigest | None]:
-    """(fits, digest) for the bytes after the body: none, or exactly one TxnDigest."""
-    if p == end:
-        return True, None
-    if end - p == _DIGEST_SIZE:
-        d, _ = TxnDigest.decode_from(b[:end], p)
-        return True, d
-    return False, None
+# Parses to try per txn type, in order (SerializeUtils.deserializeTxn's fallbacks).
+_CANDIDATES: dict[int, tuple[type[Record] | None, ...]] = {
+    int(op): (cls,) for op, cls in TXN_RECORDS.items()
+}
+_CANDIDATES[int(OpCode.CREATE)] = (CreateTxn, CreateTxnV0)  # "perhaps this is a V0 Create"
+# closeSession logged without a body (before 3.6, or closeSessionTxn disabled).
+_CANDIDATES[int(OpCode.CLOSESESSION)] = (CloseSessionTxn, None)
 
 
 def decode_payload(payload: bytes | memoryview) -> TxnEntry:
@@ -260,25 +251,21 @@ def decode_payload(payload: bytes | memoryview) -> TxnEntry:
     if end < _TXN_HEADER_SIZE:
         raise LogFormatError(f"payload of {end} bytes is shorter than a TxnHeader")
     hdr, p = TxnHeader.decode_from(b, 0)
-    cls = TXN_RECORDS.get(hdr.type)
-    if cls is None:
+    candidates = _CANDIDATES.get(hdr.type)
+    if candidates is None:
         raise LogFormatError(f"unsupported txn type {hdr.type} at zxid {hdr.zxid:#x}")
-    candidates: list[type[Record] | None] = [cls]
-    if cls is CreateTxn and hdr.type == OpCode.CREATE:
-        candidates.append(CreateTxnV0)  # SerializeUtils: "perhaps this is a V0 Create"
-    if cls is CloseSessionTxn:
-        candidates.append(None)  # closeSession logged without a body (pre-3.6, or disabled)
     for cand in candidates:
         if cand is None:
             q, txn = p, None
         else:
-            got = _decode_exact(cand, b, p, end)
-            if got is None:
+            try:
+                txn, q = cand.decode_from(b, p)
+            except JuteDecodeError:
                 continue
-            txn, q = got
-        fits, digest = _digest_tail(b, q, end)
-        if fits:
-            return TxnEntry(hdr, txn, digest)
+        if q == end:
+            return TxnEntry(hdr, txn, None)
+        if end - q == _DIGEST_SIZE:
+            return TxnEntry(hdr, txn, TxnDigest.decode_from(b, q)[0])
     raise LogFormatError(
         f"cannot decode {op_name(hdr.type)} txn at zxid {hdr.zxid:#x} ({end} byte payload)"
     )
