@@ -5,8 +5,9 @@ regenerate the golden files next to it::
 
     python tests/unit/data/zkdata/zkrun.py     # rewrites tests/unit/data/zkdata/version-2/
 
-The server runs on 127.0.0.1, on a free port, in its own temp dir; we stop it by its PID only.
-Readiness is "a kazoo session connects", never a sleep.
+The tests pin facts of the committed files (txn counts, session ids, times in dumps); after
+regenerating, update them. The server runs on 127.0.0.1, on a free port, in its own temp dir;
+we stop it by its PID only. Readiness is "a kazoo session connects", never a sleep.
 """
 
 from __future__ import annotations
