@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from trizk.jute.primitives import Record, RecordType, Vector, _Bytes
+from trizk.jute.primitives import Record, RecordType, Vector
 from trizk.jute.records import ACL, CreateContainerTxn, CreateTTLTxn, CreateTxn, MultiTxn
 from trizk.jute.records import SetDataTxn as _SetDataTxn
 
@@ -70,8 +70,10 @@ def _value(v: Any, t: Any) -> str:
         return "s{" + _fields(v) + "}"
     if isinstance(t, Vector):
         return "v{" + ",".join(_value(x, t.item) for x in (v or ())) + "}"
-    if isinstance(t, _Bytes):
-        return _escape_string(v) if t.text else _escape_buffer(v)
+    if t.jute_name == "ustring":
+        return _escape_string(v)
+    if t.jute_name == "buffer":
+        return _escape_buffer(v)
     if isinstance(v, bool):
         return "T" if v else "F"
     return str(v)
