@@ -233,6 +233,16 @@ class Server:
         with open(f"/proc/{self.pid}/statm") as f:
             return int(f.read().split()[1]) * PAGE
 
+    def txn_log_bytes(self) -> int:
+        """Bytes in ``dataDir/version-2/log.*``: 0 means the server persisted no txn at all
+        (its write figures are then not comparable with a server that fsyncs every batch)."""
+        d = os.path.join(self.workdir, "data", "version-2")
+        if not os.path.isdir(d):
+            return 0
+        return sum(
+            os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("log.")
+        )
+
     def tail(self, n: int = 2000) -> str:
         out = ""
         for name in ("stdout.log", "zookeeper.log"):
