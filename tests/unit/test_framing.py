@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from trizk.jute import JuteDecodeError
 from trizk.jute.framing import FrameDecoder, FrameTooLarge, frame
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from trizk.jute import JuteDecodeError
 from trizk.jute import records as R
 from trizk.jute.codes import (
@@ -78,11 +79,14 @@ def _frame_id(f: dict[str, Any]) -> str:
 
 
 def _find(note: str, direction: str, **kw: Any) -> dict[str, Any]:
+    """First frame of a step (by its note); a client's idle pings may interleave anywhere,
+    so they only match when asked for."""
     hits = [
         f
         for f in FRAMES
         if f["note"].startswith(note)
         and f["dir"] == direction
+        and (f.get("op") != "PING" or "ping" in note)
         and all(f.get(k) == v for k, v in kw.items())
     ]
     assert hits, f"no golden frame {note!r} {direction} {kw}"
@@ -179,6 +183,18 @@ def test_connect_request_without_readonly_byte() -> None:
     wb = bytes.fromhex(with_ro["hex"])
     _, pos = R.ConnectResponse.decode_from(wb, 0)
     assert wb[pos:] == b"\x00" and len(wb) == len(rb) + 1
+
+
+def test_c_client_sends_readonly_byte_and_gets_clamped_timeout() -> None:
+    f = _find("cli_mt -c 'create /cli'", "c2s")
+    assert f["records"] == ["ConnectRequest", "bool"]
+    req, pos = R.ConnectRequest.decode_from(bytes.fromhex(f["hex"]), 0)
+    assert bytes.fromhex(f["hex"])[pos:] == b"\x00" and req.timeOut == 30000
+    resp = R.ConnectResponse.decode_from(
+        bytes.fromhex(_find("cli_mt -c 'create /cli'", "s2c")["hex"]), 0
+    )[0]
+    # Negotiated timeout is clamped to maxSessionTimeout = 20 * tickTime (500 ms in the capture).
+    assert resp.timeOut == 10000
 
 
 def test_reconnect_and_rejected_sessions() -> None:

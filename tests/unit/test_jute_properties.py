@@ -29,6 +29,7 @@ import construct as cs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from trizk.jute import DEFAULT_MAX_BUFFER, JuteDecodeError, set_max_buffer
 from trizk.jute import records as R
 from trizk.jute.primitives import (
