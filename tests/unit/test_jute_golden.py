@@ -361,7 +361,7 @@ def test_special_xids() -> None:
 
 
 def test_watcher_events() -> None:
-    seen = {}
+    seen: dict[EventType, str] = {}
     for f in FRAMES:
         if f.get("op") == "NOTIFICATION":
             hdr, ev = _records(f)
