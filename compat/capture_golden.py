@@ -181,14 +181,13 @@ class RecordingProxy:
         self.lsock = socket.create_server(("127.0.0.1", 0))
         self.addr: tuple[str, int] = self.lsock.getsockname()
         self.frames: list[Captured] = []
+        self.errors: list[str] = []
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.client = "?"
         self.note = ""
         self._conns = 0
-        self._open: dict[int, tuple[socket.socket, socket.socket]] = {}
         self._threads: list[threading.Thread] = []
-        self._closed = False
         t = threading.Thread(target=self._accept, daemon=True)
         t.start()
 
@@ -207,7 +206,6 @@ class RecordingProxy:
                 self._conns += 1
                 cid = self._conns
                 label = self.client
-                self._open[cid] = (down, up)
             for src, dst, d in ((down, up, "c2s"), (up, down, "s2c")):
                 t = threading.Thread(target=self._pump, args=(cid, label, src, dst, d), daemon=True)
                 t.start()
@@ -238,18 +236,9 @@ class RecordingProxy:
             except OSError:
                 break
         if buf:
-            raise RuntimeError(f"conn {cid} {d}: {len(buf)} trailing bytes outside any frame")
+            with self.lock:
+                self.errors.append(f"conn {cid} {d}: {len(buf)} bytes left outside any frame")
         for s in (dst, src):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def drop(self, cid: int) -> None:
-        """Cut one proxied connection in both directions (a network failure, for the client)."""
-        with self.lock:
-            socks = self._open.pop(cid)
-        for s in socks:
             try:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -918,6 +907,8 @@ def capture(with_cli_mt: bool = True) -> dict[str, Any]:
             cli = with_cli_mt and drive_cli_mt(proxy)
         finally:
             proxy.close()
+        if proxy.errors:
+            raise RuntimeError("; ".join(proxy.errors))
         frames = list(proxy.frames)
     return {
         "about": (
