@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+
 from trizk.compat.bench_load import BlockingSession, close_frame, create_frame, get_frame
 from trizk.compat.bench_servers import Server, start_server
 from trizk.compat.xchk import Bijection, Checker, Proxy
@@ -264,9 +266,9 @@ def test_command_line_summary_and_exit_status(zk_pair: tuple[Server, Server]) ->
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        line = (
-            proc.stderr.readline()
-        )  # "xchk: listening on HOST:PORT" (bounded by the timeout below)
+        ready, _, _ = select.select([proc.stderr], [], [], WAIT)
+        assert ready, "xchk did not start listening in time"
+        line = proc.stderr.readline()  # "xchk: listening on HOST:PORT"
         assert "listening on" in line, line
         port = int(line.rsplit(":", 1)[1])
         zk = _client(port)
@@ -297,6 +299,79 @@ def test_zxid_bijection_is_order_preserving() -> None:
     assert m.check(-1, -1) is None and m.check(-1, 5) is not None  # constants
     assert m.to_candidate(0x104) == 0x505  # nearest known below
     assert m.to_candidate(0x50) == 0
+
+
+def random_mix(port: int, seed: int, n: int = 300) -> int:
+    """Three kazoo sessions issuing a seeded random mix over a few overlapping paths, so that
+    errors (NoNode, NodeExists, BadVersion, NotEmpty), sequentials, ephemerals, multis and
+    watches firing on other sessions all occur. Returns how many calls raised."""
+    import random
+
+    rng = random.Random(seed)
+    clients = [_client(port) for _ in range(3)]
+    paths = ["/r", "/r/a", "/r/b", "/r/a/x", "/r/c", "/r/a/y"]
+    failed = 0
+    try:
+        for i in range(n):
+            c, p, op = rng.choice(clients), rng.choice(paths), rng.randrange(12)
+            try:
+                if op == 0:
+                    c.create(p, b"d%d" % i, ephemeral=rng.random() < 0.3)
+                elif op == 1:
+                    c.create(p + "/s-", b"", sequence=True, ephemeral=rng.random() < 0.5)
+                elif op == 2:
+                    c.set(p, b"v%d" % i, version=rng.choice([-1, 0, 1, 2]))
+                elif op == 3:
+                    c.delete(p, version=rng.choice([-1, 0, 1]))
+                elif op == 4:
+                    c.get(p, watch=lambda e: None)
+                elif op == 5:
+                    c.get_children(p, watch=lambda e: None)
+                elif op == 6:
+                    c.exists(p, watch=lambda e: None)
+                elif op == 7:
+                    t = c.transaction()
+                    t.create(p + "/m", b"")
+                    t.set_data(p, b"m")
+                    t.commit()
+                elif op == 8:
+                    c.get_children(p, include_data=True)
+                elif op == 9:
+                    c.get_acls(p)
+                elif op == 10:
+                    c.delete(p, recursive=True)
+                else:
+                    c.sync(p)
+            except kazoo_exc.KazooException:
+                failed += 1
+    finally:
+        for c in clients:
+            c.stop()
+            c.close()
+    return failed
+
+
+@needs_zk
+@pytest.mark.parametrize("kind", ["zookeeper", "trizk"])
+async def test_seeded_random_mix(kind: str) -> None:
+    if kind == "trizk" and not HAVE_TRIZK:
+        pytest.skip("trizk.server is not written yet")
+    oracle = start_server("zookeeper", "oracle")
+    try:
+        candidate = start_server(kind, "candidate")
+    except BaseException:
+        oracle.stop()
+        raise
+    try:
+        chk, failed = await _run_through_proxy(
+            oracle, candidate, lambda port: random_mix(port, seed=7)
+        )
+    finally:
+        oracle.stop()
+        candidate.stop()
+    assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
+    assert failed >= 20  # the mix really provoked error answers
+    assert chk.compared >= 300 and chk.events_compared >= 3
 
 
 def _stat(**kw: int) -> Stat:
