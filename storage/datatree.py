@@ -75,6 +75,7 @@ class DataNode:
         "acl",
         "aversion",
         "children",
+        "client_owner",
         "ctime",
         "cversion",
         "czxid",
@@ -93,6 +94,7 @@ class DataNode:
         zxid: int = 0,
         time: int = 0,
         ephemeral_owner: int = 0,
+        client_owner: int | None = None,
     ) -> None:
         self.data = data
         self.acl = acl
@@ -100,6 +102,8 @@ class DataNode:
         self.ctime = self.mtime = time
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = ephemeral_owner
+        #: what clients see (DataNode.getClientEphemeralOwner: 0 unless a NORMAL ephemeral)
+        self.client_owner = ephemeral_owner if client_owner is None else client_owner
         self.children: JavaHashSet | None = None
         self._stat: r.Stat | None = None
 
@@ -117,7 +121,7 @@ class DataNode:
                 self.version,
                 self.cversion * 2 - n,
                 self.aversion,
-                self.ephemeral_owner,
+                self.client_owner,
                 len(d) if d is not None else 0,
                 n,
                 self.pzxid,
@@ -234,8 +238,9 @@ class DataTree:
         return len(self.nodes)
 
     def ephemerals_of(self, session_id: int) -> JavaHashSet:
+        """``DataTree.getEphemerals(sessionId)``: a clone of the session's set (or a new one)."""
         s = self.ephemerals.get(session_id)
-        return s.copy() if s is not None else JavaHashSet()
+        return s.clone() if s is not None else JavaHashSet()
 
     def all_children_number(self, path: str) -> int:
         prefix = "/" if path == "/" else path + "/"
@@ -303,10 +308,17 @@ class DataTree:
         if parent_cversion > parent.cversion:
             parent.cversion = parent_cversion
             parent.pzxid = zxid
-        node = DataNode(data, tuple(acl or ()), zxid, time, owner)
+        kind = ephemeral_kind(owner, self.extended_types)
+        node = DataNode(
+            data,
+            tuple(acl or ()),
+            zxid,
+            time,
+            owner,
+            owner if kind == EphemeralKind.NORMAL else 0,
+        )
         parent.add_child(child_name)
         self.nodes[path] = node
-        kind = ephemeral_kind(owner, self.extended_types)
         if kind == EphemeralKind.CONTAINER:
             self.containers.add(path)
         elif kind == EphemeralKind.TTL:

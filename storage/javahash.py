@@ -16,6 +16,8 @@ another HashSet. Clients see that order, so trizk keeps the same order by mirror
   red-black tree in Java, whose order we do not reproduce; this needs nine colliding names under
   one parent and is vanishingly rare for real names.
 
+``clone()`` rebuilds the table (see :meth:`JavaHashSet.clone`), which can change the order.
+
 Membership is kept in a Python set as well, so ``in`` is O(1).
 """
 
@@ -76,14 +78,12 @@ class JavaHashSet:
     def __repr__(self) -> str:
         return f"JavaHashSet({list(self)!r})"
 
-    def copy(self) -> JavaHashSet:
-        """Like ``HashSet.clone()``: same table, same iteration order."""
-        other = JavaHashSet.__new__(JavaHashSet)
-        other._initial = self._initial
-        other._bins = None if self._bins is None else [list(b) for b in self._bins]
-        other._members = set(self._members)
-        other._hashes = dict(self._hashes)
-        return other
+    def clone(self) -> JavaHashSet:
+        """``HashSet.clone()``. It does *not* copy the table: ``HashMap.clone`` re-inserts the
+        entries, in this set's iteration order, into a new table pre-sized by ``putMapEntries``
+        to ``tableSizeFor((int)(size / 0.75f + 1))``. So a clone can iterate in a different
+        order than its original (ZooKeeper's getEphemerals and closeSession iterate a clone)."""
+        return JavaHashSet(int(len(self._members) / 0.75 + 1.0), self)
 
     def add(self, item: str) -> bool:
         if item in self._members:
