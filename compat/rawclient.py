@@ -263,6 +263,25 @@ class RawClient:
                 raise ConnectionClosed("EOF")
             self._dec.feed(data)
 
+    def read_raw_until_closed(self, deadline: float) -> tuple[bytes, str]:
+        """Every byte (framed or not) until EOF; returns (bytes, "closed" | "timeout")."""
+        out = bytearray(self._dec.peek(self._dec.buffered))
+        self._dec = FrameDecoder(MAX_FRAME)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), "timeout"
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                return bytes(out), "timeout"
+            except OSError:
+                return bytes(out), "closed"
+            if not data:
+                return bytes(out), "closed"
+            out += data
+
     def read_packet(self, deadline: float | None = None) -> Packet:
         """The next reply or watch event, decoded as far as it decodes."""
         payload = self._read_frame(deadline)

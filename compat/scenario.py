@@ -167,7 +167,7 @@ REQUEST_OPS = (
     "removeWatches checkWatches closeSession"
 ).split()
 CONTROL_OPS = (
-    "multi multiRead auth ping request raw connect reconnect drop wait_event wait_closed"
+    "multi multiRead auth ping request open raw connect reconnect drop wait_event wait_closed"
 ).split()
 #: Every operation a step may name.
 OPS = frozenset(REQUEST_OPS + CONTROL_OPS)
@@ -292,11 +292,11 @@ class Executor:
             return
         timeout = int(a.get("timeout", s.timeout_ms))
         sid, pw = (s.session_id, s.passwd) if reuse else (0, b"\0" * 16)
-        if "passwd" in a:
-            pw = data_arg(a["passwd"]) or b""
         if "session_of" in a:
             other = self.sessions[a["session_of"]]
             sid, pw = other.session_id, other.passwd
+        if "passwd" in a:
+            pw = data_arg(a["passwd"]) or b""
         try:
             resp = c.connect(
                 timeout_ms=timeout,
@@ -379,18 +379,30 @@ class Executor:
 
             xid = a.get("xid")
             self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid))
+        elif op == "open":
+            # A TCP connection with no handshake, for bytes sent with "raw".
+            if s.client is not None:
+                s.client.close()
+            try:
+                s.client = RawClient(self.host, self.port, io_timeout=self.io_timeout)
+            except OSError as e:
+                s.log.append({"step": i, "kind": "connect_failed", "error": type(e).__name__})
+                s.client = None
         elif op == "raw":
-            # Bytes as they are; then read until the connection closes (bounded).
+            # Bytes as they are ("hex" or "text"); then every byte received until the server
+            # closes the connection (bounded), recorded unframed (a 4lw answer has no frame).
             if s.client is None:
                 s.log.append({"step": i, "kind": "not_connected"})
                 return
+            data = bytes.fromhex(a["hex"]) if "hex" in a else a["text"].encode()
             try:
-                s.client.send_raw(bytes.fromhex(a["hex"]))
+                s.client.send_raw(data)
             except OSError:
                 self._lost(s, i, "closed")
                 return
-            if a.get("expect", "close") == "close":
-                self._wait(s, i, until_closed=True)
+            got, how = s.client.read_raw_until_closed(time.monotonic() + WAIT_BOUND)
+            s.log.append({"step": i, "kind": "received", "data": data_value(got)})
+            self._lost(s, i, how)
         elif op == "connect":
             self._connect(s, i, a, reuse=False)
         elif op == "reconnect":
