@@ -19,6 +19,7 @@ import struct
 from ..jute import records as r
 from ..jute.codes import KeeperState, Xid
 from ..jute.framing import FrameDecoder
+from .acl import DEFAULT_AUTH, AuthInfo, new_connection_ids
 
 _REPLY_HDR = struct.Struct(">iiqi")  # frame length + ReplyHeader(xid, zxid, err)
 _EVENT_HDR = struct.Struct(">iiqiiii")  # length, hdr(-1, -1, 0), type, state, path length
@@ -61,6 +62,13 @@ class ClientConnection:
         self.total_latency = 0
         self.latency_count = 0
         self.close_reason = ""
+        #: authenticated ids (``ServerCnxn.authInfo``), ``ip`` first; the core gives them the
+        #: server's providers in ``connection_made``
+        self.auth: AuthInfo = new_connection_ids(DEFAULT_AUTH, remote[0])
+        #: subject of the verified client certificate on a TLS connection (x509), else None
+        self.x509_subject: str | None = None
+        #: this connection's SASL server (``ZooKeeperSaslServer``), made on the first SASL packet
+        self.sasl: object | None = None
 
     def __repr__(self) -> str:
         return f"<conn {self.id} {self.remote[0]}:{self.remote[1]} 0x{self.session_id:x}>"

@@ -39,6 +39,7 @@ from ..jute.framing import FrameTooLarge
 from ..jute.primitives import JuteDecodeError
 from ..storage.datatree import ApplyResult, DataTree
 from . import acl as aclmod
+from . import sasl as saslmod
 from .connection import ClientConnection, State
 from .prep import (
     MULTI_SUB_OPS,
@@ -118,6 +119,10 @@ class CoreConfig:
     extended_types: bool = False
     super_digest: str | None = None
     global_outstanding_limit: int = 1000
+    #: authentication providers (ProviderRegistry); None: ip + digest with ``super_digest``
+    auth: aclmod.AuthConfig | None = None
+    #: users of the JAAS Server section; None: no SASL login configured
+    sasl: saslmod.SaslServerConfig | None = None
 
     @property
     def min_timeout(self) -> int:
@@ -198,10 +203,18 @@ class ServerCore:
         #: answers a four-letter word on a fresh connection (set by the shell), or None
         self.four_letter: Callable[[str, ClientConnection, bytes], bytes | None] | None = None
         self.is_four_letter: Callable[[bytes], str | None] = lambda b: None
+        self.auth_config = (
+            config.auth
+            if config.auth is not None
+            else aclmod.AuthConfig(super_digest=config.super_digest)
+        )
+        #: DIGEST-MD5 nonces (randomness enters here; tests may replace it)
+        self.sasl_nonce: Callable[[], str] = saslmod.random_nonce
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, conn: ClientConnection) -> None:
         self.connections[conn.id] = conn
+        conn.auth = aclmod.new_connection_ids(self.auth_config, conn.remote[0])
 
     def connection_lost(self, conn: ClientConnection) -> None:
         """The socket is gone: forget the connection and its watches (the session lives on)."""
@@ -345,7 +358,10 @@ class ServerCore:
             return
         self.sessions.touch(conn.session_id, now)
         if op == OpCode.AUTH:
-            self._auth(conn, frame)
+            self._auth(conn, xid, frame)
+            return
+        if op == OpCode.SASL:
+            self._sasl(conn, xid, frame)
             return
         if op not in VALID_OPS:
             # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.
@@ -363,34 +379,77 @@ class ServerCore:
             return
         self._write(conn, xid, op, frame, now, wall)
 
-    def _auth(self, conn: ClientConnection, frame: bytes) -> None:
+    # -- authentication (ZooKeeperServer.processPacket / processSasl): answered at once,
+    # -- outside the pipeline, zxid 0; the ids belong to the connection (acl.AuthInfo).
+    def _auth(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
         try:
             pkt = r.AuthPacket.decode(memoryview(frame)[8:])
         except JuteDecodeError as e:
             log.warning("%s: bad AuthPacket (%s), closing connection", conn, e)
             self._close(conn, "bad auth packet")
             return
-        session = self.sessions.sessions.get(conn.session_id)
+        scheme = pkt.scheme or ""
         ids = aclmod.authenticate(
-            pkt.scheme or "", pkt.auth, conn.remote[0], self.config.super_digest
+            scheme,
+            pkt.auth,
+            conn.remote[0],
+            config=self.auth_config,
+            x509_subject=conn.x509_subject,
         )
-        if ids is None or session is None:
-            log.warning("%s: authentication failed for scheme %s", conn, pkt.scheme)
-            conn.send_reply(Xid.AUTH, 0, Code.AUTHFAILED)
+        if ids is None:
+            if not self.auth_config.has_provider(scheme):
+                log.warning(
+                    "No authentication provider for scheme: %s has %s",
+                    scheme,
+                    " ".join(self.auth_config.providers()),
+                )
+            else:
+                log.warning("Authentication failed for scheme: %s", scheme)
+            conn.send_reply(xid, 0, Code.AUTHFAILED)
             self._close(conn, "authentication failed")
             return
         for i in ids:
-            if i not in session.auth:
-                session.auth.append(i)
-        log.info("session 0x%x: auth success for scheme %s", conn.session_id, pkt.scheme)
-        conn.send_reply(Xid.AUTH, 0, Code.OK)
+            conn.auth.add(i)
+        log.info("Session 0x%x: auth success for scheme %s", conn.session_id, scheme)
+        conn.send_reply(xid, 0, Code.OK)
+
+    def _sasl(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
+        try:
+            req = r.GetSASLRequest.decode(memoryview(frame)[8:])
+        except JuteDecodeError as e:
+            log.warning("%s: bad GetSASLRequest (%s), closing connection", conn, e)
+            self._close(conn, "bad sasl packet")
+            return
+        token: bytes | None = None
+        sasl_cfg = self.config.sasl
+        if sasl_cfg is None:
+            # no login configured: cnxn.zooKeeperSaslServer is null, the NPE is caught and
+            # the client gets OK with a null token
+            log.error("cnxn.saslServer is null: no SASL login is configured")
+        else:
+            server = conn.sasl
+            if not isinstance(server, saslmod.DigestMD5Server):
+                server = conn.sasl = saslmod.DigestMD5Server(sasl_cfg, self.sasl_nonce())
+            try:
+                token = server.evaluate(req.token or b"")
+                if server.complete and server.authorization_id is not None:
+                    log.info(
+                        "Session 0x%x: adding SASL authorization for authorizationID: %s",
+                        conn.session_id,
+                        server.authorization_id,
+                    )
+                    for i in aclmod.sasl_ids(self.auth_config, server.authorization_id):
+                        conn.auth.add(i)
+            except saslmod.SaslError as e:
+                log.warning("Client %s failed to SASL authenticate: %s", conn, e)
+                if not sasl_cfg.allow_failed_clients:
+                    conn.send_reply(xid, 0, Code.AUTHFAILED, r.SetSASLResponse(None))
+                    self._close(conn, "SASL authentication failed")
+                    return
+        conn.send_reply(xid, 0, Code.OK, r.SetSASLResponse(token))
 
     def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
-        s = self.sessions.sessions.get(session_id)
-        ids = [("ip", conn.remote[0])]
-        if s is not None:
-            ids.extend(s.auth)
-        return ids
+        return conn.auth
 
     def _read(self, conn: ClientConnection, xid: int, op: int, frame: bytes, received: int) -> None:
         zxid = self.tree.last_processed_zxid

@@ -16,7 +16,6 @@ Facts kept from ZooKeeper 3.8:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,20 +90,12 @@ def read_get_children2(req: Any, ctx: ReadContext) -> r.Record:
     return r.GetChildren2Response(tuple(n.child_names()), n.stat())
 
 
-_DIGEST_SECRET = re.compile(r":.*", re.DOTALL)
-
-
 def read_get_acl(req: Any, ctx: ReadContext) -> r.Record:
     n = _node(ctx, req.path)
     _check(ctx, n, Perms.READ | Perms.ADMIN)
     acl = n.acl
     if not aclmod.check(n.acl, Perms.ADMIN, ctx.auth):
-        acl = tuple(
-            r.ACL(a.perms, r.Id(a.id.scheme, _DIGEST_SECRET.sub(":x", a.id.id)))
-            if a.id.scheme == "digest"
-            else a
-            for a in acl
-        )
+        acl = tuple(aclmod.mask_digest(a) for a in acl)
     return r.GetACLResponse(acl, n.stat())
 
 
@@ -132,10 +123,19 @@ def _set_watches(
     data: tuple[str, ...] | None,
     exist: tuple[str, ...] | None,
     child: tuple[str, ...] | None,
-    persistent: tuple[str, ...] | None = None,
-    recursive: tuple[str, ...] | None = None,
+    persistent: Any = None,
+    recursive: Any = None,
 ) -> None:
     tree, w = ctx.tree, ctx.watcher
+    # DataTree.setWatches iterates each list in turn: a null one throws (NullPointerException)
+    # after the lists before it took effect, and the client gets MARSHALLINGERROR.
+    lists = [data, exist, child] + ([persistent, recursive] if persistent is not _V1 else [])
+    first_null = next((i for i, v in enumerate(lists) if v is None), len(lists))
+    if first_null < len(lists):
+        data, exist, child = (v if i < first_null else () for i, v in enumerate(lists[:3]))
+        if persistent is not _V1:
+            persistent = lists[3] if first_null > 3 else ()
+            recursive = ()
     for path in data or ():
         n = tree.get(path)
         if n is None:
@@ -162,10 +162,17 @@ def _set_watches(
         ctx.watches.data.add(path, w, PERSISTENT)
     for path in recursive or ():
         ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
+    if first_null < len(lists):
+        raise ReadError(Code.MARSHALLINGERROR)
+
+
+_V1: Any = object()  # marks a SetWatches (v1) request: no persistent lists
 
 
 def read_set_watches(req: Any, ctx: ReadContext) -> None:
-    _set_watches(ctx, req.relativeZxid, req.dataWatches, req.existWatches, req.childWatches)
+    _set_watches(
+        ctx, req.relativeZxid, req.dataWatches, req.existWatches, req.childWatches, _V1, _V1
+    )
 
 
 def read_set_watches2(req: Any, ctx: ReadContext) -> None:
@@ -211,7 +218,8 @@ def read_remove_watches(req: Any, ctx: ReadContext) -> None:
 
 
 def read_who_am_i(req: Any, ctx: ReadContext) -> r.Record:
-    return r.WhoAmIResponse(tuple(r.ClientInfo(s, i) for s, i in ctx.auth if s != "super"))
+    # AuthUtil.getClientInfos: every id of the connection, with its provider's user name
+    return r.WhoAmIResponse(tuple(r.ClientInfo(s, u) for s, u in aclmod.who_am_i(ctx.auth)))
 
 
 ReadFn = Callable[[Any, ReadContext], r.Record | None]
