@@ -52,19 +52,26 @@ class JuteDecodeError(ValueError):
 
 
 class _Limits:
-    """Process-wide length cap (``jute.maxbuffer``), read by every decoder."""
+    """Process-wide length caps, read by every decoder (JVM system properties in ZooKeeper).
+
+    ``max_buffer`` is ``jute.maxbuffer`` (the cap on a frame); a buffer or string inside a
+    record may be up to ``max_length = maxbuffer + zookeeper.jute.maxbuffer.extrasize``
+    (``BinaryInputArchive.checkLength``; extrasize defaults to max(maxbuffer, 1024)).
+    """
 
     max_buffer: int = DEFAULT_MAX_BUFFER
+    max_length: int = 2 * DEFAULT_MAX_BUFFER
 
 
 LIMITS = _Limits()
 
 
-def set_max_buffer(n: int) -> None:
-    """Set the ``jute.maxbuffer`` length cap used by all decoders (as the Java system property)."""
+def set_max_buffer(n: int, extrasize: int | None = None) -> None:
+    """Set ``jute.maxbuffer`` (and ``zookeeper.jute.maxbuffer.extrasize``) for all decoders."""
     if n <= 0:
         raise ValueError(f"jute.maxbuffer must be positive, got {n}")
     LIMITS.max_buffer = n
+    LIMITS.max_length = n + (max(n, 1024) if extrasize is None else extrasize)
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,7 +153,7 @@ class _Nullable(cs.Construct):  # type: ignore[misc]
         n = cs.Int32sb._parsereport(stream, context, path)
         if n == -1:
             return None
-        if n < 0 or n > LIMITS.max_buffer:
+        if n < 0 or n > LIMITS.max_length:
             raise cs.ExplicitError(f"Unreasonable length = {n}")
         data = cs.stream_read(stream, n, path)
         return data.decode("utf-8", "replace") if self.text else bytes(data)
@@ -182,7 +189,7 @@ class _Bytes(JuteType):
         gen.line(f"if {n} == -1:")
         gen.line(f"    {target} = None")
         gen.line("else:")
-        gen.line(f"    if {n} < 0 or {n} > _LIMITS.max_buffer or p + {n} > len(b):")
+        gen.line(f"    if {n} < 0 or {n} > _LIMITS.max_length or p + {n} > len(b):")
         gen.line(f"        raise _Err('bad length %d' % {n})")
         if self.text:
             gen.line(f"    {target} = bytes(b[p:p + {n}]).decode('utf-8', 'replace')")
@@ -215,9 +222,9 @@ class _NullableVector(cs.Construct):  # type: ignore[misc]
         n = cs.Int32sb._parsereport(stream, context, path)
         if n == -1:
             return None
-        if n < 0 or n > LIMITS.max_buffer:
-            raise cs.ExplicitError(f"Unreasonable vector length = {n}")
-        return [self.sub._parsereport(stream, context, path) for _ in range(n)]
+        # BinaryInputArchive.startVector: any count but -1 is a length, and done() is
+        # ``nelems <= 0``, so a count below -1 is an empty vector. Counts are not capped.
+        return [self.sub._parsereport(stream, context, path) for _ in range(max(n, 0))]
 
     def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
         if obj is None:
@@ -252,8 +259,9 @@ class Vector(JuteType):
         gen.line(f"if {n} == -1:")
         gen.line(f"    {target} = None")
         gen.line("else:")
-        # Every element takes at least one byte: a count beyond what is left cannot be valid.
-        gen.line(f"    if {n} < 0 or {n} > len(b) - p:")
+        # A count below -1 is an empty vector (startVector/done() in Java). Every element takes
+        # at least one byte, so a count beyond what is left cannot decode: fail fast.
+        gen.line(f"    if {n} > len(b) - p:")
         gen.line(f"        raise _Err('bad vector length %d' % {n})")
         gen.line(f"    {acc} = []")
         gen.line(f"    for {i} in range({n}):")
@@ -468,7 +476,7 @@ class Record:
     @classmethod
     def parse_reference(cls: type[R], b: bytes) -> R:
         try:
-            raw = cls.construct.parse(b)
+            raw = cs.Sequence(cls.construct, cs.Terminated).parse(b)[0]
         except cs.ConstructError as e:
             raise JuteDecodeError(str(e)) from None
         return _RecordAdapter(cls)._decode(raw, None, None)  # type: ignore[no-any-return]

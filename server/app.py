@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import trio
+
 import trizk
 
 from ..jute.primitives import LIMITS, set_max_buffer
 from . import fourlw
 from .config import ServerConfig
 from .connection import ClientConnection
+from .containers import ContainerSettings, candidates
 from .core import CoreConfig, ServerCore
 
 log = logging.getLogger("trizk.server")
@@ -86,16 +88,18 @@ class TrizkServer:
         self.started_wall = _wall()
         self.started = _now()
         self.trace_mask = 306  # ZooTrace's default mask
+        self.containers = ContainerSettings.from_properties(config.properties)
 
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        previous_cap = LIMITS.max_buffer
-        set_max_buffer(self.config.jute_max_buffer)
+        previous = (LIMITS.max_buffer, LIMITS.max_length)
+        extra = self.config.get_property("zookeeper.jute.maxbuffer.extrasize")
+        set_max_buffer(self.config.jute_max_buffer, int(extra) if extra else None)
         try:
             await self._run(task_status)
         finally:
             # jute.maxbuffer is process-wide (a JVM property in ZooKeeper): put it back.
-            set_max_buffer(previous_cap)
+            LIMITS.max_buffer, LIMITS.max_length = previous
 
     async def _run(self, task_status: Any) -> None:
         host = self.config.client_port_address
@@ -117,6 +121,7 @@ class TrizkServer:
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._ticker)
+            nursery.start_soon(self._container_reaper)
             await nursery.start(trio.serve_listeners, self._handle, listeners)
             task_status.started(self.port)
 
@@ -125,6 +130,16 @@ class TrizkServer:
             await trio.sleep(max(self.core.next_tick_in(_now()), 1) / 1000)
             self.core.tick(_now(), _wall())
             self._wake_dirty()
+
+    async def _container_reaper(self) -> None:
+        s = self.containers
+        while True:
+            await trio.sleep(s.check_interval_ms / 1000)
+            for path in candidates(self.core.tree, _wall(), s):
+                log.info("Attempting to delete candidate container: %s", path)
+                self.core.delete_container(path, _now(), _wall())
+                self._wake_dirty()
+                await trio.sleep(s.min_interval_ms / 1000)
 
     # ------------------------------------------------------------------ connections
     async def _handle(self, stream: trio.SocketStream) -> None:
@@ -171,7 +186,12 @@ class TrizkServer:
             if not data:
                 conn.close(conn.close_reason or "client closed the connection")
                 return
-            core.data_received(conn, data, _now(), _wall())
+            try:
+                core.data_received(conn, data, _now(), _wall())
+            except Exception:
+                # A bug must cost only this connection: the server and other clients go on.
+                log.exception("%s: internal error while processing a request", conn)
+                conn.close("internal error")
             self._wake_dirty()
             if len(conn.out) > OUTBUF_SOFT_LIMIT and not conn.closed:
                 peer.drained = trio.Event()

@@ -156,9 +156,27 @@ KEYS: Mapping[str, KeySpec] = {
     "globalOutstandingLimit": KeySpec(_P),
     "extendedTypesEnabled": KeySpec(_P),
     "DigestAuthenticationProvider.superDigest": KeySpec(_P),
+    # -- access control (acl.py, sasl.py) and TLS (tls.py) --
+    "secureClientPort": KeySpec(_F),
+    "secureClientPortAddress": KeySpec(_F),
+    "authProvider.": KeySpec(_P),
+    "DigestAuthenticationProvider.enabled": KeySpec(_P),
+    "X509AuthenticationProvider.superUser": KeySpec(_P),
+    "SASLAuthenticationProvider.superPassword": KeySpec(_P),
+    "superUser": KeySpec(_P),
+    "superUser.": KeySpec(_P),
+    "letAnySaslUserDoX": KeySpec(_P),
+    "allowSaslFailedClients": KeySpec(_P),
+    "sasl.serverconfig": KeySpec(_P),
+    "ssl.keyStore.location": KeySpec(_P),
+    "ssl.keyStore.password": KeySpec(_P),
+    "ssl.keyStore.type": KeySpec(_P),
+    "ssl.trustStore.location": KeySpec(_P),
+    "ssl.trustStore.password": KeySpec(_P),
+    "ssl.trustStore.type": KeySpec(_P),
+    "ssl.clientAuth": KeySpec(_P),
+    "ssl.authProvider": KeySpec(_P),
     # -- QuorumPeerConfig.parseProperties fields trizk does not implement --
-    "secureClientPort": KeySpec(_U),
-    "secureClientPortAddress": KeySpec(_U),
     "observerMasterPort": KeySpec(_U),
     "clientPortListenBacklog": KeySpec(_U, "-1"),
     "localSessionsEnabled": KeySpec(_U, "false"),
@@ -205,10 +223,10 @@ KEYS: Mapping[str, KeySpec] = {
     "forceSync": KeySpec(_UP, "yes"),
     "fsync.warningthresholdms": KeySpec(_UP),
     "maxCnxns": KeySpec(_UP, "0"),
-    "serverCnxnFactory": KeySpec(_UP),
+    # trizk serves TLS without Netty: the factory ZooKeeper needs for TLS changes nothing here
+    "serverCnxnFactory": KeySpec(_UP, "org.apache.zookeeper.server.NettyServerCnxnFactory"),
     "admin.enableServer": KeySpec(_UP, "false"),
     "admin.": KeySpec(_UP),
-    "authProvider.": KeySpec(_UP),
     "ssl.": KeySpec(_UP),
     "sessionRequireClientSASLAuth": KeySpec(_UP, "false"),
     "enforce.auth.enabled": KeySpec(_UP, "false"),
@@ -262,6 +280,10 @@ class ServerConfig:
     max_client_cnxns: int = DEFAULT_MAX_CLIENT_CNXNS
     min_session_timeout: int = 2 * DEFAULT_TICK_TIME
     max_session_timeout: int = 20 * DEFAULT_TICK_TIME
+    #: TLS port (``secureClientPort``); 0 = none.
+    secure_client_port: int = 0
+    #: ``secureClientPortAddress``; ``None`` = all interfaces.
+    secure_client_port_address: str | None = None
     #: Effective 4lw whitelist (``fourlw.parse_whitelist``): always holds ``srvr``.
     four_letter_words: frozenset[str] = frozenset({"srvr"})
     jute_max_buffer: int = DEFAULT_MAX_BUFFER
@@ -519,6 +541,20 @@ def config_from_entries(
     if not 0 < client_port <= 65535:
         raise ConfigError(line("clientPort"), f"clientPort {client_port} is not a TCP port")
 
+    secure_port = int_field("secureClientPort", 0)
+    secure_address = (
+        fields["secureClientPortAddress"].value if "secureClientPortAddress" in fields else None
+    )
+    if secure_port == 0 and secure_address is not None:
+        raise ConfigError(
+            line("secureClientPortAddress"),
+            "secureClientPortAddress is set but secureClientPort is not set",
+        )
+    if not 0 <= secure_port <= 65535:
+        raise ConfigError(
+            line("secureClientPort"), f"secureClientPort {secure_port} is not a TCP port"
+        )
+
     tick_time = int_field("tickTime", DEFAULT_TICK_TIME)
     if tick_time == 0:
         raise ConfigError(line("tickTime"), "tickTime is not set")
@@ -544,6 +580,8 @@ def config_from_entries(
         data_log_dir=data_log_dir,
         client_port=client_port,
         client_port_address=address,
+        secure_client_port=secure_port,
+        secure_client_port_address=secure_address,
         tick_time=tick_time,
         max_client_cnxns=int_field("maxClientCnxns", DEFAULT_MAX_CLIENT_CNXNS),
         min_session_timeout=min_timeout,

@@ -369,6 +369,12 @@ class ServerCore:
             conn.send_reply(xid, -1, Code.UNIMPLEMENTED)
             self._close(conn, f"unknown opcode {op}")
             return
+        if op == OpCode.CREATESESSION:
+            # A client's createSession request is a marshalling error for ZooKeeper 3.8.0
+            # (answered with the current zxid, no txn); the session carries on.
+            conn.send_reply(xid, self.tree.last_processed_zxid, Code.MARSHALLINGERROR)
+            self._mark(conn)
+            return
         conn.outstanding += 1
         fifo = self._fifo.get(conn.id)
         if op in READ_OPS or op == OpCode.PING or op == OpCode.MULTIREAD:
@@ -523,6 +529,11 @@ class ServerCore:
                 ops = _parse_multi(frame, read=False)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = OpCode.MULTI, multi
+            elif op == OpCode.DELETECONTAINER:
+                # PrepRequestProcessor reads the path as the whole request buffer,
+                # ``new String(request.request.array(), UTF_8)``, header bytes included.
+                req = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
+                txn_type, txn = WRITE_OPS[op][1](op, req, self.pending, ctx)
             else:
                 cls, fn = WRITE_OPS[op]
                 req = cls.decode(memoryview(frame)[8:])
@@ -649,6 +660,22 @@ class ServerCore:
         latency = 0  # replies are produced within the same tick as the request in-memory
         conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, received)
         self.stats.record(latency)
+
+    def delete_container(self, path: str, now: int, wall: int) -> None:
+        """ContainerManager's internal deleteContainer request (session 0, cxid 0)."""
+        ctx = PrepContext(0, self.last_zxid + 1, wall, [], self.config.extended_types)
+        txn_type: int
+        txn: r.Record | None
+        try:
+            req = r.DeleteRequest(path, -1)
+            txn_type, txn = WRITE_OPS[OpCode.DELETECONTAINER][1](
+                OpCode.DELETECONTAINER, req, self.pending, ctx
+            )
+        except PrepError as e:
+            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
+        self._submit(None, 0, OpCode.DELETECONTAINER, txn_type, txn, 0, now, wall)
+        if self.sync_commit:
+            self.commit(len(self.uncommitted), now)
 
     # ------------------------------------------------------------------ time
     def tick(self, now: int, wall: int) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import trio
+
 import trizk
 
 from .config import ConfigError, ServerConfig, load_config, parse_property_option

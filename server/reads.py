@@ -123,10 +123,19 @@ def _set_watches(
     data: tuple[str, ...] | None,
     exist: tuple[str, ...] | None,
     child: tuple[str, ...] | None,
-    persistent: tuple[str, ...] | None = None,
-    recursive: tuple[str, ...] | None = None,
+    persistent: Any = None,
+    recursive: Any = None,
 ) -> None:
     tree, w = ctx.tree, ctx.watcher
+    # DataTree.setWatches iterates each list in turn: a null one throws (NullPointerException)
+    # after the lists before it took effect, and the client gets MARSHALLINGERROR.
+    lists = [data, exist, child] + ([persistent, recursive] if persistent is not _V1 else [])
+    first_null = next((i for i, v in enumerate(lists) if v is None), len(lists))
+    if first_null < len(lists):
+        data, exist, child = (v if i < first_null else () for i, v in enumerate(lists[:3]))
+        if persistent is not _V1:
+            persistent = lists[3] if first_null > 3 else ()
+            recursive = ()
     for path in data or ():
         n = tree.get(path)
         if n is None:
@@ -153,10 +162,17 @@ def _set_watches(
         ctx.watches.data.add(path, w, PERSISTENT)
     for path in recursive or ():
         ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
+    if first_null < len(lists):
+        raise ReadError(Code.MARSHALLINGERROR)
+
+
+_V1: Any = object()  # marks a SetWatches (v1) request: no persistent lists
 
 
 def read_set_watches(req: Any, ctx: ReadContext) -> None:
-    _set_watches(ctx, req.relativeZxid, req.dataWatches, req.existWatches, req.childWatches)
+    _set_watches(
+        ctx, req.relativeZxid, req.dataWatches, req.existWatches, req.childWatches, _V1, _V1
+    )
 
 
 def read_set_watches2(req: Any, ctx: ReadContext) -> None:

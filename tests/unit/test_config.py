@@ -245,7 +245,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "admin.enableServer=false\n"  # trizk has no admin server: nothing is lost
         "standaloneEnabled=true\n"
         "autopurge.snapRetainCount=3\n"
-        "secureClientPort=2281\n"
+        "observerMasterPort=2281\n"
         "metricsProvider.className=x.Y\n"
         "initLimit=10\n",
         properties={"zookeeper.preAllocSize": "1000", "zookeeper.forceSync": "yes"},
@@ -257,7 +257,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "autopurge.purgeInterval",
         "snapCount",
         "autopurge.snapRetainCount",
-        "secureClientPort",
+        "observerMasterPort",
         "metricsProvider.className",
         "zookeeper.preAllocSize",
     )
@@ -274,6 +274,7 @@ def test_keys_table_is_consistent() -> None:
     assert fields == {
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
+        "secureClientPort", "secureClientPortAddress",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (

@@ -10,11 +10,12 @@ so a record added to ``jute/records.py`` is covered without touching this file. 
 * every strict prefix of an encoding is rejected with :class:`JuteDecodeError`;
 * arbitrary bytes either decode or raise :class:`JuteDecodeError` -- nothing else -- and a
   successful decode never depends on bytes past the position it reports;
-* the ``jute.maxbuffer`` cap (``set_max_buffer``) bounds every buffer and string;
+* the length cap (``set_max_buffer``: jute.maxbuffer + extrasize, as
+  ``BinaryInputArchive.checkLength``) bounds every buffer and string;
 * a Java boolean is any non-zero byte (``DataInputStream.readBoolean``).
 
-Tests marked ``xfail(strict=True)`` pin known differences from ZooKeeper 3.8.0 found while
-writing these tests; they start failing (XPASS) once the codec is fixed, and the marker must go.
+The last group pins four ZooKeeper 3.8.0 behaviours these tests first found missing (length cap
+with extrasize, vector counts below -1, no cap on vector counts, trailing bytes).
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ def _check_max_buffer_cap(cls: type[Record], data: st.DataObject) -> None:
     cap = data.draw(st.integers(1, 48))
     at_cap = _replace(rec, name, "x" * cap if t.text else b"\xab" * cap)
     over = _replace(rec, name, "x" * (cap + 1) if t.text else b"\xab" * (cap + 1))
-    set_max_buffer(cap)
+    set_max_buffer(cap, extrasize=0)  # the field cap is maxbuffer + extrasize
     # Only the chosen field is known to be within the cap; shrink any others to fit.
     for other, _ in _bytes_fields(cls):
         if other != name:
@@ -345,9 +346,9 @@ def test_max_buffer_applies_inside_vectors_and_nested_records(max_buffer: None) 
     acl = R.ACL(perms=31, id=R.Id(scheme="world", id="anyone"))
     req = R.CreateRequest(path="/a", data=b"", acl=(acl,), flags=0)
     enc = req.encode()
-    set_max_buffer(6)  # "anyone" fits exactly
+    set_max_buffer(6, extrasize=0)  # "anyone" fits exactly
     assert R.CreateRequest.decode(enc) == req == R.CreateRequest.parse_reference(enc)
-    set_max_buffer(5)
+    set_max_buffer(5, extrasize=0)
     with pytest.raises(JuteDecodeError):
         R.CreateRequest.decode(enc)
     with pytest.raises(JuteDecodeError):
@@ -404,15 +405,9 @@ def test_bool_decodes_to_python_bool() -> None:
     assert got.watch is True and type(got.watch) is bool
 
 
-# ------------------------------------------------- known differences from ZooKeeper 3.8.0
+# --------------------------- ZooKeeper 3.8.0 behaviours (once pinned as strict xfails)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jute/primitives.py caps buffers/strings at jute.maxbuffer; ZooKeeper 3.8.0's "
-    "BinaryInputArchive.checkLength allows maxbuffer + zookeeper.jute.maxbuffer.extrasize "
-    "(default: maxbuffer, at least 1024)",
-)
 def test_java_cap_is_maxbuffer_plus_extrasize(max_buffer: None) -> None:
     set_max_buffer(2000)
     # checkLength: len < 0 || len > maxBufferSize + extraMaxBufferSize -> "Unreasonable length".
@@ -422,22 +417,12 @@ def test_java_cap_is_maxbuffer_plus_extrasize(max_buffer: None) -> None:
     assert R.GetSASLRequest.parse_reference(rec.encode()) == rec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Java's BinaryInputArchive.startVector returns BinaryIndex(len) for any len != -1 "
-    "and done() is nelems <= 0, so a count below -1 is an empty vector; trizk raises",
-)
 def test_vector_count_below_minus_one_is_empty_in_java() -> None:
     b = struct.pack(">i", -2)
     assert R.GetChildrenResponse.decode(b) == R.GetChildrenResponse(children=())
     assert R.GetChildrenResponse.parse_reference(b) == R.GetChildrenResponse(children=())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the construct path rejects a vector count > jute.maxbuffer, the fast path does "
-    "not (Java has no cap on vector counts): the two codecs disagree",
-)
 def test_vector_count_is_not_capped_by_max_buffer(max_buffer: None) -> None:
     rec = R.GetChildrenResponse(children=("",) * 5)
     enc = rec.encode()
@@ -446,11 +431,6 @@ def test_vector_count_is_not_capped_by_max_buffer(max_buffer: None) -> None:
     assert R.GetChildrenResponse.parse_reference(enc) == rec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_reference ignores trailing bytes (construct's parse stops at the end of "
-    "the Struct) while decode() rejects them",
-)
 def test_parse_reference_rejects_trailing_bytes_like_decode() -> None:
     enc = R.SyncRequest(path="/").encode() + b"\x00"
     with pytest.raises(JuteDecodeError):
