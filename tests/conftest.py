@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+
 from trizk.server.app import TrizkServer
 from trizk.server.config import ServerConfig
 

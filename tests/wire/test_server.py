@@ -20,6 +20,7 @@ from kazoo.exceptions import (
     NotEmptyError,
 )
 from kazoo.protocol.states import EventType as KEventType
+
 from trizk.compat.rawclient import ConnectionClosed, Event, RawClient, Reply
 from trizk.jute import records as R
 from trizk.jute.codes import Code, EventType, OpCode
