@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import ssl
 import struct
 import time
 from collections import Counter
@@ -33,7 +34,9 @@ import trio
 import trizk
 
 from ..jute.primitives import LIMITS, set_max_buffer
-from . import fourlw
+from . import acl as aclmod
+from . import fourlw, tls
+from . import sasl as saslmod
 from .config import ServerConfig
 from .connection import ClientConnection
 from .containers import ContainerSettings, candidates
@@ -44,6 +47,8 @@ log = logging.getLogger("trizk.server")
 OUTBUF_SOFT_LIMIT = 4 * 1024 * 1024
 OUTBUF_HARD_LIMIT = 64 * 1024 * 1024
 RECEIVE_SIZE = 256 * 1024
+#: Netty's SslHandler default handshake timeout (10 s)
+TLS_HANDSHAKE_TIMEOUT = 10.0
 
 
 def _now() -> int:
@@ -57,7 +62,7 @@ def _wall() -> int:
 @dataclass
 class _Peer:
     conn: ClientConnection
-    stream: trio.SocketStream
+    stream: trio.abc.Stream  # a SocketStream, or an SSLStream on the secure port
     lot: trio.lowlevel.ParkingLot
     drained: trio.Event
 
@@ -76,6 +81,10 @@ class TrizkServer:
                 extended_types=config.extended_types_enabled,
                 super_digest=config.super_digest,
                 global_outstanding_limit=config.global_outstanding_limit,
+                auth=aclmod.AuthConfig.from_properties(
+                    config.properties, secure_port=config.secure_client_port > 0
+                ),
+                sasl=saslmod.load_sasl_config(config.properties),
             ),
             now=_now(),
             wall=_wall(),
@@ -84,6 +93,15 @@ class TrizkServer:
         self.core.four_letter = self._four_letter
         self.peers: dict[int, _Peer] = {}
         self.per_ip: Counter[str] = Counter()
+        # -- TLS (secureClientPort): its own listener and, as ZooKeeper's second connection
+        # -- factory, its own per-address connection count.
+        self.tls_settings: tls.TLSSettings | None = None
+        self.tls: ssl.SSLContext | None = None
+        if config.secure_client_port:
+            self.tls_settings = tls.TLSSettings.from_properties(config.properties)
+            self.tls = tls.server_context(self.tls_settings)
+        self.per_ip_secure: Counter[str] = Counter()
+        self.secure_port = config.secure_client_port
         self.port = config.client_port
         self.started_wall = _wall()
         self.started = _now()
@@ -123,6 +141,12 @@ class TrizkServer:
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._container_reaper)
             await nursery.start(trio.serve_listeners, self._handle, listeners)
+            if self.tls is not None:
+                shost = self.config.secure_client_port_address
+                secure = await trio.open_tcp_listeners(self.config.secure_client_port, host=shost)
+                self.secure_port = secure[0].socket.getsockname()[1]
+                log.info("serving TLS clients on %s:%d", shost or "0.0.0.0", self.secure_port)
+                await nursery.start(trio.serve_listeners, self._handle_secure, secure)
             task_status.started(self.port)
 
     async def _ticker(self) -> None:
@@ -142,7 +166,34 @@ class TrizkServer:
                 await trio.sleep(s.min_interval_ms / 1000)
 
     # ------------------------------------------------------------------ connections
-    async def _handle(self, stream: trio.SocketStream) -> None:
+    async def _handle_secure(self, stream: trio.SocketStream) -> None:
+        await self._handle(stream, secure=True)
+
+    async def _tls_handshake(
+        self, stream: trio.SocketStream, ip: str
+    ) -> tuple[trio.SSLStream[trio.SocketStream] | None, str | None]:
+        """NettyServerCnxnFactory's SslHandler + CertificateVerifier: the TLS stream and the
+        x509 subject of a client certificate, or (None, None) when the connection is refused."""
+        assert self.tls is not None and self.tls_settings is not None
+        s = trio.SSLStream(stream, self.tls, server_side=True)
+        try:
+            with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+                await s.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as e:
+            log.error("Unsuccessful handshake with /%s: %s", ip, e.__cause__ or e)
+            return None, None
+        der = s.getpeercert(binary_form=True)
+        if not der:
+            return s, None  # clientAuth=want without a certificate, or clientAuth=none
+        if self.tls_settings.trust_store is None:
+            # X509AuthenticationProvider: no trust store -> no trust manager -> AUTHFAILED
+            log.error("No trust manager available to authenticate /%s; closing", ip)
+            with trio.CancelScope(shield=True):
+                await s.aclose()
+            return None, None
+        return s, tls.x509_subject(der)
+
+    async def _handle(self, stream: trio.SocketStream, *, secure: bool = False) -> None:
         try:
             peer_addr = stream.socket.getpeername()
         except OSError:
@@ -150,15 +201,33 @@ class TrizkServer:
             return
         ip = str(peer_addr[0])
         limit = self.config.max_client_cnxns
-        if limit > 0 and self.per_ip[ip] >= limit:
+        per_ip = self.per_ip_secure if secure else self.per_ip
+        if limit > 0 and per_ip[ip] >= limit:
             log.warning("Too many connections from /%s - max is %d", ip, limit)
             await stream.aclose()
             return
-        self.per_ip[ip] += 1
+        per_ip[ip] += 1
+        io: trio.abc.Stream = stream
+        subject: str | None = None
+        if secure:
+            tls_stream, subject = await self._tls_handshake(stream, ip)
+            if tls_stream is None:
+                per_ip[ip] -= 1
+                if not per_ip[ip]:
+                    del per_ip[ip]
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return
+            io = tls_stream
         conn = ClientConnection((ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall())
-        peer = _Peer(conn, stream, trio.lowlevel.ParkingLot(), trio.Event())
+        peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event())
         self.peers[conn.id] = peer
         self.core.connection_made(conn)
+        if subject is not None:
+            conn.x509_subject = subject
+            for ident in aclmod.x509_ids(self.core.auth_config, subject):
+                conn.auth.add(ident)
+            log.info("Authenticated Id '%s' for Scheme 'x509'", subject)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer, peer, nursery.cancel_scope)
@@ -167,14 +236,14 @@ class TrizkServer:
                 # flush what is queued, then it cancels the nursery.
                 peer.lot.unpark_all()
         finally:
-            self.per_ip[ip] -= 1
-            if not self.per_ip[ip]:
-                del self.per_ip[ip]
+            per_ip[ip] -= 1
+            if not per_ip[ip]:
+                del per_ip[ip]
             self.peers.pop(conn.id, None)
             self.core.connection_lost(conn)
             self._wake_dirty()
             with trio.CancelScope(shield=True):
-                await stream.aclose()
+                await io.aclose()
 
     async def _reader(self, peer: _Peer) -> None:
         conn, stream, core = peer.conn, peer.stream, self.core

@@ -461,3 +461,22 @@ def random_nonce() -> str:
     import os
 
     return base64.b64encode(os.urandom(30)).decode("ascii")
+
+
+def load_sasl_config(properties: Mapping[str, str]) -> SaslServerConfig | None:
+    """Read the JAAS file named by ``java.security.auth.login.config`` (a ``-D`` property;
+    ``=FILE`` also accepted) -- the only function here that touches the filesystem."""
+    path = properties.get("java.security.auth.login.config")
+    if path is None:
+        return None
+    path = path[1:] if path.startswith("=") else path
+    section = properties.get("zookeeper.sasl.serverconfig", "Server")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise JaasError(
+            f"No JAAS configuration section named '{section}' was found in '{path}'. "
+            f"({e.strerror or e})"
+        ) from None
+    return sasl_config_from(text, properties, path)
