@@ -1,0 +1,180 @@
+"""The compatibility suite in CI: scenarios on real ZooKeeper and on trizk, compared.
+
+* Pure cores first (no servers): the normaliser's rules (session labels, rank-mapped zxids that
+  keep relative order, times), the diff's alignment, the grammar's determinism and the shrinker.
+* ``test_oracle_vs_oracle``: every scenario of the fast subset (``"ci": true``) on two fresh
+  ZooKeeper servers must give 0 differences: the proof that the normaliser is fair. Each test
+  also checks that replies were actually compared (a transcript of nothing cannot pass).
+* ``test_trizk_vs_oracle``: the same scenarios on trizk against ZooKeeper. A scenario marked
+  ``trizk_xfail`` in its data is a *strict* xfail: when trizk starts passing it, the test fails
+  until the mark is removed, so no test here is unable to fail.
+
+Oracle transcripts are computed once per test session and shared by both comparisons.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from trizk.compat import compare, servers
+from trizk.compat.normalise import normalise
+from trizk.compat.randomgen import generate, shrink
+
+SCENARIOS = compare.load_scenarios()
+CI_SCENARIOS = [sc for sc in SCENARIOS if sc.get("ci")]
+_ORACLE: dict[str, Any] = {}
+
+
+def oracle_transcript(sc: dict[str, Any]) -> Any:
+    if sc["name"] not in _ORACLE:
+        _ORACLE[sc["name"]] = normalise(compare.run_on("zookeeper", sc))
+    return _ORACLE[sc["name"]]
+
+
+def _replies(t: Any) -> int:
+    return sum(1 for entries in t.values() for e in entries if e.get("kind") == "reply")
+
+
+# ----------------------------------------------------------------------------- pure cores
+
+
+def _t(*entries: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {"A": [dict(e) for e in entries]}
+
+
+def test_normalise_labels_sessions_times_and_ranks_zxids() -> None:
+    t = _t(
+        {"kind": "connect", "sessionId": 0x1000, "timeOut": 30000},
+        {
+            "kind": "reply",
+            "zxid": 900,
+            "body": {
+                "stat": {
+                    "czxid": 700,
+                    "mzxid": 900,
+                    "ctime": 123456,
+                    "mtime": 0,
+                    "ephemeralOwner": 0x1000,
+                    "pzxid": 0,
+                }
+            },
+        },
+        {"kind": "event", "zxid": -1},
+    )
+    n = normalise(t)["A"]
+    assert n[0]["sessionId"] == "S1"
+    stat = n[1]["body"]["stat"]
+    assert (stat["czxid"], stat["mzxid"], n[1]["zxid"]) == ("Z1", "Z2", "Z2")
+    assert (stat["ctime"], stat["mtime"], stat["ephemeralOwner"], stat["pzxid"]) == (
+        "T",
+        0,
+        "S1",
+        0,
+    )
+    assert n[2]["zxid"] == -1
+
+
+def test_normalise_keeps_relative_zxid_order() -> None:
+    # Same equality pattern, different order of two zxids: must not normalise equal.
+    a = _t({"kind": "reply", "zxid": 5}, {"kind": "reply", "zxid": 9})
+    b = _t({"kind": "reply", "zxid": 50}, {"kind": "reply", "zxid": 90})
+    c = _t({"kind": "reply", "zxid": 90}, {"kind": "reply", "zxid": 50})
+    assert normalise(a) == normalise(b)
+    assert normalise(a) != normalise(c)
+
+
+def test_normalise_children_order_is_significant_unless_sorted() -> None:
+    a = _t({"kind": "reply", "body": {"children": ["b", "a"]}})
+    b = _t({"kind": "reply", "body": {"children": ["a", "b"]}})
+    assert normalise(a) != normalise(b)
+    assert normalise(a, sort_children=True) == normalise(b, sort_children=True)
+
+
+def test_normalise_keeps_unknown_owner_and_does_not_mutate() -> None:
+    t = _t({"kind": "reply", "body": {"stat": {"ephemeralOwner": -0x8000000000000000}}})
+    before = copy.deepcopy(t)
+    assert normalise(t)["A"][0]["body"]["stat"]["ephemeralOwner"] == -0x8000000000000000
+    assert t == before
+
+
+def test_diff_aligns_one_missing_event_as_one_difference() -> None:
+    steps = [["A", "create", {"path": "/a"}], ["A", "exists", {"path": "/a"}]]
+    r1 = {"kind": "reply", "step": 0, "err": "OK"}
+    ev = {"kind": "event", "step": 1, "type": "NODECREATED"}
+    r2 = {"kind": "reply", "step": 1, "err": "OK"}
+    diffs = compare.diff_transcripts("x", steps, _t(r1, ev, r2), _t(r1, r2))
+    assert len(diffs) == 1
+    assert diffs[0].step == 1 and diffs[0].left == [ev] and diffs[0].right == []
+    assert "exists" in diffs[0].op
+
+
+def test_random_generation_is_deterministic_and_valid() -> None:
+    from trizk.compat.scenario import OPS
+
+    a, b = generate(7, 80), generate(7, 80)
+    assert a == b and a != generate(8, 80)
+    assert len(a["steps"]) >= 80
+    assert all(st[1] in OPS for st in a["steps"])
+
+
+def test_shrink_finds_a_one_minimal_subsequence() -> None:
+    steps = [["A", "op", {"n": i}] for i in range(40)]
+    needed = {3, 17, 29}
+
+    def differs(s: list[Any]) -> bool:
+        return needed <= {st[2]["n"] for st in s}
+
+    small = shrink(steps, differs)
+    assert sorted(st[2]["n"] for st in small) == sorted(needed)
+
+
+def test_scenario_data_is_well_formed() -> None:
+    from trizk.compat.scenario import OPS
+
+    assert len(SCENARIOS) >= 30 and len(CI_SCENARIOS) >= 10
+    for sc in SCENARIOS:
+        for st in sc["steps"]:
+            assert isinstance(st[0], str) and st[1] in OPS, (sc["name"], st)
+
+
+# ----------------------------------------------------------------------------- servers
+
+
+@pytest.mark.parametrize("sc", CI_SCENARIOS, ids=[sc["name"] for sc in CI_SCENARIOS])
+def test_oracle_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
+    first = oracle_transcript(sc)
+    second = normalise(compare.run_on("zookeeper", sc))
+    assert _replies(first) > 0
+    diffs = compare.diff_transcripts(sc["name"], sc["steps"], first, second)
+    assert not diffs, "\n".join(d.render("zookeeper#1", "zookeeper#2") for d in diffs)
+
+
+def _trizk_params() -> list[Any]:
+    out = []
+    for sc in CI_SCENARIOS:
+        marks = []
+        if sc.get("trizk_xfail"):
+            marks.append(pytest.mark.xfail(reason=sc["trizk_xfail"], strict=True))
+        out.append(pytest.param(sc, id=sc["name"], marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("sc", _trizk_params())
+def test_trizk_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
+    expected = oracle_transcript(sc)
+    got = normalise(compare.run_on("trizk", sc))
+    diffs = compare.diff_transcripts(sc["name"], sc["steps"], got, expected)
+    assert not diffs, "\n".join(d.render("trizk", "zookeeper") for d in diffs)
+
+
+def test_fixture_servers_answer_a_session(zookeeper_server: servers.Server) -> None:
+    from trizk.compat.rawclient import handshake_ok
+
+    assert handshake_ok(zookeeper_server.host, zookeeper_server.port)
+    proc = zookeeper_server.proc
+    zookeeper_server.stop()
+    assert proc.poll() is not None
+    assert not zookeeper_server.workdir.exists()
