@@ -369,15 +369,9 @@ class ServerCore:
             conn.send_reply(xid, -1, Code.UNIMPLEMENTED)
             self._close(conn, f"unknown opcode {op}")
             return
-        if op == OpCode.CREATESESSION:
-            # A client's createSession request is a marshalling error for ZooKeeper 3.8.0
-            # (answered with the current zxid, no txn); the session carries on.
-            conn.send_reply(xid, self.tree.last_processed_zxid, Code.MARSHALLINGERROR)
-            self._mark(conn)
-            return
         conn.outstanding += 1
         fifo = self._fifo.get(conn.id)
-        if op in READ_OPS or op == OpCode.PING or op == OpCode.MULTIREAD:
+        if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):
             if fifo:
                 fifo.append(("r", xid, op, frame, now))
             else:
@@ -471,6 +465,11 @@ class ServerCore:
         body: r.Record | None = None
         payload: bytes | None = None
         try:
+            if op in (OpCode.CREATESESSION, OpCode.RECONFIG):
+                # ZooKeeper 3.8.0 answers a client's createSession, and a reconfig whose body
+                # does not decode (pRequestHelper decodes it before taking a zxid), with
+                # MARSHALLINGERROR and no txn; the session carries on.
+                raise ReadError(Code.MARSHALLINGERROR)
             if op == OpCode.MULTIREAD:
                 payload = self._multi_read(frame, ctx)
             else:
@@ -690,6 +689,18 @@ class ServerCore:
 
     def next_tick_in(self, now: int) -> int:
         return self.sessions.wait_time(now)
+
+
+#: Requests answered without a txn besides the reads (through the same per-session FIFO).
+_NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD, OpCode.CREATESESSION})
+
+
+def _bad_reconfig(frame: bytes) -> bool:
+    try:
+        r.ReconfigRequest.decode(memoryview(frame)[8:])
+    except JuteDecodeError:
+        return True
+    return False
 
 
 # ---------------------------------------------------------------------- multi codec
