@@ -64,6 +64,7 @@ from typing import Any, TextIO
 
 import trio
 from sortedcontainers import SortedDict
+
 from trizk.jute.codes import OpCode
 from trizk.jute.framing import FrameDecoder, FrameTooLarge, frame
 from trizk.jute.primitives import JuteDecodeError
@@ -763,7 +764,10 @@ class Proxy:
             server_closed = oracle.closed and not client_gone
             deadline = trio.current_time() + self.grace
             while trio.current_time() < deadline:
-                caught_up = not cand.queue and (cand.closed or not cand.events)
+                # Caught up: every forwarded request answered by the candidate, and every event
+                # paired (an unpaired oracle event may still be on its way from the candidate).
+                events_paired = not oracle.events and not cand.events
+                caught_up = not cand.queue and (cand.closed or events_paired)
                 if caught_up and (not oracle.queue or oracle.closed):
                     if not server_closed or cand.closed:
                         break
