@@ -143,6 +143,8 @@ class PendingTxn:
     #: the opcode of the request (the header type is ERROR for a failed one)
     op: int
     received: int
+    #: tree digest after this txn, computed in prep (PrepRequestProcessor.setTxnDigest)
+    digest: int = 0
 
 
 @dataclass(slots=True)
@@ -531,8 +533,8 @@ class ServerCore:
             elif op == OpCode.DELETECONTAINER:
                 # PrepRequestProcessor reads the path as the whole request buffer,
                 # ``new String(request.request.array(), UTF_8)``, header bytes included.
-                req = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
-                txn_type, txn = WRITE_OPS[op][1](op, req, self.pending, ctx)
+                dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
+                txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
             else:
                 cls, fn = WRITE_OPS[op]
                 req = cls.decode(memoryview(frame)[8:])
@@ -563,7 +565,7 @@ class ServerCore:
     ) -> None:
         self.last_zxid += 1
         hdr = r.TxnHeader(sid, xid, self.last_zxid, wall, txn_type)
-        self.uncommitted.append(PendingTxn(hdr, txn, conn, op, now))
+        self.uncommitted.append(PendingTxn(hdr, txn, conn, op, now, self.pending.digest))
         if conn is not None:
             fifo = self._fifo.get(conn.id)
             if fifo is None:
