@@ -12,6 +12,15 @@ as in ZooKeeper (its reply carries the new zxid).
 Multi: every op is prepared with the same zxid; after the first failure the rest become
 ``ErrorTxn(RUNTIMEINCONSISTENCY)`` and the pending changes of the multi are rolled back.
 
+Digest (``PrepRequestProcessor.precalculateDigest``): a txn is logged with the tree digest
+*after* it, before it is applied, so the digest is computed here. A :class:`ChangeRecord`
+carries the node's full persisted stat; :meth:`PendingChanges.add` subtracts the digest of
+the path's previous state (pending record, else committed node) and adds the new one, so
+:attr:`PendingChanges.digest` is the digest of the tree with every prepared txn applied. A
+txn that adds no record (error, createSession, check) carries the current digest; a failed
+multi rolls the digest back with its records. The root is keyed ``""`` whether a request
+names it ``""`` or ``"/"`` (one pending state per node; ZooKeeper keys the two apart).
+
 Checks run in ZooKeeper's order, so the same bad request gets the same error code: e.g. create
 checks flags, then the path's shape, then the ACL list (INVALIDACL), then the parent (NONODE), the
 parent's CREATE permission, the sequential suffix, the full path (BADARGUMENTS), existence
@@ -20,16 +29,27 @@ parent's CREATE permission, the sequential suffix, the full path (BADARGUMENTS),
 
 from __future__ import annotations
 
+import logging
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..jute import records as r
 from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, CreateMode, OpCode, Perms
-from ..storage.datatree import SPECIAL_PATHS, DataTree, EphemeralKind, ephemeral_kind
+from ..storage.datatree import (
+    _DIGEST_STAT,
+    SPECIAL_PATHS,
+    DataTree,
+    EphemeralKind,
+    ephemeral_kind,
+    node_digest,
+)
 from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
 from ..storage.paths import InvalidPath, validate_path
 from . import acl as aclmod
+
+log = logging.getLogger("trizk.server")
 
 #: EphemeralType.MAX_EXTENDED_SERVER_ID-based TTL bound: the low 40 bits.
 MAX_TTL = (1 << 40) - 1
@@ -55,6 +75,13 @@ class ChangeRecord:
     aversion: int = 0
     ephemeral_owner: int = 0
     child_count: int = 0
+    czxid: int = 0
+    mzxid: int = 0
+    pzxid: int = 0
+    ctime: int = 0
+    mtime: int = 0
+    #: the node digest of this state (0 when deleted), set by PendingChanges.add
+    digest: int = 0
 
     def copy(self, zxid: int) -> ChangeRecord:
         return ChangeRecord(
@@ -68,6 +95,35 @@ class ChangeRecord:
             self.aversion,
             self.ephemeral_owner,
             self.child_count,
+            self.czxid,
+            self.mzxid,
+            self.pzxid,
+            self.ctime,
+            self.mtime,
+            self.digest,
+        )
+
+    def node_digest(self) -> int:
+        """DigestCalculator.calculateDigest of this state (as datatree.node_digest)."""
+        path = self.path
+        if not self.exists or path.startswith("/zookeeper/"):
+            return 0
+        crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
+        if self.data:
+            crc = zlib.crc32(self.data, crc)
+        return zlib.crc32(
+            _DIGEST_STAT.pack(
+                self.czxid,
+                self.mzxid,
+                self.pzxid,
+                self.ctime,
+                self.mtime,
+                self.version,
+                self.cversion,
+                self.aversion,
+                self.ephemeral_owner,
+            ),
+            crc,
         )
 
 
@@ -78,8 +134,18 @@ class PendingChanges:
         self.tree = tree
         self.by_path: dict[str, ChangeRecord] = {}
         self.ordered: list[ChangeRecord] = []
+        self._digest = tree.digest
+        self.digest_mismatches = 0
+
+    @property
+    def digest(self) -> int:
+        """The tree digest once every prepared txn is applied (a Java long)."""
+        v = self._digest & 0xFFFFFFFFFFFFFFFF
+        return v - (1 << 64) if v >= 1 << 63 else v
 
     def get(self, path: str) -> ChangeRecord:
+        if path == "/":
+            path = ""
         rec = self.by_path.get(path)
         if rec is None:
             n = self.tree.get(path)
@@ -96,22 +162,37 @@ class PendingChanges:
                 n.aversion,
                 n.ephemeral_owner,
                 n.num_children(),
+                n.czxid,
+                n.mzxid,
+                n.pzxid,
+                n.ctime,
+                n.mtime,
             )
         if not rec.exists:
             raise PrepError(Code.NONODE)
         return rec
 
     def add(self, rec: ChangeRecord) -> None:
+        path = rec.path
+        prev = self.by_path.get(path)
+        if prev is not None:
+            old = prev.digest
+        else:
+            n = self.tree.get(path)
+            old = node_digest(path, n) if n is not None else 0
+        rec.digest = new = rec.node_digest()
+        self._digest += new - old
         self.ordered.append(rec)
-        self.by_path[rec.path] = rec
+        self.by_path[path] = rec
 
-    def mark(self) -> tuple[int, dict[str, ChangeRecord]]:
-        return len(self.ordered), dict(self.by_path)
+    def mark(self) -> tuple[int, dict[str, ChangeRecord], int]:
+        return len(self.ordered), dict(self.by_path), self._digest
 
-    def rollback(self, mark: tuple[int, dict[str, ChangeRecord]]) -> None:
-        n, saved = mark
+    def rollback(self, mark: tuple[int, dict[str, ChangeRecord], int]) -> None:
+        n, saved, digest = mark
         del self.ordered[n:]
         self.by_path = saved
+        self._digest = digest
 
     def committed(self, zxid: int) -> None:
         """Forget the records of txns up to ``zxid`` (they are in the tree now)."""
@@ -124,6 +205,17 @@ class PendingChanges:
             i += 1
         if i:
             del ordered[:i]
+        if not ordered and self._digest != self.tree.digest:
+            # Every prepared change is applied: both must agree (ZooKeeper would log
+            # "Digests are not matching"). Resync so one bad txn does not taint the rest.
+            log.error(
+                "digest of the prepared txns %#x != tree digest %#x after zxid %#x",
+                self.digest,
+                self.tree.digest,
+                zxid,
+            )
+            self.digest_mismatches += 1
+            self._digest = self.tree.digest
 
 
 @dataclass(slots=True)
@@ -223,8 +315,10 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
     p2 = parent.copy(ctx.zxid)
     p2.child_count += 1
     p2.cversion = new_cversion
+    p2.pzxid = ctx.zxid
     pv.add(p2)
-    pv.add(ChangeRecord(ctx.zxid, path, True, req.data, acl, 0, 0, 0, owner, 0))
+    z, t = ctx.zxid, ctx.time
+    pv.add(ChangeRecord(z, path, True, req.data, acl, 0, 0, 0, owner, 0, z, z, z, t, t))
     return op, txn
 
 
@@ -239,6 +333,7 @@ def prep_delete(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
         raise PrepError(Code.NOTEMPTY)
     p2 = parent.copy(ctx.zxid)
     p2.child_count -= 1
+    p2.pzxid = ctx.zxid
     pv.add(p2)
     pv.add(ChangeRecord(ctx.zxid, path, False))
     return op, r.DeleteTxn(path)
@@ -255,6 +350,7 @@ def prep_delete_container(op: int, req: Any, pv: PendingChanges, ctx: PrepContex
     parent = pv.get(parent_path)
     p2 = parent.copy(ctx.zxid)
     p2.child_count -= 1
+    p2.pzxid = ctx.zxid
     pv.add(p2)
     pv.add(ChangeRecord(ctx.zxid, path, False))
     return op, r.DeleteTxn(path)
@@ -269,6 +365,8 @@ def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Tx
     n2 = node.copy(ctx.zxid)
     n2.version = new_version
     n2.data = req.data
+    n2.mtime = ctx.time
+    n2.mzxid = ctx.zxid
     pv.add(n2)
     return op, r.SetDataTxn(path, req.data, new_version)
 
@@ -309,6 +407,17 @@ def prep_close_session(pv: PendingChanges, ctx: PrepContext) -> Txn:
         elif c.ephemeral_owner == ctx.session_id:
             es.add(c.path)
     for path in es:
+        # As ZooKeeper with digests on: the parent's pzxid moves (and, unlike ZooKeeper's
+        # record, its child count drops, so a delete of the parent prepared next succeeds).
+        try:
+            parent = pv.get(path[: path.rfind("/")])
+        except PrepError:
+            parent = None
+        if parent is not None:
+            p2 = parent.copy(ctx.zxid)
+            p2.child_count -= 1
+            p2.pzxid = ctx.zxid
+            pv.add(p2)
         pv.add(ChangeRecord(ctx.zxid, path, False))
     return OpCode.CLOSESESSION, r.CloseSessionTxn(tuple(es))
 

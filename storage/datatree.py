@@ -21,10 +21,21 @@ Quirks kept on purpose (each is what ZooKeeper 3.8 shows clients):
   deletions, hence of watch events, when the session closes.
 * ``/zookeeper/config`` has ACL world:anyone READ and aversion -1 (``setACL(..., -1)`` at start).
 * Data ``None`` (a null buffer) and ``b""`` are different; a null reads back as null.
+
+Tree digest
+-----------
+:attr:`DataTree.digest` is ZooKeeper's tree digest (``DigestCalculator`` version 2, an AdHash:
+the sum of every node's CRC32 digest, see :func:`node_digest`), kept up to date by every node
+change :meth:`apply` makes (a node's old digest is subtracted before it changes, its new one
+added after), as ``NodeHashMapImpl.preChange/postChange`` do. Each node caches its digest
+until it changes. Whoever builds a tree by other means (snapshot loading) sets it with
+:meth:`DataTree.recompute_digest`.
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +57,43 @@ SPECIAL_PATHS = frozenset({"/", ZOOKEEPER_NODE, QUOTA_NODE, CONFIG_NODE})
 DATA = 1
 CHILD = 2
 BOTH = DATA | CHILD
+
+
+_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+_MASK64 = (1 << 64) - 1
+
+
+def node_digest(path: str, node: DataNode) -> int:
+    """DigestCalculator.calculateDigest (version 2) of ``node`` at ``path``, cached on the node.
+
+    CRC32 of the path's UTF-8 bytes, the data, then czxid mzxid pzxid ctime mtime (longs),
+    version cversion aversion (ints), ephemeralOwner (long); the root is hashed as "" and
+    nodes under ``/zookeeper/`` count 0 (``/zookeeper`` itself counts).
+    """
+    d = node._digest
+    if d is None:
+        if path.startswith("/zookeeper/"):
+            d = 0
+        else:
+            crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
+            if node.data:
+                crc = zlib.crc32(node.data, crc)
+            d = zlib.crc32(
+                _DIGEST_STAT.pack(
+                    node.czxid,
+                    node.mzxid,
+                    node.pzxid,
+                    node.ctime,
+                    node.mtime,
+                    node.version,
+                    node.cversion,
+                    node.aversion,
+                    node.ephemeral_owner,
+                ),
+                crc,
+            )
+        node._digest = d
+    return d
 
 
 class EphemeralKind:
@@ -71,6 +119,7 @@ class DataNode:
     """One znode. ``cversion`` is ZooKeeper's stored count of creates (see module docstring)."""
 
     __slots__ = (
+        "_digest",
         "_stat",
         "acl",
         "aversion",
@@ -106,6 +155,7 @@ class DataNode:
         self.client_owner = ephemeral_owner if client_owner is None else client_owner
         self.children: JavaHashSet | None = None
         self._stat: r.Stat | None = None
+        self._digest: int | None = None  # node_digest cache, reset whenever the node changes
 
     def stat(self) -> r.Stat:
         """The client-visible Stat (cached until the node changes)."""
@@ -152,14 +202,17 @@ class DataNode:
             self.children = JavaHashSet(8)  # DataNode.addChild: new HashSet<>(8)
         self.children.add(name)
         self._stat = None
+        self._digest = None
 
     def remove_child(self, name: str) -> None:
         if self.children is not None:
             self.children.discard(name)
         self._stat = None
+        self._digest = None
 
     def touch(self) -> None:
         self._stat = None
+        self._digest = None
 
 
 @dataclass(slots=True)
@@ -227,6 +280,20 @@ class DataTree:
         config = DataNode(b"", READ_ACL_UNSAFE)
         config.aversion = -1  # DataTree.addConfigNode: setACL(CONFIG_NODE, READ_ACL_UNSAFE, -1)
         self.nodes[CONFIG_NODE] = config
+        self._digest_sum = 0
+        self.recompute_digest()
+
+    # ------------------------------------------------------------------ digest
+    @property
+    def digest(self) -> int:
+        """The tree digest (DataTree.getTreeDigest) as a Java long."""
+        v = self._digest_sum & _MASK64
+        return v - (1 << 64) if v >= 1 << 63 else v
+
+    def recompute_digest(self) -> int:
+        """Set the digest from scratch (after building the tree by hand); returns it."""
+        self._digest_sum = sum(node_digest(p, n) for p, n in self.iter_nodes())
+        return self.digest
 
     # ------------------------------------------------------------------ reads
     def get(self, path: str) -> DataNode | None:
@@ -304,6 +371,7 @@ class DataTree:
             raise TxnError(Code.NODEEXISTS)
         if parent_cversion == -1:
             parent_cversion = parent.cversion + 1
+        dsum = self._digest_sum - node_digest(parent_name, parent)
         # A replayed create (fuzzy snapshot) must not move cversion/pzxid backwards.
         if parent_cversion > parent.cversion:
             parent.cversion = parent_cversion
@@ -319,6 +387,7 @@ class DataTree:
         )
         parent.add_child(child_name)
         self.nodes[path] = node
+        self._digest_sum = dsum + node_digest(parent_name, parent) + node_digest(path, node)
         if kind == EphemeralKind.CONTAINER:
             self.containers.add(path)
         elif kind == EphemeralKind.TTL:
@@ -344,13 +413,16 @@ class DataTree:
         parent = self.nodes.get(parent_name)
         if parent is None:
             raise TxnError(Code.NONODE)
+        dsum = self._digest_sum - node_digest(parent_name, parent)
         parent.remove_child(child_name)
         # Only move pzxid up: a replayed delete must not undo a later create's pzxid.
         if zxid > parent.pzxid:
             parent.pzxid = zxid
+        self._digest_sum = dsum + node_digest(parent_name, parent)
         node = self.nodes.pop(path, None)
         if node is None:
             raise TxnError(Code.NONODE)
+        self._digest_sum -= node_digest(path, node)
         owner = node.ephemeral_owner
         kind = ephemeral_kind(owner, self.extended_types)
         if kind == EphemeralKind.CONTAINER:
@@ -372,11 +444,13 @@ class DataTree:
         node = self.nodes.get(txn.path)
         if node is None:
             raise TxnError(Code.NONODE)
+        dsum = self._digest_sum - node_digest(txn.path, node)
         node.data = txn.data
         node.mtime = hdr.time
         node.mzxid = hdr.zxid
         node.version = txn.version
         node.touch()
+        self._digest_sum = dsum + node_digest(txn.path, node)
         rc.stat = node.stat()
         rc.triggers.append(Trigger(txn.path, EventType.NODEDATACHANGED, DATA))
 
@@ -385,9 +459,11 @@ class DataTree:
         node = self.nodes.get(txn.path)
         if node is None:
             raise TxnError(Code.NONODE)
+        dsum = self._digest_sum - node_digest(txn.path, node)
         node.aversion = txn.version
         node.acl = tuple(txn.acl or ())
         node.touch()
+        self._digest_sum = dsum + node_digest(txn.path, node)
         rc.stat = node.stat()
 
     def _close_session(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
@@ -455,7 +531,7 @@ def ttl_of(owner: int) -> int:
     return owner & 0xFFFFFFFFFF
 
 
-_APPLY = {
+_APPLY: dict[int, Any] = {
     OpCode.CREATE: DataTree._create,
     OpCode.CREATE2: DataTree._create,
     OpCode.CREATETTL: DataTree._create,
