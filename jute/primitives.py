@@ -39,7 +39,7 @@ import dataclasses
 import inspect
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import construct as cs
 
@@ -104,6 +104,8 @@ class JuteType:
 
 
 class _Fixed(JuteType):
+    fixed: str
+
     def __init__(self, fmt: str, name: str, sub: cs.Construct, pytype: type) -> None:
         self.fixed = fmt
         self.jute_name = name
@@ -126,7 +128,7 @@ class _Fixed(JuteType):
         gen.line(f"out.append({st}.pack({expr}))")
 
 
-class _JavaBool(cs.Adapter):  # type: ignore[misc]
+class _JavaBool(cs.Adapter):
     """DataInputStream.readBoolean: any non-zero byte is true; we write 0/1."""
 
     def _decode(self, obj: int, context: Any, path: Any) -> bool:
@@ -142,7 +144,7 @@ BOOL = _Fixed("?", "boolean", _JavaBool(cs.Int8ub), bool)
 # struct's "?" accepts any byte and yields bool(byte), which is Java's readBoolean rule.
 
 
-class _Nullable(cs.Construct):  # type: ignore[misc]
+class _Nullable(cs.Construct):
     """Length-prefixed bytes/str with -1 meaning null and the jute.maxbuffer cap."""
 
     def __init__(self, text: bool) -> None:
@@ -213,7 +215,7 @@ BUFFER = _Bytes(text=False)
 USTRING = _Bytes(text=True)
 
 
-class _NullableVector(cs.Construct):  # type: ignore[misc]
+class _NullableVector(cs.Construct):
     def __init__(self, sub: cs.Construct) -> None:
         super().__init__()
         self.sub = sub
@@ -306,7 +308,7 @@ class RecordType(JuteType):
         gen.line(f"{f}({expr}, out)")
 
 
-class _RecordAdapter(cs.Adapter):  # type: ignore[misc]
+class _RecordAdapter(cs.Adapter):
     def __init__(self, cls: type[Record]) -> None:
         super().__init__(cls.construct)
         self.cls = cls
@@ -431,7 +433,7 @@ def _compile(cls: type[Record]) -> None:
     enc_ns = dict(gen.ns)
     exec(compile(src, f"<jute {cls.__name__}._encode_into>", "exec"), enc_ns)
 
-    cls.decode_from = staticmethod(dec_ns["decode_from"])  # type: ignore[assignment]
+    cls.decode_from = staticmethod(dec_ns["decode_from"])  # type: ignore[method-assign]
     cls._encode_into = enc_ns["_encode_into"]  # type: ignore[method-assign]
     cls.construct = cs.Struct(*(name / t.subcon() for name, t in fields))
 
@@ -465,7 +467,7 @@ class Record:
         rec, p = cls.decode_from(b, 0)
         if p != len(b):
             raise JuteDecodeError(f"{cls.__name__}: {len(b) - p} trailing bytes")
-        return rec  # type: ignore[no-any-return]
+        return rec
 
     def encode(self) -> bytes:
         out: list[bytes] = []
@@ -479,7 +481,7 @@ class Record:
             raw = cs.Sequence(cls.construct, cs.Terminated).parse(b)[0]
         except cs.ConstructError as e:
             raise JuteDecodeError(str(e)) from None
-        return _RecordAdapter(cls)._decode(raw, None, None)  # type: ignore[no-any-return]
+        return _RecordAdapter(cls)._decode(raw, None, None)
 
     def build_reference(self) -> bytes:
         return bytes(
@@ -491,6 +493,29 @@ def cls_construct(rec: Record) -> cs.Construct:
     return type(rec).construct
 
 
+class _FieldSpec:
+    __slots__ = ("jute",)
+
+    def __init__(self, jute: JuteType) -> None:
+        self.jute = jute
+
+
+def field(jute: JuteType | type[Record]) -> Any:
+    """Declare one record field by its Jute type (or a record class, for nested records)."""
+    if isinstance(jute, type) and issubclass(jute, Record):
+        jute = RecordType(jute)
+    assert isinstance(jute, JuteType)
+    return _FieldSpec(jute)
+
+
+def vector(item: JuteType | type[Record]) -> Vector:
+    if isinstance(item, type) and issubclass(item, Record):
+        item = RecordType(item)
+    assert isinstance(item, JuteType)
+    return Vector(item)
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 def record(module: str) -> Callable[[type[R]], type[R]]:
     """Class decorator: declare a Jute record from annotated ``Field`` class attributes.
 
@@ -517,25 +542,3 @@ def record(module: str) -> Callable[[type[R]], type[R]]:
         return dc
 
     return wrap
-
-
-class _FieldSpec:
-    __slots__ = ("jute",)
-
-    def __init__(self, jute: JuteType) -> None:
-        self.jute = jute
-
-
-def field(jute: JuteType | type[Record]) -> Any:
-    """Declare one record field by its Jute type (or a record class, for nested records)."""
-    if isinstance(jute, type) and issubclass(jute, Record):
-        jute = RecordType(jute)
-    assert isinstance(jute, JuteType)
-    return _FieldSpec(jute)
-
-
-def vector(item: JuteType | type[Record]) -> Vector:
-    if isinstance(item, type) and issubclass(item, Record):
-        item = RecordType(item)
-    assert isinstance(item, JuteType)
-    return Vector(item)

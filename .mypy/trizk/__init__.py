@@ -1,0 +1,1 @@
+../../trizk_pkg/__init__.py
