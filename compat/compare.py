@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from .normalise import Transcript, normalise
 from .scenario import describe_step, run_steps
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
+Tamper = Callable[[Transcript], Transcript]
 
 
 @dataclass
@@ -91,6 +92,8 @@ def diff_transcripts(
 def run_on(kind: str, sc: Mapping[str, Any]) -> Transcript:
     """Run a scenario on a fresh server of ``kind``; the raw transcript."""
     with servers.running(kind, sc.get("cfg")) as srv:
+        if "base" in sc and not reset_base(srv, sc["base"], create=True):
+            raise servers.ServerStartError(f"cannot create {sc['base']} on {kind}")
         return run_steps(srv.host, srv.port, sc.get("sessions", {"A": {}}), sc["steps"])
 
 
@@ -100,7 +103,114 @@ def compare_scenario(
     right_kind: str,
     *,
     sort_children: bool = False,
+    tamper: Tamper | None = None,
 ) -> tuple[list[Difference], Transcript, Transcript]:
+    """Run ``sc`` on a fresh server of each kind and diff. ``tamper`` (tests only) rewrites the
+    right side's raw transcript, to inject a known difference."""
     left = normalise(run_on(left_kind, sc), sort_children=sort_children)
-    right = normalise(run_on(right_kind, sc), sort_children=sort_children)
+    raw = run_on(right_kind, sc)
+    right = normalise(tamper(raw) if tamper else raw, sort_children=sort_children)
+    return diff_transcripts(sc["name"], sc["steps"], left, right), left, right
+
+
+def reset_base(srv: servers.Server, base: str, create: bool) -> bool:
+    """Delete ``base`` recursively, then (``create``) create it empty; False on any failure."""
+    from trizk.jute import records as R
+    from trizk.jute.codes import Code, OpCode
+
+    from .rawclient import RawClient, WireTimeout
+    from .scenario import OPEN_ACL
+
+    try:
+        c = RawClient(srv.host, srv.port, io_timeout=5.0)
+        if c.connect() is None:
+            return False
+
+        def call(op: int, rec: Any) -> Any:
+            xid = c.send(op, rec)
+            _, r = c.read_until_reply(xid)
+            return r
+
+        def delete_tree(path: str) -> bool:
+            r = call(OpCode.GETCHILDREN, R.GetChildrenRequest(path, False))
+            if r.err == Code.NONODE:
+                return True
+            if r.err != 0:
+                return False
+            for ch in r.body.children or ():
+                if not delete_tree(f"{path}/{ch}"):
+                    return False
+            r = call(OpCode.DELETE, R.DeleteRequest(path, -1))
+            return r.err in (0, Code.NONODE)
+
+        ok = delete_tree(base)
+        if ok and create:
+            r = call(OpCode.CREATE, R.CreateRequest(base, b"", OPEN_ACL, 0))
+            ok = r.err == 0
+        c.close_session()
+        return ok
+    except (OSError, WireTimeout, Exception):  # any failure: replace the server
+        return False
+
+
+class ServerPool:
+    """One long-lived server per kind, for many runs of scenarios that declare a ``base`` node.
+
+    Before each run the base node is created fresh, after it the base is deleted recursively
+    (with every session closed by the executor's drain), so a run sees the same state on every
+    server whatever ran before (see :mod:`trizk.compat.randomgen`). A server that dies or
+    cannot be reset is replaced by a fresh one.
+    """
+
+    def __init__(self) -> None:
+        self._servers: dict[str, servers.Server] = {}
+
+    def _server(self, kind: str) -> servers.Server:
+        srv = self._servers.get(kind)
+        if srv is None or not srv.alive():
+            if srv is not None:
+                srv.stop()
+            srv = self._servers[kind] = servers.start(kind)
+        return srv
+
+    def run(self, kind: str, sc: Mapping[str, Any]) -> Transcript:
+        base = sc["base"]
+        srv = self._server(kind)
+        if not reset_base(srv, base, create=True):
+            srv.stop()
+            del self._servers[kind]
+            srv = self._server(kind)
+            if not reset_base(srv, base, create=True):
+                raise servers.ServerStartError(f"cannot prepare {base} on a fresh {kind}")
+        t = run_steps(srv.host, srv.port, sc.get("sessions", {"A": {}}), sc["steps"])
+        if not reset_base(srv, base, create=False):
+            srv.stop()
+            del self._servers[kind]
+        return t
+
+    def close(self) -> None:
+        for srv in self._servers.values():
+            srv.stop()
+        self._servers.clear()
+
+    def __enter__(self) -> ServerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def compare_pooled(
+    pools: tuple[ServerPool, ServerPool],
+    sc: Mapping[str, Any],
+    left_kind: str,
+    right_kind: str,
+    *,
+    sort_children: bool = False,
+    tamper: Tamper | None = None,
+) -> tuple[list[Difference], Transcript, Transcript]:
+    """Like :func:`compare_scenario`, on long-lived servers (scenarios with a ``base``)."""
+    left = normalise(pools[0].run(left_kind, sc), sort_children=sort_children)
+    raw = pools[1].run(right_kind, sc)
+    right = normalise(tamper(raw) if tamper else raw, sort_children=sort_children)
     return diff_transcripts(sc["name"], sc["steps"], left, right), left, right

@@ -24,9 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from .compare import Difference, compare_scenario, load_scenarios
+from .compare import (
+    Difference,
+    ServerPool,
+    Tamper,
+    compare_pooled,
+    compare_scenario,
+    load_scenarios,
+)
 from .randomgen import generate, shrink
 from .scenario import Step, describe_step
 
@@ -38,35 +46,65 @@ def _print_diffs(diffs: list[Difference], left: str, right: str, limit: int = 20
         print(f"  ... and {len(diffs) - limit} more differences in this scenario")
 
 
+@dataclass
+class Shrunk:
+    seed: int
+    steps: list[Step]
+    diffs: list[Difference]  # on fresh servers (empty: did not reproduce)
+
+
 def run_random(
-    n: int, seed: int, length: int, left: str, right: str, sort_children: bool
-) -> tuple[int, int]:
+    n: int,
+    seed: int,
+    length: int,
+    left: str,
+    right: str,
+    sort_children: bool = False,
+    *,
+    tamper: Tamper | None = None,
+    shrink_budget: int = 200,
+) -> tuple[int, int, list[Shrunk]]:
+    """N random scenarios on one long-lived server pair; each difference shrunk and confirmed
+    on fresh servers. Returns (scenarios, differences, shrunk sequences)."""
     count = 0
     ndiff = 0
-    for k in range(n):
-        sc = generate(seed + k, length)
-        count += 1
-        diffs, _, _ = compare_scenario(sc, left, right, sort_children=sort_children)
-        if not diffs:
-            print(f"random seed {seed + k}: no difference", flush=True)
-            continue
-        ndiff += len(diffs)
-        print(f"random seed {seed + k}: {len(diffs)} differences; shrinking...", flush=True)
+    found: list[Shrunk] = []
+    with ServerPool() as lp, ServerPool() as rp:
 
-        def differs(steps: list[Step], sc: dict[str, Any] = sc) -> bool:
-            cand = dict(sc, steps=steps)
-            d, _, _ = compare_scenario(cand, left, right, sort_children=sort_children)
-            return bool(d)
+        def compare(sc: dict[str, Any]) -> list[Difference]:
+            d, _, _ = compare_pooled(
+                (lp, rp), sc, left, right, sort_children=sort_children, tamper=tamper
+            )
+            return d
 
-        small = shrink(sc["steps"], differs)
-        small_sc = dict(sc, name=sc["name"] + "-shrunk", steps=small)
-        d2, _, _ = compare_scenario(small_sc, left, right, sort_children=sort_children)
-        print(f"shortest reproducing sequence ({len(small)} steps, seed {seed + k}):")
-        for i, st in enumerate(small):
-            print(f"  {i}: {describe_step(st)}")
-        print("  as scenario data: " + json.dumps(small_sc))
-        _print_diffs(d2, left, right)
-    return count, ndiff
+        for k in range(n):
+            sc = generate(seed + k, length)
+            count += 1
+            diffs = compare(sc)
+            if not diffs:
+                print(f"random seed {seed + k}: no difference", flush=True)
+                continue
+            ndiff += len(diffs)
+            print(f"random seed {seed + k}: {len(diffs)} differences; shrinking...", flush=True)
+
+            def differs(steps: list[Step], sc: dict[str, Any] = sc) -> bool:
+                return bool(compare(dict(sc, steps=steps)))
+
+            small = shrink(sc["steps"], differs, budget=shrink_budget)
+            small_sc = dict(sc, name=sc["name"] + "-shrunk", steps=small)
+            # Confirm on fresh servers: the reported sequence reproduces from scratch.
+            d2, _, _ = compare_scenario(
+                small_sc, left, right, sort_children=sort_children, tamper=tamper
+            )
+            found.append(Shrunk(seed + k, small, d2))
+            print(f"shortest reproducing sequence ({len(small)} of {len(sc['steps'])} steps):")
+            for i, st in enumerate(small):
+                print(f"  {i}: {describe_step(st)}")
+            print("  as scenario data: " + json.dumps(small_sc))
+            if not d2:
+                print("  (did not reproduce on fresh servers: history- or timing-dependent?)")
+            _print_diffs(d2, left, right)
+    return count, ndiff, found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             ndiff += len(diffs)
             _print_diffs(diffs, lname, rname)
     if args.random:
-        c, d = run_random(args.random, args.seed, args.length, left, right, args.sort_children)
+        c, d, _ = run_random(args.random, args.seed, args.length, left, right, args.sort_children)
         total += c
         ndiff += d
     if args.cli:

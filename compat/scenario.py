@@ -167,7 +167,7 @@ REQUEST_OPS = (
     "removeWatches checkWatches closeSession"
 ).split()
 CONTROL_OPS = (
-    "multi multiRead auth ping request open raw connect reconnect drop wait_event wait_closed"
+    "multi multiRead auth ping request open raw connect reconnect renew drop wait_event wait_closed"
 ).split()
 #: Every operation a step may name.
 OPS = frozenset(REQUEST_OPS + CONTROL_OPS)
@@ -419,6 +419,15 @@ class Executor:
             s.log.append({"step": i, "kind": "received", "data": data_value(got)})
             self._lost(s, i, how)
         elif op == "connect":
+            self._connect(s, i, a, reuse=False)
+        elif op == "renew":
+            # closeSession (recorded) and a fresh session under the same label, as one step.
+            if s.client is not None:
+                code, rec = build_request("closeSession", {})
+                self._roundtrip(s, i, lambda c: c.send(code, rec))
+                if s.client is not None:
+                    s.client.close()
+                    s.client = None
             self._connect(s, i, a, reuse=False)
         elif op == "reconnect":
             self._connect(s, i, a, reuse=True)
