@@ -150,12 +150,21 @@ KEYS: Mapping[str, KeySpec] = {
     "maxClientCnxns": KeySpec(_F),
     "minSessionTimeout": KeySpec(_F),
     "maxSessionTimeout": KeySpec(_F),
+    "autopurge.snapRetainCount": KeySpec(_F),
+    "autopurge.purgeInterval": KeySpec(_F),
     # -- keys that ZooKeeper turns into zookeeper.* properties, honoured by trizk --
     "4lw.commands.whitelist": KeySpec(_P),
     "jute.maxbuffer": KeySpec(_P),
     "globalOutstandingLimit": KeySpec(_P),
     "extendedTypesEnabled": KeySpec(_P),
     "DigestAuthenticationProvider.superDigest": KeySpec(_P),
+    # durability (trizk.server.persistence)
+    "snapCount": KeySpec(_P),
+    "preAllocSize": KeySpec(_P),
+    "forceSync": KeySpec(_P),
+    "digest.enabled": KeySpec(_P),
+    "snapshot.compression.method": KeySpec(_P),
+    "snapshot.trust.empty": KeySpec(_P),
     # -- access control (acl.py, sasl.py) and TLS (tls.py) --
     "secureClientPort": KeySpec(_F),
     "secureClientPortAddress": KeySpec(_F),
@@ -189,8 +198,6 @@ KEYS: Mapping[str, KeySpec] = {
     "peerType": KeySpec(_U, "participant"),
     "syncEnabled": KeySpec(_U, "true"),
     "dynamicConfigFile": KeySpec(_U),
-    "autopurge.snapRetainCount": KeySpec(_U),
-    "autopurge.purgeInterval": KeySpec(_U, "0"),
     "standaloneEnabled": KeySpec(_U, "true"),
     "reconfigEnabled": KeySpec(_U, "false"),
     "sslQuorum": KeySpec(_U, "false"),
@@ -215,12 +222,9 @@ KEYS: Mapping[str, KeySpec] = {
     "group.": KeySpec(_U),
     "weight.": KeySpec(_U),
     # -- well-known zookeeper.* properties (zookeeperAdmin.html) trizk does not implement --
-    "snapCount": KeySpec(_UP),
     "snapSizeLimitInKb": KeySpec(_UP),
     "txnLogSizeLimitInKb": KeySpec(_UP),
-    "preAllocSize": KeySpec(_UP),
     "commitLogCount": KeySpec(_UP),
-    "forceSync": KeySpec(_UP, "yes"),
     "fsync.warningthresholdms": KeySpec(_UP),
     "maxCnxns": KeySpec(_UP, "0"),
     # trizk serves TLS without Netty: the factory ZooKeeper needs for TLS changes nothing here
@@ -232,7 +236,6 @@ KEYS: Mapping[str, KeySpec] = {
     "enforce.auth.enabled": KeySpec(_UP, "false"),
     "enforce.auth.schemes": KeySpec(_UP),
     "audit.enable": KeySpec(_UP, "false"),
-    "digest.enabled": KeySpec(_UP),
     "request.throttler.": KeySpec(_UP),
     "watchManagerName": KeySpec(_UP),
     "connection_throttle_": KeySpec(_UP),
@@ -293,6 +296,10 @@ class ServerConfig:
     properties: dict[str, str] = field(default_factory=dict, hash=False)
     #: Known ZooKeeper keys trizk ignores, as written, in file order (for one warning line).
     unsupported: tuple[str, ...] = ()
+    #: ``autopurge.snapRetainCount`` (DatadirCleanupManager raises values below 3 to 3).
+    snap_retain_count: int = 3
+    #: ``autopurge.purgeInterval`` in hours; 0 = no automatic purge.
+    purge_interval: int = 0
 
     # -- constructors --------------------------------------------------------------------
 
@@ -596,6 +603,8 @@ def config_from_entries(
         ),
         properties=props,
         unsupported=tuple(unsupported),
+        snap_retain_count=int_field("autopurge.snapRetainCount", 3),
+        purge_interval=int_field("autopurge.purgeInterval", 0),
     )
 
 

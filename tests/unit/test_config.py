@@ -254,13 +254,11 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "server.1",
         "initLimit",
         "syncLimit",
-        "autopurge.purgeInterval",
-        "snapCount",
-        "autopurge.snapRetainCount",
         "observerMasterPort",
         "metricsProvider.className",
-        "zookeeper.preAllocSize",
     )
+    # durability settings are supported (trizk.server.persistence)
+    assert (c.purge_interval, c.snap_retain_count) == (1, 3)
     # ZooKeeper consumes its own fields; only pass-through keys become properties.
     assert "zookeeper.server.1" not in c.properties
     assert "zookeeper.initLimit" not in c.properties
@@ -274,6 +272,7 @@ def test_keys_table_is_consistent() -> None:
     assert fields == {
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
+        "autopurge.snapRetainCount", "autopurge.purgeInterval",
         "secureClientPort", "secureClientPortAddress",
     }  # fmt: skip
     for key, spec in KEYS.items():

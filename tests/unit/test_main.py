@@ -164,11 +164,11 @@ def test_one_warning_names_every_unsupported_key(
         f"dataDir={tmp_path}\nclientPort=2181\nserver.1=h:1:2\ninitLimit=5\n"
         "admin.enableServer=false\nautopurge.purgeInterval=24\n"
     )
-    assert main([str(cfg), "-D", "zookeeper.snapCount=10"], serve=FakeServe()) == 0
+    assert main([str(cfg), "-D", "zookeeper.snapSizeLimitInKb=10"], serve=FakeServe()) == 0
     warnings = messages(caplog, logging.WARNING)
     assert warnings == [
         "ignoring settings trizk does not support: server.1, initLimit, "
-        "autopurge.purgeInterval, zookeeper.snapCount"
+        "zookeeper.snapSizeLimitInKb"
     ]
 
 

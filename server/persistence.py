@@ -1,0 +1,487 @@
+"""Durability for the standalone server: recovery, the group-committing log writer, snapshots.
+
+Theory of operation
+-------------------
+The core prepares writes into :attr:`ServerCore.uncommitted` (``sync_commit=False``) and never
+applies them itself. This shell is the committer (ZooKeeper's SyncRequestProcessor):
+
+* **Committer task.** Wait until the core has txns not yet appended; append all of them to the
+  :class:`~trizk.storage.files.TxnLogWriter` (each with the tree digest prep computed for it),
+  ``fdatasync`` in a worker thread, then :meth:`ServerCore.commit` them (apply, fire watches,
+  reply). Txns that arrive while a sync runs wait for the next round, so one fsync covers all
+  of them: throughput with many clients is bounded by the disk, not by one fsync per write.
+  A txn is durable before any client can see its effects, and a reply is never sent for a
+  txn that is not durable. An ``OSError`` from the disk is fatal (:class:`StorageFailure`
+  stops the server, as ZooKeeper exits when it cannot write its log): afterwards nothing is
+  known about what the file holds.
+* **Snapshots.** After ``snapCount/2 + random(snapCount/2)`` logged txns (ZooKeeper's
+  randomised roll, so servers of an ensemble do not snapshot together) the log is rolled and a
+  fuzzy snapshot of the live tree is taken: the tree is walked on the Trio thread in steps of a
+  few thousand nodes with checkpoints between them (the tree is only ever touched from this
+  thread, so there are no races), then the bytes are written, fsynced and renamed into place in
+  a worker thread. Replay makes the fuzziness harmless (:mod:`trizk.storage.treeio`). One
+  snapshot at a time; a request while one runs is skipped ("Too busy to snap").
+* **Purge.** With ``autopurge.purgeInterval`` > 0 hours, keep the newest
+  ``autopurge.snapRetainCount`` (at least 3) snapshots and the logs they need
+  (DatadirCleanupManager / PurgeTxnLog).
+* **Recovery** (:meth:`Persistence.load`, before serving): newest snapshot that verifies, the
+  log replayed from its zxid, torn tails cut with a log line, sessions restored with their
+  timeouts (they expire as usual unless their clients come back), ephemerals of sessions that
+  no longer exist dropped; an empty data dir gets ``snapshot.0`` (ZooKeeper refuses to start on
+  logs without a snapshot). A data dir that cannot be loaded without losing committed txns
+  raises :class:`DataDirError` (the server does not start). Long loads log progress.
+
+Settings (ZooKeeper's names): ``snapCount``, ``preAllocSize`` (KiB), ``forceSync=no`` (no
+fsync: fast, not durable), ``digest.enabled``, ``snapshot.compression.method`` (gz; snappy is
+read but written plain), ``snapshot.trust.empty``, ``autopurge.snapRetainCount``,
+``autopurge.purgeInterval``, ``dataDir`` / ``dataLogDir``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..jute import records as r
+from ..jute.codes import OpCode
+from ..storage import files, snapshot, treeio, txnlog
+from ..storage.datatree import DataTree
+from ..storage.txnlog import TxnEntry
+from .config import ServerConfig, java_boolean
+from .core import ServerCore
+
+log = logging.getLogger("trizk.server.persistence")
+
+#: ZooKeeper's default snapCount (SyncRequestProcessor).
+DEFAULT_SNAP_COUNT = 100_000
+#: Nodes serialised between two checkpoints while snapshotting.
+SNAPSHOT_STEP = 2048
+#: autopurge.snapRetainCount minimum (DatadirCleanupManager).
+MIN_SNAP_RETAIN_COUNT = 3
+#: Seconds between progress lines during a long load.
+PROGRESS_EVERY = 2.0
+
+
+class DataDirError(OSError):
+    """The data directory cannot be loaded without losing committed txns (server won't start)."""
+
+
+class StorageFailure(OSError):
+    """Writing the txn log failed; the server stops (the state on disk is unknown)."""
+
+
+def _int_property(config: ServerConfig, name: str, default: int) -> int:
+    raw = config.get_property(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        log.warning("%s is not a valid value for %s; using %d", raw, name, default)
+        return default
+
+
+@dataclass(frozen=True)
+class PersistenceSettings:
+    data_dir: Path
+    log_dir: Path
+    snap_count: int = DEFAULT_SNAP_COUNT
+    prealloc_size: int = txnlog.DEFAULT_PREALLOC_SIZE
+    force_sync: bool = True
+    digest_enabled: bool = True
+    compression: str = ""
+    trust_empty: bool = False
+    snap_retain_count: int = MIN_SNAP_RETAIN_COUNT
+    purge_interval_hours: int = 0
+
+    @property
+    def snap_dir(self) -> Path:
+        return files.version_dir(self.data_dir)
+
+    @property
+    def txnlog_dir(self) -> Path:
+        return files.version_dir(self.log_dir)
+
+    @classmethod
+    def from_config(cls, config: ServerConfig) -> PersistenceSettings:
+        """The settings as ZooKeeper reads them (system properties and QuorumPeerConfig)."""
+        snap_count = _int_property(config, "zookeeper.snapCount", DEFAULT_SNAP_COUNT)
+        if snap_count < 2:
+            # ZooKeeperServer: "SnapCount should be 2 or more. Now, snapCount is reset to 2"
+            log.warning("snapCount should be 2 or more; using 2")
+            snap_count = 2
+        prealloc_kb = _int_property(
+            config, "zookeeper.preAllocSize", txnlog.DEFAULT_PREALLOC_SIZE // 1024
+        )
+        method = (config.get_property("zookeeper.snapshot.compression.method") or "").strip()
+        if method not in ("", "gz", "snappy"):
+            method = ""  # SnapStream.getStreamMode: anything else is the plain CHECKED stream
+        if method == "snappy":
+            log.warning("snappy snapshots are read but not written; writing plain snapshots")
+            method = ""
+        retain = config.snap_retain_count
+        if retain < MIN_SNAP_RETAIN_COUNT:
+            log.warning(
+                "Invalid autopurge.snapRetainCount: %d. Defaulting to %d.",
+                retain,
+                MIN_SNAP_RETAIN_COUNT,
+            )
+            retain = MIN_SNAP_RETAIN_COUNT
+        return cls(
+            data_dir=Path(config.data_dir),
+            log_dir=Path(config.data_log_dir),
+            snap_count=snap_count,
+            prealloc_size=max(prealloc_kb, 0) * 1024,
+            force_sync=(config.get_property("zookeeper.forceSync", "yes") or "").strip() != "no",
+            digest_enabled=java_boolean(config.get_property("zookeeper.digest.enabled", "true")),
+            compression=method,
+            trust_empty=java_boolean(config.get_property("zookeeper.snapshot.trust.empty", "")),
+            snap_retain_count=retain,
+            purge_interval_hours=config.purge_interval,
+        )
+
+
+@dataclass
+class Loaded:
+    """The state :meth:`Persistence.load` recovered."""
+
+    tree: DataTree
+    sessions: dict[int, int]  # session id -> timeout (ms)
+    snapshot_path: Path | None
+    replayed: int
+    seconds: float
+    truncated: list[tuple[Path, int, str]] = field(default_factory=list)
+    digest_mismatches: int = 0
+
+
+class _Progress:
+    """Rate-limited progress lines for long loads (count, rate)."""
+
+    def __init__(self, what: str, unit: str) -> None:
+        self.what = what
+        self.unit = unit
+        self.start = time.monotonic()
+        self.last = self.start
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY:
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        if total:
+            log.info(
+                "%s: %d of %d %s (%.0f%%), %.0f %s/s",
+                self.what,
+                done,
+                total,
+                self.unit,
+                100.0 * done / total,
+                rate,
+                self.unit,
+            )
+        else:
+            log.info("%s: %d %s, %.0f %s/s", self.what, done, self.unit, rate, self.unit)
+
+
+class Persistence:
+    """The data directory of one server; see the module docstring."""
+
+    def __init__(self, settings: PersistenceSettings, *, extended_types: bool = False) -> None:
+        self.settings = settings
+        self.extended_types = extended_types
+        self.core: ServerCore | None = None
+        self.writer: files.TxnLogWriter | None = None
+        #: committed session table (id -> timeout), what a snapshot records
+        self.sessions: dict[int, int] = {}
+        self._wake: Callable[[], None] = lambda: None
+        self._now: Callable[[], int] = lambda: int(trio.current_time() * 1000)
+        self._kick = trio.Event()
+        self._inflight = 0  # txns appended to the log, not yet committed
+        self._since_snapshot = 0  # txns logged since the last roll
+        self._rand_roll = 0
+        self._snapshot_wanted = trio.Event()
+        self._snapshotting = False
+        self.snapshots_taken = 0
+        self.last_snapshot: Path | None = None
+        self.syncs = 0
+        self.txns_logged = 0
+        self._reset_roll()
+
+    # ------------------------------------------------------------------ recovery
+    def load(self) -> Loaded:
+        """Recover the data dir (blocking: call before serving). Raises DataDirError."""
+        s = self.settings
+        t0 = time.monotonic()
+        s.snap_dir.mkdir(parents=True, exist_ok=True)
+        s.txnlog_dir.mkdir(parents=True, exist_ok=True)
+        for stale in s.snap_dir.glob(".snapshot.*.tmp"):
+            log.info("removing an unfinished snapshot %s", stale)
+            stale.unlink(missing_ok=True)
+        try:
+            rec = files.recover(s.snap_dir, s.txnlog_dir, trust_empty=s.trust_empty)
+        except files.UnrecoverableDataDir as e:
+            raise DataDirError(
+                f"cannot load the data directory {s.data_dir} (log dir {s.log_dir}) without "
+                f"losing committed transactions: {e}"
+            ) from None
+        sessions: dict[int, int]
+        if rec.snapshot is None:
+            tree = DataTree(extended_types=self.extended_types)
+            sessions = {}
+            if not rec.txns:
+                # ZooKeeper writes snapshot.0 on an empty data dir and refuses to start
+                # later on logs without a snapshot.
+                path = files.write_snapshot(
+                    s.snap_dir, 0, snapshot.serialize(snapshot.initial_content())
+                )
+                log.info("empty data directory: wrote %s", path)
+        else:
+            log.info(
+                "loading snapshot %s (%d sessions)", rec.snapshot_path, len(rec.snapshot.sessions)
+            )
+            tree = treeio.tree_from_snapshot(
+                rec.snapshot,
+                rec.snapshot_zxid,
+                extended_types=self.extended_types,
+                progress=_Progress("loading snapshot", "nodes"),
+            )
+            sessions = dict(rec.snapshot.sessions)
+        t1 = time.monotonic()
+        txn_progress = _Progress("replaying the txn log", "txns")
+        res = treeio.replay(
+            tree,
+            sessions,
+            rec.txns,
+            snapshot_digest=rec.snapshot.digest if rec.snapshot is not None else None,
+            check_digests=s.digest_enabled,
+            progress=lambda n: txn_progress(n, len(rec.txns)),
+        )
+        if res.digest_mismatches:
+            log.warning(
+                "tree digest does not match the logged digest at %d of %d txns checked "
+                "(first at zxid %#x)",
+                len(res.digest_mismatches),
+                res.digest_checked,
+                res.digest_mismatches[0],
+            )
+        dead = treeio.kill_dead_sessions(tree, sessions)
+        if dead:
+            log.info("dropped the ephemerals of %d sessions that no longer exist", len(dead))
+        t2 = time.monotonic()
+        if rec.txns:
+            log.info(
+                "replayed %d txns (%#x..%#x) in %.3f s",
+                res.applied,
+                rec.txns[0].zxid,
+                rec.txns[-1].zxid,
+                t2 - t1,
+            )
+        log.info(
+            "recovered %d znodes, %d sessions, last zxid %#x in %.3f s",
+            tree.node_count() - 1,
+            len(sessions),
+            tree.last_processed_zxid,
+            t2 - t0,
+        )
+        self.sessions = dict(sessions)
+        if rec.txns:
+            # Bound the next recovery: snapshot what was replayed once serving.
+            self._snapshot_wanted.set()
+        return Loaded(
+            tree,
+            sessions,
+            rec.snapshot_path,
+            res.applied,
+            t2 - t0,
+            rec.truncated,
+            len(res.digest_mismatches),
+        )
+
+    def attach(
+        self,
+        core: ServerCore,
+        wake: Callable[[], None],
+        now: Callable[[], int] | None = None,
+    ) -> None:
+        """Serve ``core`` (built on the loaded tree with ``sync_commit=False``): restore the
+        sessions into its tracker; ``wake`` flushes replies after a commit."""
+        self.core = core
+        self._wake = wake
+        if now is not None:
+            self._now = now
+        t = self._now()
+        for sid, timeout in self.sessions.items():
+            core.sessions.add(sid, timeout, t)
+
+    def kick(self) -> None:
+        """The core has new uncommitted txns."""
+        self._kick.set()
+
+    # ------------------------------------------------------------------ tasks
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the log and run the committer, snapshot and purge tasks until cancelled."""
+        s = self.settings
+        assert self.core is not None, "attach() before run()"
+        self.writer = files.TxnLogWriter(
+            s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._committer)
+                nursery.start_soon(self._snapshotter)
+                if s.purge_interval_hours > 0:
+                    nursery.start_soon(self._purger)
+                else:
+                    log.info("Purge task is not scheduled.")
+                task_status.started()
+        finally:
+            w, self.writer = self.writer, None
+            with trio.CancelScope(shield=True):
+                try:
+                    w.close()
+                except OSError as e:
+                    log.error("closing the txn log: %s", e)
+
+    async def _committer(self) -> None:
+        core = self.core
+        assert core is not None and self.writer is not None
+        writer = self.writer
+        digests = self.settings.digest_enabled
+        while True:
+            pending = core.uncommitted
+            if len(pending) <= self._inflight:
+                self._kick = trio.Event()
+                await self._kick.wait()
+                continue
+            batch = pending[self._inflight :]
+            writer.append(
+                TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
+                for p in batch
+            )
+            self._inflight += len(batch)
+            self.txns_logged += len(batch)
+            self._since_snapshot += len(batch)
+            if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
+                # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
+                # snapshot in the background.
+                self._reset_roll()
+                writer.roll()
+                self._snapshot_wanted.set()
+            try:
+                await trio.to_thread.run_sync(writer.sync)
+            except OSError as e:
+                log.critical("cannot write the txn log (%s); stopping the server", e)
+                raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
+            self.syncs += 1
+            n, self._inflight = self._inflight, 0
+            committed = pending[:n]
+            core.commit(n, self._now())
+            sessions = self.sessions
+            for p in committed:
+                t = p.hdr.type
+                if t == OpCode.CREATESESSION:
+                    assert isinstance(p.txn, r.CreateSessionTxn)
+                    sessions[p.hdr.clientId] = p.txn.timeOut
+                elif t == OpCode.CLOSESESSION:
+                    sessions.pop(p.hdr.clientId, None)
+            self._wake()
+
+    def _reset_roll(self) -> None:
+        self._since_snapshot = 0
+        self._rand_roll = random.randrange(max(self.settings.snap_count // 2, 1))
+
+    async def _snapshotter(self) -> None:
+        while True:
+            await self._snapshot_wanted.wait()
+            self._snapshot_wanted = trio.Event()
+            await self.take_snapshot()
+
+    async def take_snapshot(self) -> Path | None:
+        """Take one fuzzy snapshot now (None if one is already running)."""
+        if self._snapshotting:
+            log.warning("Too busy to snap, skipping")
+            return None
+        core = self.core
+        assert core is not None
+        self._snapshotting = True
+        try:
+            t0 = time.monotonic()
+            fs = treeio.FuzzySnapshot(core.tree, self.sessions, digest=self.settings.digest_enabled)
+            log.info("Snapshotting: %#x to %s", fs.zxid, self.settings.snap_dir)
+            while not fs.step(SNAPSHOT_STEP):
+                await trio.sleep(0)
+            path, size = await trio.to_thread.run_sync(self._write_snapshot, fs)
+            self.snapshots_taken += 1
+            self.last_snapshot = path
+            log.info(
+                "snapshot %s: %d znodes, %d bytes in %.3f s",
+                path.name,
+                fs.nodes,
+                size,
+                time.monotonic() - t0,
+            )
+            return path
+        except OSError as e:
+            # ZooKeeper logs "Unexpected exception" and carries on: the log still has it all.
+            log.error("snapshot failed: %s", e)
+            return None
+        finally:
+            self._snapshotting = False
+
+    def _write_snapshot(self, fs: treeio.FuzzySnapshot) -> tuple[Path, int]:
+        """Write the snapshot atomically (temp file, fsync, rename, fsync dir); worker thread."""
+        s = self.settings
+        parts = fs.finish()
+        d = s.snap_dir
+        final = d / snapshot.snapshot_name(fs.zxid, s.compression)
+        tmp = d / f".{final.name}.tmp"
+        with open(tmp, "wb") as f:
+            if s.compression == "gz":
+                with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
+                    for p in parts:
+                        gz.write(p)
+            else:
+                for p in parts:
+                    f.write(p)
+            f.flush()
+            if s.force_sync:
+                os.fsync(f.fileno())
+            size = f.tell()
+        os.replace(tmp, final)
+        if s.force_sync:
+            files.fsync_dir(d)
+        return final, size
+
+    async def _purger(self) -> None:
+        s = self.settings
+        log.info(
+            "autopurge.snapRetainCount set to %d, autopurge.purgeInterval set to %d",
+            s.snap_retain_count,
+            s.purge_interval_hours,
+        )
+        while True:
+            await self.purge()
+            await trio.sleep(s.purge_interval_hours * 3600)
+
+    async def purge(self) -> list[Path]:
+        s = self.settings
+        log.info("Purge task started.")
+        try:
+            gone = await trio.to_thread.run_sync(
+                lambda: files.purge(s.snap_dir, s.txnlog_dir, retain=s.snap_retain_count)
+            )
+        except OSError as e:
+            log.error("purge failed: %s", e)
+            return []
+        log.info("Purge task completed (%d files removed).", len(gone))
+        return gone
