@@ -41,6 +41,7 @@ from .config import ServerConfig
 from .connection import ClientConnection
 from .containers import ContainerSettings, candidates
 from .core import CoreConfig, ServerCore
+from .persistence import Persistence, PersistenceSettings
 
 log = logging.getLogger("trizk.server")
 
@@ -72,6 +73,11 @@ class TrizkServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        # -- durability: recover the data dir first; the core commits through the txn log.
+        self.persistence = Persistence(
+            PersistenceSettings.from_config(config), extended_types=config.extended_types_enabled
+        )
+        loaded = self.persistence.load()
         self.core = ServerCore(
             CoreConfig(
                 tick_time=config.tick_time,
@@ -88,7 +94,10 @@ class TrizkServer:
             ),
             now=_now(),
             wall=_wall(),
+            tree=loaded.tree,
+            sync_commit=False,
         )
+        self.persistence.attach(self.core, self._wake_dirty, _now)
         self.core.is_four_letter = fourlw.command_name
         self.core.four_letter = self._four_letter
         self.peers: dict[int, _Peer] = {}
@@ -138,6 +147,7 @@ class TrizkServer:
             self.port,
         )
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.persistence.run)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._container_reaper)
             await nursery.start(trio.serve_listeners, self._handle, listeners)
@@ -292,6 +302,8 @@ class TrizkServer:
         scope.cancel()
 
     def _wake_dirty(self) -> None:
+        if self.core.uncommitted:
+            self.persistence.kick()
         dirty = self.core.dirty
         if not dirty:
             return
