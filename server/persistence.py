@@ -142,9 +142,9 @@ class PersistenceSettings:
             snap_count=snap_count,
             prealloc_size=max(prealloc_kb, 0) * 1024,
             force_sync=(config.get_property("zookeeper.forceSync", "yes") or "").strip() != "no",
-            digest_enabled=java_boolean(config.get_property("zookeeper.digest.enabled", "true")),
+            digest_enabled=java_boolean(config.get_property("zookeeper.digest.enabled") or "true"),
             compression=method,
-            trust_empty=java_boolean(config.get_property("zookeeper.snapshot.trust.empty", "")),
+            trust_empty=java_boolean(config.get_property("zookeeper.snapshot.trust.empty") or ""),
             snap_retain_count=retain,
             purge_interval_hours=config.purge_interval,
         )
