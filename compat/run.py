@@ -14,7 +14,7 @@ Options::
                           each difference shrunk to a shortest reproducing sequence
     --length L            steps per random scenario (default 60)
     --sort-children       compare child lists as sets (default: as sent, HashSet order)
-    --cli                 also run the zkCli.sh / cli_mt scripted sessions
+    --no-cli              skip the zkCli.sh / cli_mt scripted sessions (run by default)
 
 Exit status: 0 when there are no differences, 1 otherwise.
 """
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=int, default=60)
     ap.add_argument("--no-scenarios", action="store_true", help="only the random mode")
     ap.add_argument("--sort-children", action="store_true")
-    ap.add_argument("--cli", action="store_true")
+    ap.add_argument("--no-cli", action="store_true")
     ap.add_argument("--show", action="store_true", help="print both normalised transcripts")
     args = ap.parse_args(argv)
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         c, d, _ = run_random(args.random, args.seed, args.length, left, right, args.sort_children)
         total += c
         ndiff += d
-    if args.cli:
+    if not args.no_cli and not args.no_scenarios and not args.k and not args.ci:
         from .cli import run_cli_suite
 
         c, d = run_cli_suite(left, right, lname, rname)

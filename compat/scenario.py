@@ -167,7 +167,8 @@ REQUEST_OPS = (
     "removeWatches checkWatches closeSession"
 ).split()
 CONTROL_OPS = (
-    "multi multiRead auth ping request open raw connect reconnect renew drop wait_event wait_closed"
+    "multi multiRead setWatches setWatches2 auth ping request open raw connect reconnect renew "
+    "drop wait_event wait_closed"
 ).split()
 #: Every operation a step may name.
 OPS = frozenset(REQUEST_OPS + CONTROL_OPS)
@@ -258,6 +259,7 @@ class _Session:
     session_id: int = 0
     passwd: bytes = b"\0" * 16
     timeout_ms: int = DEFAULT_TIMEOUT_MS
+    last_zxid: int = 0  # the largest zxid seen in a reply header, as ClientCnxn keeps it
     log: list[Entry] = field(default_factory=list)
 
 
@@ -273,6 +275,8 @@ class Executor:
     # -- helpers
     def _record(self, s: _Session, packets: list[Packet], step: int) -> None:
         for p in packets:
+            if isinstance(p, Reply) and p.zxid > s.last_zxid:
+                s.last_zxid = p.zxid
             s.log.append(packet_entry(p, step))
 
     def _lost(self, s: _Session, step: int, why: str) -> None:
@@ -302,7 +306,9 @@ class Executor:
                 timeout_ms=timeout,
                 session_id=sid,
                 passwd=pw,
-                last_zxid=int(a.get("last_zxid", 0)),
+                last_zxid=s.last_zxid
+                if a.get("last_zxid") == "last"
+                else int(a.get("last_zxid", 0)),
                 read_only=a.get("read_only", False),
             )
         except (WireTimeout, OSError) as e:
@@ -374,6 +380,20 @@ class Executor:
             if op == "closeSession" and s.client is not None:
                 s.client.close()
                 s.client = None
+        elif op in ("setWatches", "setWatches2"):
+            # Re-registration of watches after a reconnect (xid -8, as ClientCnxn sends it);
+            # relativeZxid "last" is the session's last seen zxid.
+            rz = a.get("relativeZxid", "last")
+            rz = s.last_zxid if rz == "last" else int(rz)
+            lists = [tuple(a.get(k, ())) for k in ("data", "exist", "child")]
+            if op == "setWatches":
+                rec: Record = R.SetWatches(rz, *lists)
+                code = OpCode.SETWATCHES
+            else:
+                more = [tuple(a.get(k, ())) for k in ("persistent", "persistentRecursive")]
+                rec = R.SetWatches2(rz, *lists, *more)
+                code = OpCode.SETWATCHES2
+            self._roundtrip(s, i, lambda c: c.send(code, rec, xid=-8))
         elif op in ("multi", "multiRead"):
             ops = [build_request(sub[0], sub[1] if len(sub) > 1 else {}) for sub in a["ops"]]
             self._roundtrip(
