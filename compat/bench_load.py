@@ -444,24 +444,24 @@ def open_many_sessions(
                 s.sendall(hs)
                 s.setblocking(False)
                 pending[s] = bytearray()
-                sel.register(s, selectors.EVENT_READ)
+                sel.register(s, selectors.EVENT_READ, s)
                 started += 1
             if time.monotonic() > end:
                 raise TimeoutError(f"{len(done)}/{n} sessions opened in {deadline_s}s")
             for key, _ in sel.select(0.05):
-                s = key.fileobj  # type: ignore[assignment]
-                data = s.recv(4096)  # type: ignore[union-attr]
+                s = key.data
+                data = s.recv(4096)
                 if not data:
                     raise ConnectionError("server closed a connecting session")
-                buf = pending[s]  # type: ignore[index]
+                buf = pending[s]
                 buf += data
                 if len(buf) >= 4 and len(buf) >= 4 + _LEN.unpack_from(buf, 0)[0]:
                     resp, _ = ConnectResponse.decode_from(bytes(buf[4:]), 0)
                     if resp.sessionId == 0:
                         raise ConnectionError("session refused")
                     sel.unregister(s)
-                    del pending[s]  # type: ignore[arg-type]
-                    done.append(s)  # type: ignore[arg-type]
+                    del pending[s]
+                    done.append(s)
         elapsed = time.monotonic() - t0
     except BaseException:
         for s in list(pending) + done:

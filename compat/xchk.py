@@ -69,22 +69,29 @@ from trizk.jute.codes import OpCode
 from trizk.jute.framing import FrameDecoder, FrameTooLarge, frame
 from trizk.jute.primitives import JuteDecodeError
 from trizk.jute.records import (
+    CheckVersionRequest,
     ConnectRequest,
     ConnectResponse,
     Create2Response,
+    CreateRequest,
     CreateResponse,
+    CreateTTLRequest,
+    DeleteRequest,
     ErrorResponse,
     ExistsResponse,
     GetACLResponse,
     GetAllChildrenNumberResponse,
     GetChildren2Response,
+    GetChildrenRequest,
     GetChildrenResponse,
+    GetDataRequest,
     GetDataResponse,
     GetEphemeralsResponse,
     MultiHeader,
     ReplyHeader,
     RequestHeader,
     SetACLResponse,
+    SetDataRequest,
     SetDataResponse,
     SetWatches,
     SetWatches2,
@@ -158,7 +165,9 @@ class Bijection:
 
 
 def _asdict(rec: Any) -> Any:
-    return dataclasses.asdict(rec) if dataclasses.is_dataclass(rec) else rec
+    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
+        return dataclasses.asdict(rec)
+    return rec
 
 
 def _decode_multi(b: bytes, pos: int) -> list[dict[str, Any]]:
@@ -187,6 +196,18 @@ _MULTI_BODIES: dict[int, Any] = {
     OpCode.SETDATA: SetDataResponse,
     OpCode.GETDATA: GetDataResponse,
     OpCode.GETCHILDREN: GetChildrenResponse,
+}
+
+_MULTI_REQUESTS: dict[int, Any] = {
+    OpCode.CREATE: CreateRequest,
+    OpCode.CREATE2: CreateRequest,
+    OpCode.CREATECONTAINER: CreateRequest,
+    OpCode.CREATETTL: CreateTTLRequest,
+    OpCode.DELETE: DeleteRequest,
+    OpCode.SETDATA: SetDataRequest,
+    OpCode.CHECK: CheckVersionRequest,
+    OpCode.GETCHILDREN: GetChildrenRequest,
+    OpCode.GETDATA: GetDataRequest,
 }
 
 #: Reply body record by request opcode (FinalRequestProcessor's switch); absent = empty body.
@@ -261,8 +282,31 @@ def describe_request(payload: bytes) -> dict[str, Any]:
         if 0 <= n <= 4096:
             out["path"] = payload[pos + 4 : pos + 4 + n].decode("utf-8", "replace")
     elif hdr.type in MULTI_OPS:
-        out["bytes"] = len(payload)
+        out["ops"] = _describe_multi(payload, pos)
     return out
+
+
+def _describe_multi(payload: bytes, pos: int) -> list[str]:
+    """``["create /a", "setdata /b", ...]`` for a multi/multiRead request (best effort)."""
+    ops: list[str] = []
+    try:
+        while len(ops) < 1000:
+            h, pos = MultiHeader.decode_from(payload, pos)
+            if h.done:
+                break
+            rec_t = _MULTI_REQUESTS.get(h.type)
+            if rec_t is None:
+                ops.append(f"op{h.type} ?")
+                break
+            rec, pos = rec_t.decode_from(payload, pos)
+            try:
+                name = OpCode(h.type).name.lower()
+            except ValueError:
+                name = str(h.type)
+            ops.append(f"{name} {rec.path}")
+    except JuteDecodeError:
+        ops.append("<undecodable>")
+    return ops
 
 
 @dataclass

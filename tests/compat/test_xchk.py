@@ -25,7 +25,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -60,7 +61,7 @@ def zk_pair() -> Iterator[tuple[Server, Server]]:
         b.stop()
 
 
-def _client(port: int) -> object:
+def _client(port: int) -> Any:
     zk = kazoo_client.KazooClient(hosts=f"127.0.0.1:{port}", timeout=10.0)
     zk.start(timeout=WAIT)
     return zk
@@ -125,8 +126,8 @@ def realistic_mix(port: int) -> dict[str, int]:
 
 
 async def _run_through_proxy(
-    oracle: Server, candidate: Server, workload: object, **kw: object
-) -> tuple[Checker, object]:
+    oracle: Server, candidate: Server, workload: Callable[[int], Any], **kw: Any
+) -> tuple[Checker, Any]:
     chk = Checker(compare_header_zxid=bool(kw.get("lockstep", True)))
     proxy = Proxy(("127.0.0.1", oracle.port), ("127.0.0.1", candidate.port), chk, **kw)
     async with trio.open_nursery() as nursery:
