@@ -31,10 +31,17 @@ from typing import Any
 import pytest
 import trio
 
-from trizk.compat.bench_load import BlockingSession, close_frame, create_frame, get_frame
+from trizk.compat.bench_load import (
+    BlockingSession,
+    close_frame,
+    create_frame,
+    get_frame,
+    set_frame,
+)
 from trizk.compat.bench_servers import Server, start_server
 from trizk.compat.xchk import Bijection, Checker, Proxy
-from trizk.jute.records import GetDataResponse, ReplyHeader, Stat
+from trizk.jute.framing import frame
+from trizk.jute.records import GetDataResponse, ReplyHeader, RequestHeader, SetWatches, Stat
 
 kazoo_client = pytest.importorskip("kazoo.client")
 kazoo_exc = pytest.importorskip("kazoo.exceptions")
@@ -208,16 +215,8 @@ async def test_reconnect_maps_session_password_and_zxid(zk_pair: tuple[Server, S
     password and last zxid: the candidate must get its own (else it refuses the session, or
     reports a different ephemeralOwner)."""
     oracle, candidate = zk_pair
-    # Put the oracle's zxids ahead of the candidate's: an unmapped lastZxidSeen would then be
-    # "from the future" for the candidate, which ZooKeeper refuses.
-    pre = kazoo_client.KazooClient(hosts=oracle.address, timeout=10.0)
-    pre.start(timeout=WAIT)
-    for i in range(5):
-        pre.create(f"/warm{i}")
-    for i in range(5):
-        pre.delete(f"/warm{i}")
-    pre.stop()
-    pre.close()
+    # An unmapped lastZxidSeen would be "from the future" for the candidate: ZooKeeper refuses.
+    _warm_oracle(oracle)
 
     def workload(port: int) -> tuple[int, int]:
         s1 = BlockingSession("127.0.0.1", port, session_ms=20000)
@@ -239,6 +238,54 @@ async def test_reconnect_maps_session_password_and_zxid(zk_pair: tuple[Server, S
     assert owner == sid
     assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
     assert chk.compared == 3
+
+
+def _warm_oracle(oracle: Server, n: int = 5) -> None:
+    """Put the oracle's zxids ahead of the candidate's, so an unmapped zxid sent to the
+    candidate would be wrong (from its future)."""
+    pre = kazoo_client.KazooClient(hosts=oracle.address, timeout=10.0)
+    pre.start(timeout=WAIT)
+    for i in range(n):
+        pre.create(f"/warm{i}")
+        pre.delete(f"/warm{i}")
+    pre.stop()
+    pre.close()
+
+
+@needs_zk
+async def test_set_watches_after_reconnect_maps_relative_zxid(
+    zk_pair: tuple[Server, Server],
+) -> None:
+    """A client re-attaching after a change it missed sends SetWatches with its last zxid; the
+    server must fire the watch at once (node mzxid > relativeZxid). Unmapped, the oracle's
+    larger zxid would make the candidate stay silent: an unpaired-event divergence."""
+    oracle, candidate = zk_pair
+    _warm_oracle(oracle)
+
+    def workload(port: int) -> int:
+        writer = BlockingSession("127.0.0.1", port)
+        assert ReplyHeader.decode_from(writer.request(create_frame(1, "/w", b"0")), 0)[0].err == 0
+        s1 = BlockingSession("127.0.0.1", port, session_ms=20000)
+        s1.request(get_frame(1, "/w", watch=True))
+        s1.sock.close()  # the connection (and its watches) is gone, the session is not
+        assert ReplyHeader.decode_from(writer.request(set_frame(2, "/w", b"1")), 0)[0].err == 0
+        s2 = BlockingSession(
+            "127.0.0.1", port, session_id=s1.session_id, passwd=s1.passwd, last_zxid=s1.last_zxid
+        )
+        body = SetWatches(
+            relativeZxid=s1.last_zxid, dataWatches=("/w",), existWatches=(), childWatches=()
+        ).encode()
+        s2.sock.sendall(frame(RequestHeader(xid=-8, type=101).encode() + body))
+        frames = [s2.frame(), s2.frame()]  # the reply to SetWatches and the event, any order
+        events = [f for f in frames if ReplyHeader.decode_from(f, 0)[0].xid == -1]
+        s2.request(close_frame(3))
+        writer.close()
+        return len(events)
+
+    chk, events = await _run_through_proxy(oracle, candidate, workload)
+    assert events == 1
+    assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
+    assert chk.events_compared == 1
 
 
 @needs_zk
