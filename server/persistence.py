@@ -445,19 +445,23 @@ class Persistence:
         d = s.snap_dir
         final = d / snapshot.snapshot_name(fs.zxid, s.compression)
         tmp = d / f".{final.name}.tmp"
-        with open(tmp, "wb") as f:
-            if s.compression == "gz":
-                with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
+        try:
+            with open(tmp, "wb") as f:
+                if s.compression == "gz":
+                    with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
+                        for p in parts:
+                            gz.write(p)
+                else:
                     for p in parts:
-                        gz.write(p)
-            else:
-                for p in parts:
-                    f.write(p)
-            f.flush()
-            if s.force_sync:
-                os.fsync(f.fileno())
-            size = f.tell()
-        os.replace(tmp, final)
+                        f.write(p)
+                f.flush()
+                if s.force_sync:
+                    os.fsync(f.fileno())
+                size = f.tell()
+            os.replace(tmp, final)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         if s.force_sync:
             files.fsync_dir(d)
         return final, size

@@ -183,6 +183,31 @@ def test_force_sync_off_and_gz_snapshots(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_digest_disabled_writes_no_digests(tmp_path: Path) -> None:
+    keys: dict[str, Any] = {"digest.enabled": "false", "snapCount": 10}
+    srv = start(tmp_path, **keys)
+    try:
+        zk = client(srv.hosts)
+        for i in range(30):
+            zk.create(f"/d{i}", b"x")
+        zk.stop()
+        zk.close()
+    finally:
+        srv.stop()
+    v2 = tmp_path / "data" / "version-2"
+    rec = files.recover(v2, truncate=False)
+    assert rec.txns and all(e.digest is None for e in rec.txns)
+    assert rec.snapshot is not None and rec.snapshot.digest is None
+    srv = start(tmp_path, **keys)
+    try:
+        zk = client(srv.hosts)
+        assert len(zk.get_children("/")) == 31
+        zk.stop()
+        zk.close()
+    finally:
+        srv.stop()
+
+
 def test_separate_data_log_dir_and_purge(tmp_path: Path) -> None:
     logs = tmp_path / "txnlogs"
     keys: dict[str, Any] = {"dataLogDir": str(logs), "snapCount": 10, "preAllocSize": 4}

@@ -1,0 +1,61 @@
+"""Durability settings as ZooKeeper reads them (server/persistence.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trizk.server.config import ServerConfig
+from trizk.server.persistence import PersistenceSettings
+
+
+def settings(**keys: str | int) -> PersistenceSettings:
+    return PersistenceSettings.from_config(
+        ServerConfig.create("/d", clientPort=2181, **keys)  # type: ignore[arg-type]
+    )
+
+
+def test_defaults_are_zookeepers() -> None:
+    s = settings()
+    assert s.snap_count == 100_000
+    assert s.prealloc_size == 64 * 1024 * 1024
+    assert s.force_sync and s.digest_enabled and not s.trust_empty
+    assert s.compression == ""
+    assert (s.snap_retain_count, s.purge_interval_hours) == (3, 0)
+    assert s.snap_dir == s.txnlog_dir == Path("/d/version-2")
+
+
+def test_keys() -> None:
+    s = settings(
+        snapCount=10,
+        preAllocSize=4,
+        forceSync="no",
+        **{
+            "digest.enabled": "false",
+            "snapshot.compression.method": "gz",
+            "snapshot.trust.empty": "true",
+            "autopurge.snapRetainCount": 5,
+            "autopurge.purgeInterval": 2,
+            "dataLogDir": "/logs",
+        },
+    )
+    assert (s.snap_count, s.prealloc_size) == (10, 4096)
+    assert not s.force_sync and not s.digest_enabled and s.trust_empty
+    assert s.compression == "gz"
+    assert (s.snap_retain_count, s.purge_interval_hours) == (5, 2)
+    assert s.txnlog_dir == Path("/logs/version-2")
+
+
+def test_zookeeper_quirks(caplog: pytest.LogCaptureFixture) -> None:
+    # forceSync is off only for exactly "no"; snapCount below 2 becomes 2; a retain count
+    # below 3 becomes 3; an unknown compression method is the plain stream; snappy is read
+    # but written plain; a bad number falls back to the default (Integer.getInteger).
+    assert settings(forceSync="false").force_sync
+    assert settings(snapCount=1).snap_count == 2
+    assert settings(**{"autopurge.snapRetainCount": 1}).snap_retain_count == 3
+    assert settings(**{"snapshot.compression.method": "lz4"}).compression == ""
+    assert settings(**{"snapshot.compression.method": "snappy"}).compression == ""
+    assert settings(snapCount="lots").snap_count == 100_000
+    assert settings(**{"digest.enabled": "yes"}).digest_enabled is False  # parseBoolean
+    assert any("snapCount" in r.getMessage() for r in caplog.records)
