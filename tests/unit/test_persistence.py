@@ -27,19 +27,15 @@ def test_defaults_are_zookeepers() -> None:
 
 
 def test_keys() -> None:
-    s = settings(
-        snapCount=10,
-        preAllocSize=4,
-        forceSync="no",
-        **{
-            "digest.enabled": "false",
-            "snapshot.compression.method": "gz",
-            "snapshot.trust.empty": "true",
-            "autopurge.snapRetainCount": 5,
-            "autopurge.purgeInterval": 2,
-            "dataLogDir": "/logs",
-        },
-    )
+    extra: dict[str, str | int] = {
+        "digest.enabled": "false",
+        "snapshot.compression.method": "gz",
+        "snapshot.trust.empty": "true",
+        "autopurge.snapRetainCount": 5,
+        "autopurge.purgeInterval": 2,
+        "dataLogDir": "/logs",
+    }
+    s = settings(snapCount=10, preAllocSize=4, forceSync="no", **extra)
     assert (s.snap_count, s.prealloc_size) == (10, 4096)
     assert not s.force_sync and not s.digest_enabled and s.trust_empty
     assert s.compression == "gz"
