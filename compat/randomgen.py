@@ -9,8 +9,12 @@ Grammar (weights in :data:`WEIGHTS`)::
               | exists(path, watch) | getData(path, watch) | setData(path, data, version)
               | getChildren(path, watch) | getChildren2(path, watch) | sync(path)
               | getACL(path) | setACL(path, acl, version)
-              | multi(mop{1..4}) | auth(digest) | renew
-    mop      := create | delete | setData | check          (with the same argument grammar)
+              | multi(mop{1..4}) | multiRead(rop{1..3}) | auth(digest) | renew
+              | getEphemerals(prefix) | getAllChildrenNumber(path)
+              | addWatch(path, PERSISTENT | PERSISTENT_RECURSIVE)
+              | removeWatches(path, CHILDREN | DATA | ANY) | checkWatches(path, ...)
+    mop      := create | create2 | delete | setData | check (with the same argument grammar)
+    rop      := getData(path) | getChildren(path)
     path     := a small pool of valid paths under /t (ops collide: NODEEXISTS, NOTEMPTY, watches)
               | invalid paths ("", "t", "/t/a/", "//t", "/t/./a", "/t/../a", "/t/\\u0000")
               | "/t" (reads only), "/zookeeper", "/zookeeper/quota"
@@ -86,6 +90,12 @@ WEIGHTS: dict[str, int] = {
     "multi": 4,
     "auth": 1,
     "reconnect": 1,
+    "getEphemerals": 1,
+    "getAllChildrenNumber": 1,
+    "multiRead": 1,
+    "addWatch": 1,
+    "removeWatches": 1,
+    "checkWatches": 1,
 }
 
 
@@ -124,8 +134,14 @@ def _op(r: random.Random, op: str) -> list[Any]:
             op,
             {"path": _path(r, write=True), "data": r.choice(DATA), "version": r.choice(VERSIONS)},
         ]
-    if op in ("sync", "getACL"):
+    if op in ("sync", "getACL", "getAllChildrenNumber"):
         return [op, {"path": _path(r)}]
+    if op == "getEphemerals":
+        return [op, {"prefix": r.choice(["/", "/t", "/t/a", "/t/e/"])}]
+    if op == "addWatch":
+        return [op, {"path": _path(r), "mode": r.choice([0, 1])}]
+    if op in ("removeWatches", "checkWatches"):
+        return [op, {"path": _path(r), "type": r.choice([1, 2, 3])}]
     if op == "setACL":
         return [
             op,
@@ -144,11 +160,17 @@ def generate(seed: int, length: int) -> dict[str, Any]:
         s = r.choice(SESSIONS)
         op = r.choices(ops, weights)[0]
         if op == "multi":
-            sub = [
-                _op(r, r.choice(["create", "delete", "setData", "check"]))
-                for _ in range(r.randint(1, 4))
-            ]
+            kinds = ["create", "create2", "delete", "setData", "check"]
+            sub = [_op(r, r.choice(kinds)) for _ in range(r.randint(1, 4))]
+            for o in sub:
+                o[1].pop("wait", None)
             steps.append([s, "multi", {"ops": sub}])
+        elif op == "multiRead":
+            sub = [
+                [r.choice(["getData", "getChildren"]), {"path": _path(r)}]
+                for _ in range(r.randint(1, 3))
+            ]
+            steps.append([s, "multiRead", {"ops": sub}])
         elif op == "auth":
             user = r.choice(["alice:pw", "bob:pw"])
             steps.append([s, "auth", {"scheme": "digest", "auth": user}])

@@ -188,10 +188,11 @@ def test_fixture_servers_answer_a_session(zookeeper_server: servers.Server) -> N
 # ----------------------------------------------------------------------------- random mode
 
 
-def _flip_notempty(t: Any) -> Any:
-    """Pretend the right-hand server let a non-empty node be deleted."""
+def _flip_nodeexists(t: Any) -> Any:
+    """Pretend the right-hand server let a node be created twice (a top-level NODEEXISTS)."""
     return {
-        k: [dict(e, err="OK") if e.get("err") == "NOTEMPTY" else e for e in v] for k, v in t.items()
+        k: [dict(e, err="OK") if e.get("err") == "NODEEXISTS" else e for e in v]
+        for k, v in t.items()
     }
 
 
@@ -209,13 +210,14 @@ def test_random_trizk_vs_oracle(needs_zookeeper: None) -> None:
 
 
 def test_random_difference_is_shrunk_and_reproduced(needs_zookeeper: None) -> None:
-    # An injected difference (a NOTEMPTY answered OK) must be found and shrunk to a short
-    # sequence that still shows it on fresh servers: a create of a parent, of a child, and the
-    # delete of the parent (seed 2 reaches NOTEMPTY within 150 steps).
-    _count, ndiff, found = run_random(1, 2, 150, "zookeeper", "zookeeper", tamper=_flip_notempty)
+    # An injected difference (a NODEEXISTS answered OK) must be found and shrunk to the
+    # shortest sequence that still shows it on fresh servers: two creates of one path (or one
+    # create of a node every server has, such as /zookeeper).
+    _count, ndiff, found = run_random(1, 2, 150, "zookeeper", "zookeeper", tamper=_flip_nodeexists)
     assert ndiff > 0 and len(found) == 1
     shrunk = found[0]
-    assert 2 <= len(shrunk.steps) <= 4
-    assert shrunk.steps[-1][1] in ("delete", "multi")
+    assert 1 <= len(shrunk.steps) <= 2, shrunk.steps
+    assert all(st[1] in ("create", "create2") for st in shrunk.steps)
+    assert len({st[2]["path"] for st in shrunk.steps}) == 1
     assert shrunk.diffs and all(d.op.endswith(")") for d in shrunk.diffs)
-    assert any(e.get("err") == "NOTEMPTY" for d in shrunk.diffs for e in d.left)
+    assert any(e.get("err") == "NODEEXISTS" for d in shrunk.diffs for e in d.left)
