@@ -228,16 +228,20 @@ class RawClient:
         self.send_raw(frame(R.RequestHeader(xid=xid, type=op).encode() + encode_multi(ops)))
         return xid
 
-    def ping(self) -> None:
+    def ping(self) -> int:
+        """Send a ping (xid -2); returns that xid."""
         self._pending[Xid.PING] = _Pending(OpCode.PING)
         self.send_raw(frame(R.RequestHeader(xid=Xid.PING, type=OpCode.PING).encode()))
+        return Xid.PING
 
-    def add_auth(self, scheme: str, auth: bytes) -> None:
+    def add_auth(self, scheme: str, auth: bytes) -> int:
+        """Send an AuthPacket (xid -4); returns that xid."""
         self._pending[Xid.AUTH] = _Pending(OpCode.AUTH)
         rec = R.AuthPacket(type=0, scheme=scheme, auth=auth)
         self.send_raw(
             frame(R.RequestHeader(xid=Xid.AUTH, type=OpCode.AUTH).encode() + rec.encode())
         )
+        return Xid.AUTH
 
     # ------------------------------------------------------------------ receiving
     def _read_frame(self, deadline: float | None) -> bytes:

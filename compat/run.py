@@ -147,14 +147,15 @@ def main(argv: list[str] | None = None) -> int:
                 for name, t in ((lname, lt), (rname, rt)):
                     print(f"--- {sc['name']} on {name}")
                     for label, entries in t.items():
-                        for e in entries:
-                            step = e.get("step", -1)
+                        for entry in entries:
+                            step = entry.get("step", -1)
                             where = (
                                 describe_step(sc["steps"][step])
                                 if 0 <= step < len(sc["steps"])
                                 else ""
                             )
-                            print(f"  {label} {json.dumps(e, sort_keys=True)}   # {where}")
+                            line = json.dumps(entry, sort_keys=True)
+                            print(f"  {label} {line}   # {where}")
             print(f"{sc['name']}: {status}", flush=True)
             ndiff += len(diffs)
             _print_diffs(diffs, lname, rname)

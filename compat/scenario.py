@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trizk.jute import records as R
-from trizk.jute.codes import Code, CreateMode, EventType, KeeperState, OpCode, Perms
+from trizk.jute.codes import Code, CreateMode, EventType, KeeperState, OpCode, Perms, Xid
 from trizk.jute.primitives import Record
 
 from .rawclient import (
@@ -386,14 +386,13 @@ class Executor:
             rz = a.get("relativeZxid", "last")
             rz = s.last_zxid if rz == "last" else int(rz)
             lists = [tuple(a.get(k, ())) for k in ("data", "exist", "child")]
+            sw: Record
             if op == "setWatches":
-                rec: Record = R.SetWatches(rz, *lists)
-                code = OpCode.SETWATCHES
+                sw, swop = R.SetWatches(rz, *lists), OpCode.SETWATCHES
             else:
                 more = [tuple(a.get(k, ())) for k in ("persistent", "persistentRecursive")]
-                rec = R.SetWatches2(rz, *lists, *more)
-                code = OpCode.SETWATCHES2
-            self._roundtrip(s, i, lambda c: c.send(code, rec, xid=-8))
+                sw, swop = R.SetWatches2(rz, *lists, *more), OpCode.SETWATCHES2
+            self._roundtrip(s, i, lambda c: c.send(swop, sw, xid=Xid.SET_WATCHES))
         elif op in ("multi", "multiRead"):
             ops = [build_request(sub[0], sub[1] if len(sub) > 1 else {}) for sub in a["ops"]]
             self._roundtrip(
@@ -402,11 +401,9 @@ class Executor:
                 lambda c: c.send_multi(ops, read=op == "multiRead"),  # type: ignore[arg-type]
             )
         elif op == "auth":
-            self._roundtrip(
-                s, i, lambda c: (c.add_auth(a["scheme"], data_arg(a["auth"]) or b""), -4)[1]
-            )
+            self._roundtrip(s, i, lambda c: c.add_auth(a["scheme"], data_arg(a["auth"]) or b""))
         elif op == "ping":
-            self._roundtrip(s, i, lambda c: (c.ping(), -2)[1])
+            self._roundtrip(s, i, lambda c: c.ping())
         elif op == "request":
             # An arbitrary opcode with an arbitrary body (unknown opcodes, malformed records).
             body = bytes.fromhex(a.get("body_hex", ""))
@@ -483,7 +480,7 @@ class Executor:
         """Drain: ping every connected session and read up to the ping's reply; then close."""
         for s in self.sessions.values():
             if s.client is not None:
-                self._roundtrip(s, step, lambda c: (c.ping(), -2)[1])
+                self._roundtrip(s, step, lambda c: c.ping())
         for s in self.sessions.values():
             if s.client is not None:
                 s.client.close_session(time.monotonic() + self.io_timeout)
