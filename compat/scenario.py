@@ -410,7 +410,7 @@ class Executor:
             opcode = int(a["opcode"])
 
             xid = a.get("xid")
-            self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid))
+            self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid), a.get("wait"))
         elif op == "open":
             # A TCP connection with no handshake, for bytes sent with "raw".
             if s.client is not None:

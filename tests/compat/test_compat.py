@@ -175,14 +175,25 @@ def test_trizk_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
     assert not diffs, "\n".join(d.render("trizk", "zookeeper") for d in diffs)
 
 
-def test_fixture_servers_answer_a_session(zookeeper_server: servers.Server) -> None:
+def _check_fixture_server(srv: servers.Server) -> None:
     from trizk.compat.rawclient import handshake_ok
 
-    assert handshake_ok(zookeeper_server.host, zookeeper_server.port)
-    proc = zookeeper_server.proc
-    zookeeper_server.stop()
+    assert srv.host == "127.0.0.1" and srv.cfg["clientPortAddress"] == "127.0.0.1"
+    assert srv.cfg["tickTime"] == "200" and srv.cfg["admin.enableServer"] == "false"
+    assert handshake_ok(srv.host, srv.port)
+    proc = srv.proc
+    srv.stop()
     assert proc.poll() is not None
-    assert not zookeeper_server.workdir.exists()
+    assert not srv.workdir.exists()
+    assert not handshake_ok(srv.host, srv.port, timeout=1.0)
+
+
+def test_fixture_zookeeper_server(zookeeper_server: servers.Server) -> None:
+    _check_fixture_server(zookeeper_server)
+
+
+def test_fixture_trizk_server(trizk_process_server: servers.Server) -> None:
+    _check_fixture_server(trizk_process_server)
 
 
 # ----------------------------------------------------------------------------- random mode
