@@ -100,6 +100,8 @@ def tree_from_snapshot(
     acls.update(content.acls)
     ephemerals = tree.ephemerals
     total = len(content.nodes)
+    #: children per parent, in snapshot order (added once every node is read, below)
+    kids: dict[DataNode, list[str]] = {}
     for i, sn in enumerate(content.nodes):
         path = sn.path
         acl = acls.get(sn.acl)
@@ -107,7 +109,7 @@ def tree_from_snapshot(
             raise SnapshotLoadError(f"node {path or '/'}: ACL ref {sn.acl} is not in the cache")
         st = sn.stat
         owner = st.ephemeralOwner
-        kind = ephemeral_kind(owner, extended_types)
+        kind = ephemeral_kind(owner, extended_types) if owner else EphemeralKind.VOID
         node = DataNode(sn.data, acl, 0, 0, owner, owner if kind == EphemeralKind.NORMAL else 0)
         node.czxid = st.czxid
         node.mzxid = st.mzxid
@@ -125,7 +127,10 @@ def tree_from_snapshot(
             if parent is None:
                 # DataTree.deserialize: "Invalid Datatree, unable to find parent".
                 raise SnapshotLoadError(f"snapshot node {path}: parent not found")
-            parent.add_child(path[k + 1 :])
+            names = kids.get(parent)
+            if names is None:
+                names = kids[parent] = []
+            names.append(path[k + 1 :])
             nodes[path] = node
             if kind == EphemeralKind.CONTAINER:
                 tree.containers.add(path)
@@ -140,9 +145,34 @@ def tree_from_snapshot(
             progress(i + 1, total)
     if "" not in nodes:
         raise SnapshotLoadError("snapshot has no root node")
+    for parent, names in kids.items():
+        _add_children(parent, names)
     tree.recompute_digest()
     tree.last_processed_zxid = zxid
     return tree
+
+
+def _add_children(parent: DataNode, names: list[str]) -> None:
+    """``parent.add_child`` for each name in order, as ZooKeeper's loader inserts them into a
+    ``HashSet(8)``. With more than 48 names the table ends at the load-factor capacity
+    (>= 128) whatever happened on the way (a small-table treeify resize never goes past 64),
+    so inserting into a table of that size from the start gives the same iteration order
+    without the intermediate resizes."""
+    n = len(names)
+    if n > 48:
+        n = len(set(names))  # a path twice in a snapshot is one child
+    if n <= 48:
+        for name in names:
+            parent.add_child(name)
+        return
+    cap = 128
+    while n > cap * 3 // 4:
+        cap <<= 1
+    children = JavaHashSet(cap)
+    for name in names:
+        children.add(name)
+    parent.children = children
+    parent.touch()
 
 
 @dataclass
