@@ -20,7 +20,8 @@ history). Everything else must be equal. The rules, applied to a whole scenario 
    equal, and the relative order (e.g. ``pzxid`` after ``czxid``, a later write's zxid larger)
    must hold. The values -1 and 0 are kept as they are (they are protocol constants: events
    carry -1, a never-written pzxid...).
-4. **Passwords** are recorded by length only (the executor never records the bytes).
+4. **Passwords** are recorded by length and whether they are all zero (an expired or refused
+   session gets 16 zero bytes); the executor never records the bytes themselves.
 5. Everything else is compared as it is: error codes, data, versions, cversion, aversion,
    dataLength, numChildren, sequential suffixes in paths, event types/states/paths, the position
    of events relative to replies, xids, and raw undecoded tails.

@@ -46,7 +46,7 @@ from typing import Any
 
 from trizk.jute import records as R
 from trizk.jute.codes import Code, CreateMode, EventType, KeeperState, OpCode, Perms, Xid
-from trizk.jute.primitives import Record
+from trizk.jute.primitives import JuteDecodeError, Record
 
 from .rawclient import (
     ConnectionClosed,
@@ -311,7 +311,7 @@ class Executor:
                 else int(a.get("last_zxid", 0)),
                 read_only=a.get("read_only", False),
             )
-        except (WireTimeout, OSError) as e:
+        except (WireTimeout, OSError, JuteDecodeError) as e:
             s.log.append({"step": step, "kind": "connect_failed", "error": type(e).__name__})
             c.close()
             s.client = None
@@ -322,7 +322,8 @@ class Executor:
             s.client = None
             return
         entry: Entry = {"step": step, "kind": "connect", **record_value(resp)}
-        entry["passwd"] = {"len": len(resp.passwd or b"")}
+        pw_got = resp.passwd or b""
+        entry["passwd"] = {"len": len(pw_got), "zero": not any(pw_got)}
         entry["tail"] = c.connect_tail.hex()
         s.log.append(entry)
         if resp.sessionId != 0:
@@ -362,7 +363,13 @@ class Executor:
             s.log.append({"step": step, "kind": "timeout"})
             return
         except (ConnectionClosed, OSError):
+            self._record(s, before, step)
             self._lost(s, step, "closed")
+            return
+        except JuteDecodeError:
+            # A frame that is not even a ReplyHeader: a difference in itself; stop reading.
+            self._record(s, before, step)
+            self._lost(s, step, "undecodable")
             return
         self._record(s, before, step)
         self._record(s, [p], step)
@@ -471,6 +478,9 @@ class Executor:
                 return
             except (ConnectionClosed, OSError):
                 self._lost(s, i, "closed")
+                return
+            except JuteDecodeError:
+                self._lost(s, i, "undecodable")
                 return
             self._record(s, [p], i)
             if isinstance(p, Event) and not until_closed:
