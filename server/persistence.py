@@ -39,6 +39,7 @@ read but written plain), ``snapshot.trust.empty``, ``autopurge.snapRetainCount``
 
 from __future__ import annotations
 
+import gc
 import gzip
 import logging
 import os
@@ -67,6 +68,8 @@ DEFAULT_SNAP_COUNT = 100_000
 SNAPSHOT_STEP = 2048
 #: autopurge.snapRetainCount minimum (DatadirCleanupManager).
 MIN_SNAP_RETAIN_COUNT = 3
+#: Trees at least this big are moved out of the cyclic collector's reach after loading.
+FREEZE_MIN_NODES = 100_000
 #: Seconds between progress lines during a long load.
 PROGRESS_EVERY = 2.0
 
@@ -219,7 +222,27 @@ class Persistence:
 
     # ------------------------------------------------------------------ recovery
     def load(self) -> Loaded:
-        """Recover the data dir (blocking: call before serving). Raises DataDirError."""
+        """Recover the data dir (blocking: call before serving). Raises DataDirError.
+
+        The cyclic garbage collector is paused while millions of objects are created (its
+        generation-2 passes would rescan all of them again and again), and what was loaded is
+        then, for big trees, frozen out of its reach (``gc.freeze``): tree nodes hold no
+        reference cycles, so reference counting still frees them, and later collections do
+        not walk the whole tree again.
+        """
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            loaded = self._load()
+        finally:
+            if was_enabled:
+                gc.enable()
+        if loaded.tree.node_count() >= FREEZE_MIN_NODES:
+            gc.collect()
+            gc.freeze()
+        return loaded
+
+    def _load(self) -> Loaded:
         s = self.settings
         t0 = time.monotonic()
         s.snap_dir.mkdir(parents=True, exist_ok=True)
