@@ -131,9 +131,11 @@ def _set_watches(
     # after the lists before it took effect, and the client gets MARSHALLINGERROR.
     lists = [data, exist, child] + ([persistent, recursive] if persistent is not _V1 else [])
     first_null = next((i for i, v in enumerate(lists) if v is None), len(lists))
+    if persistent is _V1:
+        persistent = recursive = ()
     if first_null < len(lists):
         data, exist, child = (v if i < first_null else () for i, v in enumerate(lists[:3]))
-        if persistent is not _V1:
+        if len(lists) > 3:
             persistent = lists[3] if first_null > 3 else ()
             recursive = ()
     for path in data or ():

@@ -414,3 +414,33 @@ def test_four_letter_word_whitelist(tmp_path: object) -> None:
             assert s.recv(1000) == b"ruok is not executed because it is not in the whitelist.\n"
     finally:
         srv.stop()
+
+
+def test_set_watches_after_reconnect(trizk_server: ThreadedServer) -> None:
+    """SetWatches (xid -8), as kazoo sends it on reconnect: what changed after relativeZxid
+    fires at once (before the reply), the rest is registered and fires later."""
+    a, b = raw(trizk_server), raw(trizk_server)
+    try:
+        acl = (R.ACL(31, R.Id("world", "anyone")),)
+        call(a, OpCode.CREATE, R.CreateRequest("/sw", b"0", acl, 0))
+        _, rep = call(a, OpCode.CREATE, R.CreateRequest("/steady", b"s", acl, 0))
+        seen = rep.zxid
+        call(b, OpCode.SETDATA, R.SetDataRequest("/sw", b"1", -1))
+        call(b, OpCode.CREATE, R.CreateRequest("/later", None, acl, 0))  # root's pzxid > seen
+        req = R.SetWatches(seen, ("/sw", "/steady", "/gone"), ("/nope", "/steady"), ("/",))
+        xid = a.send(OpCode.SETWATCHES, req, xid=-8)
+        before, rep = a.read_until_reply(xid)
+        assert rep.err == 0 and rep.body is None
+        assert [(e.event.type, e.event.path) for e in before] == [  # type: ignore[attr-defined]
+            (EventType.NODEDATACHANGED, "/sw"),
+            (EventType.NODEDELETED, "/gone"),
+            (EventType.NODECREATED, "/steady"),
+            (EventType.NODECHILDRENCHANGED, "/"),
+        ]
+        call(b, OpCode.SETDATA, R.SetDataRequest("/steady", b"t", -1))
+        ev = a.read_packet(time.monotonic() + DEADLINE)
+        assert isinstance(ev, Event)
+        assert (ev.event.type, ev.event.path) == (EventType.NODEDATACHANGED, "/steady")
+    finally:
+        a.close()
+        b.close()
