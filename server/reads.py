@@ -190,15 +190,20 @@ def read_set_watches2(req: Any, ctx: ReadContext) -> None:
 
 
 def read_add_watch(req: Any, ctx: ReadContext) -> r.Record:
-    if req.mode == AddWatchMode.PERSISTENT_RECURSIVE:
-        ctx.watches.data.add(req.path, ctx.watcher, PERSISTENT_RECURSIVE)
-    else:
-        ctx.watches.child.add(req.path, ctx.watcher, PERSISTENT)
-        ctx.watches.data.add(req.path, ctx.watcher, PERSISTENT)
+    # DataTree.addWatch (3.8.0) puts the watch in both tables whatever the mode; an unknown
+    # mode throws in WatcherMode.fromZooDef (MARSHALLINGERROR).
+    if req.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
+        raise ReadError(Code.MARSHALLINGERROR)
+    mode = PERSISTENT_RECURSIVE if req.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
+    ctx.watches.data.add(req.path, ctx.watcher, mode)
+    ctx.watches.child.add(req.path, ctx.watcher, mode)
     return r.ErrorResponse(0)
 
 
 def _watch_tables(ctx: ReadContext, typ: int) -> list[Any]:
+    # ZooKeeper 3.8.0's WatcherType.fromInt knows only Children(1), Data(2), Any(3).
+    if typ not in (WatcherType.CHILDREN, WatcherType.DATA, WatcherType.ANY):
+        raise ReadError(Code.MARSHALLINGERROR)
     if typ == WatcherType.CHILDREN:
         return [ctx.watches.child]
     if typ == WatcherType.DATA:
@@ -207,7 +212,14 @@ def _watch_tables(ctx: ReadContext, typ: int) -> list[Any]:
 
 
 def read_check_watches(req: Any, ctx: ReadContext) -> None:
-    if not any(t.contains(req.path, ctx.watcher) for t in _watch_tables(ctx, req.type)):
+    # WatchManager.containsWatcher in 3.8.0 answers true when *any* watcher watches the path
+    # (it checks watchTable.get(path) != null at the leaf), and its PathParentIterator throws
+    # on a path without "/" (substring(0, -1)): MARSHALLINGERROR.
+    tables = _watch_tables(ctx, req.type)
+    path = req.path
+    if path and "/" not in path:
+        raise ReadError(Code.MARSHALLINGERROR)
+    if not any(path in t.by_path for t in tables):
         raise ReadError(Code.NOWATCHER)
 
 

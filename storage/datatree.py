@@ -310,8 +310,12 @@ class DataTree:
         return s.clone() if s is not None else JavaHashSet()
 
     def all_children_number(self, path: str) -> int:
-        prefix = "/" if path == "/" else path + "/"
-        return sum(1 for p in self.nodes if p.startswith(prefix) and p not in ("", "/"))
+        """``DataTree.getAllChildrenNumber``: ``nodes.size() - 2`` for "/", else the keys that
+        start with ``path + "/"`` (so ``""`` counts the root's "/" key too)."""
+        if path == "/":
+            return len(self.nodes) - 2
+        prefix = path + "/"
+        return sum(1 for p in self.nodes if p.startswith(prefix))
 
     def iter_nodes(self) -> Iterator[tuple[str, DataNode]]:
         for p, n in self.nodes.items():
