@@ -166,6 +166,13 @@ class Loaded:
     digest_mismatches: int = 0
 
 
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
 class _Progress:
     """Rate-limited progress lines for long loads (count, rate)."""
 
@@ -250,6 +257,16 @@ class Persistence:
         for stale in s.snap_dir.glob(".snapshot.*.tmp"):
             log.info("removing an unfinished snapshot %s", stale)
             stale.unlink(missing_ok=True)
+        snaps = files.list_snapshots(s.snap_dir)
+        logs = files.list_logs(s.txnlog_dir)
+        if snaps or logs:
+            log.info(
+                "loading the data directory: %d snapshots (newest %s, %d bytes), %d txn logs",
+                len(snaps),
+                snaps[-1][1].name if snaps else "none",
+                _size(snaps[-1][1]) if snaps else 0,
+                len(logs),
+            )
         try:
             rec = files.recover(s.snap_dir, s.txnlog_dir, trust_empty=s.trust_empty)
         except files.UnrecoverableDataDir as e:
@@ -270,7 +287,11 @@ class Persistence:
                 log.info("empty data directory: wrote %s", path)
         else:
             log.info(
-                "loading snapshot %s (%d sessions)", rec.snapshot_path, len(rec.snapshot.sessions)
+                "read snapshot %s (%d znodes, %d sessions) in %.3f s; building the tree",
+                rec.snapshot_path,
+                len(rec.snapshot.nodes),
+                len(rec.snapshot.sessions),
+                time.monotonic() - t0,
             )
             tree = treeio.tree_from_snapshot(
                 rec.snapshot,
