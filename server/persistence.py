@@ -32,8 +32,9 @@ applies them itself. This shell is the committer (ZooKeeper's SyncRequestProcess
   raises :class:`DataDirError` (the server does not start). Long loads log progress.
 
 Settings (ZooKeeper's names): ``snapCount``, ``preAllocSize`` (KiB), ``forceSync=no`` (no
-fsync: fast, not durable), ``digest.enabled``, ``snapshot.compression.method`` (gz; snappy is
-read but written plain), ``snapshot.trust.empty``, ``autopurge.snapRetainCount``,
+fsync: fast, not durable), ``digest.enabled``, ``snapshot.compression.method`` (gz, or
+snappy: snappy-java framing around uncompressed literal blocks, which any snappy reader
+accepts; we have no snappy compressor), ``snapshot.trust.empty``, ``autopurge.snapRetainCount``,
 ``autopurge.purgeInterval``, ``dataDir`` / ``dataLogDir``.
 """
 
@@ -45,7 +46,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,9 +129,6 @@ class PersistenceSettings:
         method = (config.get_property("zookeeper.snapshot.compression.method") or "").strip()
         if method not in ("", "gz", "snappy"):
             method = ""  # SnapStream.getStreamMode: anything else is the plain CHECKED stream
-        if method == "snappy":
-            log.warning("snappy snapshots are read but not written; writing plain snapshots")
-            method = ""
         retain = config.snap_retain_count
         if retain < MIN_SNAP_RETAIN_COUNT:
             log.warning(
@@ -495,6 +493,9 @@ class Persistence:
                     with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
                         for p in parts:
                             gz.write(p)
+                elif s.compression == "snappy":
+                    for block in snappy_java_literal_stream(parts):
+                        f.write(block)
                 else:
                     for p in parts:
                         f.write(p)
@@ -533,3 +534,28 @@ class Persistence:
             return []
         log.info("Purge task completed (%d files removed).", len(gone))
         return gone
+
+
+#: snappy-java's SnappyOutputStream: magic, version 1, compatible version 1; 32 KiB blocks.
+_SNAPPY_HEADER = b"\x82SNAPPY\x00" + (1).to_bytes(4, "big") + (1).to_bytes(4, "big")
+_SNAPPY_BLOCK = 32 * 1024
+
+
+def snappy_java_literal_stream(parts: list[bytes]) -> Iterator[bytes]:
+    """The bytes of a snappy-java stream holding ``parts``, each block one raw snappy block
+    made of a single literal (snappy's format_description: varint length, then a literal tag
+    ``61 << 2`` with a 2-byte little-endian length - 1). Valid for every snappy reader; it
+    frames without compressing."""
+    yield _SNAPPY_HEADER
+    data = memoryview(b"".join(parts))
+    for i in range(0, len(data), _SNAPPY_BLOCK):
+        chunk = data[i : i + _SNAPPY_BLOCK]
+        n = len(chunk)
+        varint = bytearray()
+        v = n
+        while v >= 0x80:
+            varint.append((v & 0x7F) | 0x80)
+            v >>= 7
+        varint.append(v)
+        raw = bytes(varint) + bytes([61 << 2]) + (n - 1).to_bytes(2, "little")
+        yield (len(raw) + n).to_bytes(4, "big") + raw + chunk

@@ -45,13 +45,26 @@ def test_keys() -> None:
 
 def test_zookeeper_quirks(caplog: pytest.LogCaptureFixture) -> None:
     # forceSync is off only for exactly "no"; snapCount below 2 becomes 2; a retain count
-    # below 3 becomes 3; an unknown compression method is the plain stream; snappy is read
-    # but written plain; a bad number falls back to the default (Integer.getInteger).
+    # below 3 becomes 3; an unknown compression method is the plain stream; a bad number
+    # falls back to the default (Integer.getInteger).
     assert settings(forceSync="false").force_sync
     assert settings(snapCount=1).snap_count == 2
     assert settings(**{"autopurge.snapRetainCount": 1}).snap_retain_count == 3
     assert settings(**{"snapshot.compression.method": "lz4"}).compression == ""
-    assert settings(**{"snapshot.compression.method": "snappy"}).compression == ""
+    assert settings(**{"snapshot.compression.method": "snappy"}).compression == "snappy"
     assert settings(snapCount="lots").snap_count == 100_000
     assert settings(**{"digest.enabled": "yes"}).digest_enabled is False  # parseBoolean
     assert any("snapCount" in r.getMessage() for r in caplog.records)
+
+
+def test_snappy_literal_stream_reads_back() -> None:
+    import os
+
+    from trizk.server.persistence import snappy_java_literal_stream
+    from trizk.storage import snapshot
+
+    for n in (0, 1, 100, 32 * 1024, 32 * 1024 + 1, 100_000):
+        data = os.urandom(n)
+        out = b"".join(snappy_java_literal_stream([data[: n // 3], data[n // 3 :]]))
+        assert out.startswith(snapshot.SNAPPY_MAGIC)
+        assert snapshot.snappy_java_decompress(out) == data

@@ -183,6 +183,36 @@ def test_force_sync_off_and_gz_snapshots(tmp_path: Path) -> None:
         srv.stop()
 
 
+@needs_java
+def test_snappy_snapshots_load_in_trizk_and_zookeeper(tmp_path: Path) -> None:
+    keys: dict[str, Any] = {"snapCount": 20, "snapshot.compression.method": "snappy"}
+    srv = start(tmp_path, **keys)
+    try:
+        zk = client(srv.hosts)
+        for i in range(60):
+            zk.create(f"/s{i}", str(i).encode())
+        expected = dump_tree(zk)
+        zk.stop()
+        zk.close()
+    finally:
+        srv.stop()
+    v2 = tmp_path / "data" / "version-2"
+    assert any(p.name.endswith(".snappy") for p in v2.iterdir())
+    # only the snappy snapshots and the logs after the newest one: both servers must read it
+    newest = files.list_snapshots(v2)[-1]
+    assert newest[1].name.endswith(".snappy")
+    for _z, p in files.list_snapshots(v2)[:-1]:
+        p.unlink()
+    with zkrun.running(tmp_path / "data") as zks:
+        zk = client(zks.hosts)
+        got = dump_tree(zk)
+        assert got.keys() == expected.keys()
+        assert all(got[p][0] == expected[p][0] for p in expected)
+        zk.stop()
+        zk.close()
+        assert "Digests are not matching" not in zks.log_path.read_text()
+
+
 def test_digest_disabled_writes_no_digests(tmp_path: Path) -> None:
     keys: dict[str, Any] = {"digest.enabled": "false", "snapCount": 10}
     srv = start(tmp_path, **keys)
