@@ -109,7 +109,10 @@ def run_random(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m trizk.compat.run", description=__doc__.split("\n")[0]
+        prog="python -m trizk.compat.run",
+        description=(__doc__ or "").split("Options::")[0].strip(),
+        epilog="Options::" + (__doc__ or "").split("Options::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--oracle-vs-oracle", action="store_true")
     ap.add_argument("--ci", action="store_true")
