@@ -14,7 +14,10 @@ Options::
                           each difference shrunk to a shortest reproducing sequence
     --length L            steps per random scenario (default 60)
     --sort-children       compare child lists as sets (default: as sent, HashSet order)
-    --no-cli              skip the zkCli.sh / cli_mt scripted sessions (run by default)
+    --no-cli              skip the zkCli.sh / cli_mt scripted sessions (run by default;
+                          also skipped with -k, --ci or --no-scenarios)
+    --no-scenarios        only the random mode
+    --show                print both normalised transcripts of each scenario
 
 Exit status: 0 when there are no differences, 1 otherwise.
 """
