@@ -29,7 +29,9 @@ applies them itself. This shell is the committer (ZooKeeper's SyncRequestProcess
   timeouts (they expire as usual unless their clients come back), ephemerals of sessions that
   no longer exist dropped; an empty data dir gets ``snapshot.0`` (ZooKeeper refuses to start on
   logs without a snapshot). A data dir that cannot be loaded without losing committed txns
-  raises :class:`DataDirError` (the server does not start). Long loads log progress.
+  raises :class:`DataDirError` (the server does not start). Long loads log progress. After a
+  recovery that replayed txns, a snapshot is taken in the background once serving (ZooKeeper
+  snapshots before serving, on every start).
 
 Settings (ZooKeeper's names): ``snapCount``, ``preAllocSize`` (KiB), ``forceSync=no`` (no
 fsync: fast, not durable), ``digest.enabled``, ``snapshot.compression.method`` (gz, or
