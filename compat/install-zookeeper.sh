@@ -11,8 +11,19 @@ have() {
         && command -v java >/dev/null 2>&1
 }
 
+version_note() {
+    # The suite's oracle is ZooKeeper 3.8 (Debian bookworm ships 3.8.0); other releases answer
+    # some requests differently, so say which one we got.
+    if ls /usr/share/java/zookeeper-3.8.*.jar >/dev/null 2>&1; then
+        echo "zookeeper: $(basename /usr/share/java/zookeeper-3.8.*.jar .jar)"
+    else
+        echo "zookeeper: WARNING: not a 3.8 release: $(ls /usr/share/java/zookeeper-[0-9]*.jar 2>/dev/null)" >&2
+    fi
+}
+
 if have; then
     echo "zookeeper: already installed"
+    version_note
     exit 0
 fi
 
@@ -29,3 +40,4 @@ if ! have; then
     exit 1
 fi
 echo "zookeeper: installed"
+version_note
