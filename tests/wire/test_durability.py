@@ -131,6 +131,28 @@ def test_restart_keeps_data_sessions_and_ephemerals(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_group_commit_one_fsync_covers_many_txns(tmp_path: Path) -> None:
+    """Pipelined writers: txns that arrive while a sync runs share the next one."""
+    from trizk.compat.bench_load import close_sessions, create_frame, open_sessions, run_load
+
+    srv = start(tmp_path)
+    try:
+        p = srv.server.persistence  # type: ignore[union-attr]
+        socks = open_sessions("127.0.0.1", srv.port, 8)
+        frames = [
+            [create_frame(i + 1, f"/g{k}-{i}", b"x" * 100) for i in range(300)] for k in range(8)
+        ]
+        before = srv.call(lambda: (p.syncs, p.txns_logged))
+        res = run_load(socks, frames, window=32, cycle=False)
+        close_sessions(socks)
+        assert res.errors == 0 and res.replies == 2400
+        syncs, logged = srv.call(lambda: (p.syncs - before[0], p.txns_logged - before[1]))
+        assert logged >= 2400
+        assert syncs < logged / 4, f"{syncs} syncs for {logged} txns"
+    finally:
+        srv.stop()
+
+
 def test_restored_session_expires_if_its_client_never_returns(tmp_path: Path) -> None:
     keys: dict[str, Any] = {"tickTime": 100, "maxSessionTimeout": 400}
     srv = start(tmp_path, **keys)
