@@ -445,11 +445,7 @@ def run(
             say(
                 f"round {round_no}: killed after {delay:.3f}s, {acked} writes acknowledged, "
                 f"restart ok"
-                + (
-                    f", recovered {m[0]} znodes to {m[2]} in {m[3]} s"
-                    if m
-                    else ""
-                )
+                + (f", recovered {m[0]} znodes to {m[2]} in {m[3]} s" if m else "")
                 + f" ({time.monotonic() - t0:.1f}s)"
             )
         ok = True

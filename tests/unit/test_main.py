@@ -167,8 +167,7 @@ def test_one_warning_names_every_unsupported_key(
     assert main([str(cfg), "-D", "zookeeper.snapSizeLimitInKb=10"], serve=FakeServe()) == 0
     warnings = messages(caplog, logging.WARNING)
     assert warnings == [
-        "ignoring settings trizk does not support: server.1, initLimit, "
-        "zookeeper.snapSizeLimitInKb"
+        "ignoring settings trizk does not support: server.1, initLimit, zookeeper.snapSizeLimitInKb"
     ]
 
 
