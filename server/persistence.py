@@ -268,7 +268,12 @@ class Persistence:
                 len(logs),
             )
         try:
-            rec = files.recover(s.snap_dir, s.txnlog_dir, trust_empty=s.trust_empty)
+            rec = files.recover(
+                s.snap_dir,
+                s.txnlog_dir,
+                trust_empty=s.trust_empty,
+                progress=_Progress("reading the snapshot", "bytes"),
+            )
         except files.UnrecoverableDataDir as e:
             raise DataDirError(
                 f"cannot load the data directory {s.data_dir} (log dir {s.log_dir}) without "

@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -400,8 +400,11 @@ def _continues(prev: int, nxt: int) -> bool:
 
 def load_snapshot(
     snap_dir: Path,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[SnapshotContent | None, int, Path | None, list[tuple[Path, str]]]:
-    """Newest verified snapshot: (content, zxid, path, skipped[(path, why)])."""
+    """Newest verified snapshot: (content, zxid, path, skipped[(path, why)]).
+
+    ``progress(done, total)`` gets byte offsets while a snapshot is parsed (long loads)."""
     skipped: list[tuple[Path, str]] = []
     snaps = list_snapshots(snap_dir)
     for zxid, path in reversed(snaps):
@@ -412,7 +415,7 @@ def load_snapshot(
             skipped.append((path, "does not end in a seal"))
             continue
         try:
-            content = snap.parse(read_bytes(path))
+            content = snap.parse(read_bytes(path), progress=progress)
         except (SnapshotFormatError, OSError) as e:
             log.warning("problem reading snap file %s: %s; trying the previous one", path, e)
             skipped.append((path, str(e)))
@@ -433,6 +436,7 @@ def recover(
     *,
     trust_empty: bool = False,
     truncate: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Recovered:
     """Load a data dir (``version-2`` directories); see the module docstring for the rules.
 
@@ -440,7 +444,7 @@ def recover(
     cut (``truncate=False``: only reported).
     """
     log_dir = snap_dir if log_dir is None else log_dir
-    content, snap_zxid, snap_path, skipped = load_snapshot(snap_dir)
+    content, snap_zxid, snap_path, skipped = load_snapshot(snap_dir, progress)
     files = logs_from(list_logs(log_dir), snap_zxid) if content is not None else list_logs(log_dir)
     txns: list[TxnEntry] = []
     cuts: list[tuple[Path, int, str]] = []
