@@ -31,7 +31,7 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..jute import records as r
 from ..jute.codes import Code, CreateMode, OpCode, Xid
@@ -55,6 +55,8 @@ from .sessions import SessionTracker, generate_password, initial_session_id
 from .watches import WatchManager
 
 log = logging.getLogger("trizk.server")
+
+R = TypeVar("R", bound=r.Record)
 
 _HDR = struct.Struct(">ii")
 _MULTI_HDR = struct.Struct(">i?i")
@@ -383,12 +385,19 @@ class ServerCore:
 
     # -- authentication (ZooKeeperServer.processPacket / processSasl): answered at once,
     # -- outside the pipeline, zxid 0; the ids belong to the connection (acl.AuthInfo).
-    def _auth(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
+    def _decode_or_close(self, conn: ClientConnection, cls: type[R], frame: bytes) -> R | None:
+        """The body of an auth/sasl packet; one that does not decode closes the connection
+        (ZooKeeperServer.processPacket's IOException)."""
         try:
-            pkt = r.AuthPacket.decode(memoryview(frame)[8:])
+            return cls.decode(memoryview(frame)[8:])
         except JuteDecodeError as e:
-            log.warning("%s: bad AuthPacket (%s), closing connection", conn, e)
-            self._close(conn, "bad auth packet")
+            log.warning("%s: bad %s (%s), closing connection", conn, cls.__name__, e)
+            self._close(conn, f"bad {cls.__name__}")
+            return None
+
+    def _auth(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
+        pkt = self._decode_or_close(conn, r.AuthPacket, frame)
+        if pkt is None:
             return
         scheme = pkt.scheme or ""
         ids = aclmod.authenticate(
@@ -416,11 +425,8 @@ class ServerCore:
         conn.send_reply(xid, 0, Code.OK)
 
     def _sasl(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
-        try:
-            req = r.GetSASLRequest.decode(memoryview(frame)[8:])
-        except JuteDecodeError as e:
-            log.warning("%s: bad GetSASLRequest (%s), closing connection", conn, e)
-            self._close(conn, "bad sasl packet")
+        req = self._decode_or_close(conn, r.GetSASLRequest, frame)
+        if req is None:
             return
         token: bytes | None = None
         sasl_cfg = self.config.sasl

@@ -322,6 +322,18 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
     return op, txn
 
 
+def _stage_delete(
+    parent: ChangeRecord, path: str, pv: PendingChanges, ctx: PrepContext
+) -> r.DeleteTxn:
+    """The pending changes of deleting ``path``: the parent loses a child, the node goes."""
+    p2 = parent.copy(ctx.zxid)
+    p2.child_count -= 1
+    p2.pzxid = ctx.zxid
+    pv.add(p2)
+    pv.add(ChangeRecord(ctx.zxid, path, False))
+    return r.DeleteTxn(path)
+
+
 def prep_delete(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
     path: str = req.path
     parent_path = _parent_for_delete(path)
@@ -331,12 +343,7 @@ def prep_delete(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
     _check_version(node.version, req.version)
     if node.child_count > 0:
         raise PrepError(Code.NOTEMPTY)
-    p2 = parent.copy(ctx.zxid)
-    p2.child_count -= 1
-    p2.pzxid = ctx.zxid
-    pv.add(p2)
-    pv.add(ChangeRecord(ctx.zxid, path, False))
-    return op, r.DeleteTxn(path)
+    return op, _stage_delete(parent, path, pv, ctx)
 
 
 def prep_delete_container(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
@@ -348,12 +355,7 @@ def prep_delete_container(op: int, req: Any, pv: PendingChanges, ctx: PrepContex
     if ephemeral_kind(node.ephemeral_owner, ctx.extended_types) == EphemeralKind.NORMAL:
         raise PrepError(Code.BADVERSION)
     parent = pv.get(parent_path)
-    p2 = parent.copy(ctx.zxid)
-    p2.child_count -= 1
-    p2.pzxid = ctx.zxid
-    pv.add(p2)
-    pv.add(ChangeRecord(ctx.zxid, path, False))
-    return op, r.DeleteTxn(path)
+    return op, _stage_delete(parent, path, pv, ctx)
 
 
 def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
