@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..jute import records as r
-from ..jute.codes import Code, CreateMode, OpCode, Xid
+from ..jute.codes import Code, CreateMode, OpCode, Perms, Xid
 from ..jute.framing import FrameTooLarge
 from ..jute.primitives import JuteDecodeError
 from ..storage.datatree import ApplyResult, DataTree
@@ -599,10 +599,11 @@ class ServerCore:
             self.sessions.add(hdr.clientId, p.txn.timeOut, now)
         elif hdr.type == OpCode.CLOSESESSION:
             self.sessions.remove(hdr.clientId)
-        for watcher, etype, path in self.watches.fire(rc.triggers):
+        for watcher, trig in self.watches.fire(rc.triggers):
             assert isinstance(watcher, ClientConnection)
-            if not watcher.closed:
-                watcher.send_event(etype, path)
+            # ServerCnxn.process(event, znodeAcl): no READ on the node, no notification.
+            if not watcher.closed and aclmod.check(trig.acl, Perms.READ, watcher.auth):
+                watcher.send_event(trig.event, trig.path)
                 self._mark(watcher)
         conn = p.conn
         if conn is None:

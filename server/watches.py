@@ -118,17 +118,18 @@ class WatchManager:
         self.data = WatchTable()
         self.child = WatchTable()
 
-    def fire(self, triggers: Iterable[Trigger]) -> list[tuple[Hashable, EventType, str]]:
-        """(watcher, event type, path) for each notification, in ZooKeeper's order."""
-        out: list[tuple[Hashable, EventType, str]] = []
+    def fire(self, triggers: Iterable[Trigger]) -> list[tuple[Hashable, Trigger]]:
+        """(watcher, trigger) for each notification, in ZooKeeper's order. The caller delivers
+        it only if the watcher may READ ``trigger.acl``; the watch is consumed regardless."""
+        out: list[tuple[Hashable, Trigger]] = []
         for t in triggers:
             seen: set[Hashable] | None = None
             if t.tables & DATA:
                 seen = self.data.trigger(t.path, t.event, None)
-                out.extend((w, t.event, t.path) for w in seen)
+                out.extend((w, t) for w in seen)
             if t.tables & CHILD:
                 ws = self.child.trigger(t.path, t.event, seen)
-                out.extend((w, t.event, t.path) for w in ws)
+                out.extend((w, t) for w in ws)
         return out
 
     def remove_watcher(self, watcher: Hashable) -> None:

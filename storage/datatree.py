@@ -217,11 +217,17 @@ class DataNode:
 
 @dataclass(slots=True)
 class Trigger:
-    """A watch trigger: fire ``event`` for ``path`` on the watch tables in ``tables``."""
+    """A watch trigger: fire ``event`` for ``path`` on the watch tables in ``tables``.
+
+    ``acl`` is the ACL a watcher needs READ on to be told (CVE-2024-23944, in Debian's
+    ZooKeeper 3.8.0-11+deb12u2 and upstream 3.8.4): the node's own for created, deleted and
+    data-changed events, the parent's for NodeChildrenChanged. The watch is consumed either way.
+    """
 
     path: str
     event: EventType
     tables: int
+    acl: tuple[r.ACL, ...] = ()
 
 
 @dataclass(slots=True)
@@ -402,9 +408,9 @@ class DataTree:
                 eph = self.ephemerals[owner] = JavaHashSet(16)
             eph.add(path)
         if rc is not None:
-            rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA))
+            rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA, node.acl))
             rc.triggers.append(
-                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD)
+                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD, parent.acl)
             )
         return node
 
@@ -438,9 +444,9 @@ class DataTree:
             if eph is not None:
                 eph.discard(path)
         if rc is not None:
-            rc.triggers.append(Trigger(path, EventType.NODEDELETED, BOTH))
+            rc.triggers.append(Trigger(path, EventType.NODEDELETED, BOTH, node.acl))
             rc.triggers.append(
-                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD)
+                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD, parent.acl)
             )
 
     def _set_data(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
@@ -456,7 +462,7 @@ class DataTree:
         node.touch()
         self._digest_sum = dsum + node_digest(txn.path, node)
         rc.stat = node.stat()
-        rc.triggers.append(Trigger(txn.path, EventType.NODEDATACHANGED, DATA))
+        rc.triggers.append(Trigger(txn.path, EventType.NODEDATACHANGED, DATA, node.acl))
 
     def _set_acl(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
         rc.path = txn.path

@@ -444,3 +444,25 @@ def test_set_watches_after_reconnect(trizk_server: ThreadedServer) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_watch_needs_read_permission(trizk_server: ThreadedServer) -> None:
+    """CVE-2024-23944 behaviour (Debian's 3.8.0-11+deb12u2, upstream 3.8.4): a watcher without
+    READ on the node is not notified, and its one-time watch is consumed."""
+    owner, other = raw(trizk_server), raw(trizk_server)
+    try:
+        owner.add_auth("digest", b"u:p")
+        owner.read_packet(time.monotonic() + DEADLINE)
+        only_u = (R.ACL(31, R.Id("digest", "u:Jq7wMyA/w2Vd5WIDAKdu4OIIFEQ=")),)  # u:p
+        open_acl = (R.ACL(31, R.Id("world", "anyone")),)
+        call(owner, OpCode.CREATE, R.CreateRequest("/sec", b"x", only_u, 0))
+        call(other, OpCode.EXISTS, R.ExistsRequest("/sec", True))  # exists needs no READ
+        call(other, OpCode.EXISTS, R.ExistsRequest("/pub", True))
+        call(owner, OpCode.SETDATA, R.SetDataRequest("/sec", b"y", -1))
+        call(owner, OpCode.CREATE, R.CreateRequest("/pub", b"", open_acl, 0))
+        ev = other.read_packet(time.monotonic() + DEADLINE)
+        assert isinstance(ev, Event)  # the first event it gets is /pub's: /sec's was withheld
+        assert (ev.event.type, ev.event.path) == (EventType.NODECREATED, "/pub")
+    finally:
+        owner.close()
+        other.close()
