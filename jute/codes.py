@@ -83,6 +83,14 @@ class Code(IntEnum):
     THROTTLEDOP = -127
 
 
+class KeeperError(Exception):
+    """An error answered to the client as ``code`` (ZooKeeper's KeeperException)."""
+
+    def __init__(self, code: Code) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
 class EventType(IntEnum):
     NONE = -1
     NODECREATED = 1

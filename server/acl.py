@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..jute import records as r
-from ..jute.codes import Code
+from ..jute.codes import Code, KeeperError
 
 log = logging.getLogger("trizk.server.acl")
 
@@ -62,10 +62,8 @@ _BUILTIN_PROVIDERS = {
 }
 
 
-class ACLError(Exception):
-    def __init__(self, code: Code) -> None:
-        super().__init__(code.name)
-        self.code = code
+class ACLError(KeeperError):
+    """Raised when an ACL check or ACL list fails."""
 
 
 @dataclass(frozen=True, slots=True)

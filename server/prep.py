@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..jute import records as r
-from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, CreateMode, OpCode, Perms
+from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, CreateMode, KeeperError, OpCode, Perms
 from ..storage.datatree import (
     _DIGEST_STAT,
     SPECIAL_PATHS,
@@ -55,10 +55,8 @@ log = logging.getLogger("trizk.server")
 MAX_TTL = (1 << 40) - 1
 
 
-class PrepError(Exception):
-    def __init__(self, code: Code) -> None:
-        super().__init__(code.name)
-        self.code = code
+class PrepError(KeeperError):
+    """Raised when a write becomes an ErrorTxn."""
 
 
 @dataclass(slots=True)

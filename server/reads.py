@@ -21,16 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jute import records as r
-from ..jute.codes import AddWatchMode, Code, EventType, OpCode, Perms, WatcherType
+from ..jute.codes import AddWatchMode, Code, EventType, KeeperError, OpCode, Perms, WatcherType
 from ..storage.datatree import DataNode, DataTree
 from . import acl as aclmod
 from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager
 
 
-class ReadError(Exception):
-    def __init__(self, code: Code) -> None:
-        super().__init__(code.name)
-        self.code = code
+class ReadError(KeeperError):
+    """Raised when a read is answered with an error code."""
 
 
 @dataclass(slots=True)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jute import records as r
-from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, OpCode
+from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError, OpCode
 from .javahash import JavaHashSet
 from .paths import split, watch_path
 
@@ -245,10 +245,8 @@ class ApplyResult:
     deleted: list[str] | None = None
 
 
-class TxnError(Exception):
-    def __init__(self, code: Code) -> None:
-        super().__init__(code.name)
-        self.code = code
+class TxnError(KeeperError):
+    """Raised when applying a txn fails (replays of txns already in a fuzzy snapshot)."""
 
 
 _SUBTXN: dict[int, type[r.Record]] = {
