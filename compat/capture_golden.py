@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trizk.compat.rawclient import RESPONSE_TYPES
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 
@@ -755,34 +756,11 @@ REQUEST_BODY: dict[int, type[R.Record] | None] = {
     OpCode.RECONFIG: R.ReconfigRequest,
 }
 
+#: The raw client's table (FinalRequestProcessor's response records), plus the ErrorResponse
+#: that ends a failed multi op.
 RESPONSE_BODY: dict[int, type[R.Record] | None] = {
-    OpCode.CREATE: R.CreateResponse,
-    OpCode.CREATE2: R.Create2Response,
-    OpCode.CREATECONTAINER: R.Create2Response,
-    OpCode.CREATETTL: R.Create2Response,
-    OpCode.DELETE: None,
-    OpCode.EXISTS: R.ExistsResponse,
-    OpCode.GETDATA: R.GetDataResponse,
-    OpCode.SETDATA: R.SetDataResponse,
-    OpCode.GETACL: R.GetACLResponse,
-    OpCode.SETACL: R.SetACLResponse,
-    OpCode.GETCHILDREN: R.GetChildrenResponse,
-    OpCode.GETCHILDREN2: R.GetChildren2Response,
-    OpCode.SYNC: R.SyncResponse,
-    OpCode.PING: None,
-    OpCode.CHECK: None,
-    OpCode.AUTH: None,
-    OpCode.SETWATCHES: None,
-    OpCode.SETWATCHES2: None,
-    OpCode.CLOSESESSION: None,
-    OpCode.WHOAMI: R.WhoAmIResponse,
-    # FinalRequestProcessor answers addWatch with an ErrorResponse(0) body.
-    OpCode.ADDWATCH: R.ErrorResponse,
-    OpCode.CHECKWATCHES: None,
-    OpCode.REMOVEWATCHES: None,
-    OpCode.GETALLCHILDRENNUMBER: R.GetAllChildrenNumberResponse,
-    OpCode.GETEPHEMERALS: R.GetEphemeralsResponse,
-    OpCode.ERROR: R.ErrorResponse,  # a failed member of a multi
+    **RESPONSE_TYPES,
+    OpCode.ERROR: R.ErrorResponse,
 }
 
 

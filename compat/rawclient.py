@@ -69,7 +69,7 @@ RESPONSE_TYPES: dict[int, type[Record] | None] = {
     OpCode.SETWATCHES2: None,
     OpCode.REMOVEWATCHES: None,
     OpCode.CHECKWATCHES: None,
-    OpCode.ADDWATCH: None,
+    OpCode.ADDWATCH: R.ErrorResponse,  # FinalRequestProcessor: rsp = new ErrorResponse(0)
     OpCode.GETALLCHILDRENNUMBER: R.GetAllChildrenNumberResponse,
     OpCode.GETEPHEMERALS: R.GetEphemeralsResponse,
     OpCode.WHOAMI: R.WhoAmIResponse,
