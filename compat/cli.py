@@ -3,9 +3,11 @@
 Theory
 ------
 A CLI *script* is data (``compat/scenarios/cli/*.json``): a tool (``zkCli`` or ``cli_mt``) and
-the command lines typed into it. Every script runs against a fresh server of each kind (all
-scripts of a run share that server, in file order, so both servers see the same history), and
-the output is cut into one segment per command and normalised before comparison.
+the command lines typed into it, and optionally ``"cfg"``: extra zoo.cfg keys, as in
+``compat/scenarios/*.json`` (``{"extendedTypesEnabled": "true"}`` for ``create -t``). Every
+script runs against a fresh server of each kind: the scripts of a run with the same ``cfg``
+share one server, in file order, so both servers see the same history; and the output is cut
+into one segment per command and normalised before comparison.
 
 Cutting: after every command the runner types a *sentinel* command whose answer names a unique
 path, printed by the same thread, in the same order, as the command's own answer:
@@ -26,16 +28,20 @@ Normalisation (as :mod:`trizk.compat.normalise` for the wire, applied to text): 
 ``ephemeralOwner = ..``) become ``S1``, ``S2`` in order of appearance (0 kept); cli_mt's
 ``time = N msec`` becomes ``time = X msec``; SLF4J/log4j noise lines are dropped. Everything else
 (data, versions, child order, error texts, sequential names) must be equal.
+
+The scripts alone: ``python -m trizk.compat.cli [-k NAME]... [--oracle-vs-oracle]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import select
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -240,14 +246,26 @@ def normalise_cli(tool: str, segments: Sequence[str]) -> tuple[list[list[str]], 
 # ----------------------------------------------------------------------------- comparing
 
 
+def cfg_groups(scripts: Sequence[Mapping[str, Any]]) -> list[tuple[dict[str, str], list[int]]]:
+    """Scripts sharing a server: (zoo.cfg extras, script indices in file order), one group per
+    distinct ``cfg`` in order of first appearance (scripts without ``cfg`` form the ``{}`` one)."""
+    groups: dict[str, list[int]] = {}
+    for i, sc in enumerate(scripts):
+        groups.setdefault(json.dumps(sc.get("cfg", {}), sort_keys=True), []).append(i)
+    return [(json.loads(key), idx) for key, idx in groups.items()]
+
+
 def run_scripts_on(kind: str, scripts: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """Every script on one fresh server of ``kind``; normalised (segments, events) per script."""
-    results: list[Any] = []
-    with servers.running(kind) as srv:
-        for sc in scripts:
-            runner = run_zkcli if sc["tool"] == "zkCli" else run_cli_mt
-            segs, _ = runner(srv.address, sc["lines"])
-            results.append(normalise_cli(sc["tool"], segs))
+    """Every script on a fresh server of ``kind`` per ``cfg`` group; normalised (segments,
+    events) per script, in the order of ``scripts``."""
+    results: list[Any] = [None] * len(scripts)
+    for cfg, idx in cfg_groups(scripts):
+        with servers.running(kind, cfg) as srv:
+            for i in idx:
+                sc = scripts[i]
+                runner = run_zkcli if sc["tool"] == "zkCli" else run_cli_mt
+                segs, _ = runner(srv.address, sc["lines"])
+                results[i] = normalise_cli(sc["tool"], segs)
     return results
 
 
@@ -281,9 +299,10 @@ def diff_cli(
 
 
 def run_cli_suite(
-    left_kind: str, right_kind: str, left_name: str, right_name: str
+    left_kind: str, right_kind: str, left_name: str, right_name: str, names: Sequence[str] = ()
 ) -> tuple[int, int]:
-    scripts = load_scripts()
+    """Every script (only those whose name contains one of ``names``, if given) on both kinds."""
+    scripts = [sc for sc in load_scripts() if not names or any(k in sc["name"] for k in names)]
     left = run_scripts_on(left_kind, scripts)
     right = run_scripts_on(right_kind, scripts)
     diffs = diff_cli(scripts, left, right)
@@ -293,3 +312,20 @@ def run_cli_suite(
         for d in bad:
             print(d.render(left_name, right_name))
     return len(scripts), len(diffs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trizk.compat.cli [-k NAME]... [--oracle-vs-oracle]``: the CLI scripts only."""
+    ap = argparse.ArgumentParser(prog="python -m trizk.compat.cli", description=main.__doc__)
+    ap.add_argument("-k", action="append", default=[], help="only scripts whose name has NAME")
+    ap.add_argument("--oracle-vs-oracle", action="store_true")
+    args = ap.parse_args(argv)
+    left, lname = ("zookeeper", "zookeeper#1") if args.oracle_vs_oracle else ("trizk", "trizk")
+    rname = "zookeeper#2" if args.oracle_vs_oracle else "zookeeper"
+    total, ndiff = run_cli_suite(left, "zookeeper", lname, rname, args.k)
+    print(f"{total} scenarios, {ndiff} differences")
+    return 0 if ndiff == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
