@@ -2,8 +2,10 @@
 
 * Pure: the CLI normaliser (zxid ranks in both clients' formats, session labels, dates, cli_mt's
   ctime_r newline, timings) and the sentinel cut.
+* Pure: scripts with the same ``cfg`` (extra zoo.cfg keys) share a server, in file order.
 * ZooKeeper against a second ZooKeeper: 0 differences, and the scripts really ran (known answers
-  are present: a created sequential name, a digest ACL, a C-client completion).
+  are present: a created sequential name, a digest ACL, a C-client completion; a TTL node, so
+  the ``cfg`` reached the server; getEphemerals' list; addWatch/removewatches notifications).
 * trizk against ZooKeeper: 0 differences (issue 2's "Done when" for zkCli).
 """
 
@@ -67,6 +69,13 @@ def test_split_at_sentinels() -> None:
     assert cli._split(text, "zkCli", 2) == ["A\n", "\nB\n\nbye\n"]
 
 
+def test_cfg_groups_share_a_server_per_cfg_in_file_order() -> None:
+    x = {"extendedTypesEnabled": "true"}
+    scripts = [{"name": "a"}, {"name": "b", "cfg": x}, {"name": "c"}, {"name": "d", "cfg": dict(x)}]
+    assert cli.cfg_groups(scripts) == [({}, [0, 2]), (x, [1, 3])]
+    assert any(sc.get("cfg") == x for sc in SCRIPTS)
+
+
 def test_cli_oracle_vs_oracle(needs_clis: None) -> None:
     first = _oracle()
     second = cli.run_scripts_on("zookeeper", SCRIPTS)
@@ -76,6 +85,16 @@ def test_cli_oracle_vs_oracle(needs_clis: None) -> None:
     assert "Created /c/s-0000000002" in flat
     assert any(line.startswith("'digest,'alice:") for line in flat)
     assert "\tname = /m/s0000000001" in flat
+    assert "Created /tt/s-0000000001" in flat  # create -t: extendedTypesEnabled was applied
+    assert "[/g/a, /g/ab]" in flat  # getEphemerals /g/a
+    events = {e for _, evs in first for e in evs}
+    for ev in (
+        "type:NodeCreated path:/aw/a/deep",  # addWatch (recursive) fired by the session's writes
+        "type:PersistentWatchRemoved path:/aw",
+        "type:ChildWatchRemoved path:/rw",
+        "type:DataWatchRemoved path:/rw/none",
+    ):
+        assert f"WatchedEvent state:SyncConnected {ev}" in events
 
 
 def test_cli_trizk_vs_oracle(needs_clis: None) -> None:
