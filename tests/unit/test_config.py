@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from trizk.server.config import (
     KEYS,
     ConfigError,

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from trizk.storage import dump, txnlog
 
 DATA = Path(__file__).parent / "data" / "zkdata"

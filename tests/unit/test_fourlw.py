@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from kazoo.client import KazooClient
+
 from trizk.server import fourlw
 from trizk.server.config import ServerConfig
 from trizk.server.fourlw import (

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import trio
+
 from trizk.server.config import ServerConfig, load_config
 from trizk.server.main import build_parser, main
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from trizk.jute.records import ACL, Id, StatPersisted
 from trizk.storage import files, snapshot
 from trizk.storage.snapshot import SnapNode, SnapshotContent, SnapshotDigest, SnapshotFormatError

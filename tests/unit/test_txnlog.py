@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from trizk.jute.codes import OpCode
 from trizk.jute.records import (
     ACL,
@@ -547,6 +548,7 @@ def _four_letter(port: int, cmd: bytes) -> str:
 def test_zookeeper_starts_from_log_written_by_trizk(tmp_path: Path) -> None:
     """Our writer re-writes ZooKeeper's txns into fresh files; real ZooKeeper replays them."""
     from kazoo.client import KazooClient
+
     from trizk.storage import snapshot
 
     r = files.recover(_copy_golden(tmp_path / "src"))

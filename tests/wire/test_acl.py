@@ -15,6 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import InvalidACLError, NoAuthError
 from kazoo.security import make_acl, make_digest_acl
+
 from trizk.compat.rawclient import ConnectionClosed, RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode

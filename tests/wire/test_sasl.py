@@ -21,6 +21,7 @@ from kazoo.exceptions import AuthFailedError, NoAuthError
 from kazoo.protocol.states import KazooState, KeeperState
 from kazoo.security import make_acl
 from puresasl.client import SASLClient
+
 from trizk.compat.rawclient import ConnectionClosed, RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode

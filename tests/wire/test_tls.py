@@ -26,6 +26,7 @@ from cryptography.x509.oid import NameOID
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
+
 from trizk.compat.rawclient import RawClient
 from trizk.jute.codes import OpCode
 from trizk.server import tls
@@ -61,7 +62,7 @@ def _cert(
     ca: bool = False,
     san_ip: str | None = None,
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     b = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -313,13 +314,13 @@ def test_pkcs12_key_store(tmp_path: Path, pki: PKI) -> None:
 def test_store_formats_error_names_accepted_formats(tmp_path: Path, pki: PKI) -> None:
     with pytest.raises(tls.TLSConfigError, match=r"PEM \(\.pem\) or PKCS12"):
         tls.server_context(tls.TLSSettings(key_store=str(tmp_path / "server.jks")))
-    with pytest.raises(tls.TLSConfigError, match="PEM .* or PKCS12"):
+    with pytest.raises(tls.TLSConfigError, match=r"PEM .* or PKCS12"):
         tls.server_context(tls.TLSSettings(key_store=str(pki.server_pem), key_store_type="JKS"))
     with pytest.raises(tls.TLSConfigError, match="auto-detect"):
         tls.server_context(tls.TLSSettings(key_store=str(tmp_path / "server.bin")))
     with pytest.raises(tls.TLSConfigError, match="PKCS12"):
         tls.server_context(tls.TLSSettings(key_store=str(pki.server_p12), key_store_password="x"))
-    with pytest.raises(tls.TLSConfigError, match="keyStore.location"):
+    with pytest.raises(tls.TLSConfigError, match=r"keyStore\.location"):
         tls.TLSSettings.from_properties({})
     with pytest.raises(tls.TLSConfigError, match="need, want or none"):
         tls.TLSSettings.from_properties(
