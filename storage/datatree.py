@@ -34,6 +34,7 @@ until it changes. Whoever builds a tree by other means (snapshot loading) sets i
 
 from __future__ import annotations
 
+import logging
 import struct
 import zlib
 from collections.abc import Iterator
@@ -42,8 +43,11 @@ from typing import Any
 
 from ..jute import records as r
 from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError, OpCode
+from . import quota
 from .javahash import JavaHashSet
 from .paths import split, watch_path
+
+log = logging.getLogger("trizk.storage")
 
 OPEN_ACL_UNSAFE: tuple[r.ACL, ...] = (r.ACL(31, r.Id("world", "anyone")),)
 READ_ACL_UNSAFE: tuple[r.ACL, ...] = (r.ACL(1, r.Id("world", "anyone")),)
@@ -286,6 +290,10 @@ class DataTree:
         self.nodes[CONFIG_NODE] = config
         self._digest_sum = 0
         self.recompute_digest()
+        #: the quota'd paths (DataTree.pTrie); see :mod:`trizk.storage.quota`
+        self.quota_trie = quota.PathTrie()
+        self._data_size = 0
+        self.reset_data_size()
 
     # ------------------------------------------------------------------ digest
     @property
@@ -327,7 +335,116 @@ class DataTree:
                 yield p, n
 
     def approximate_data_size(self) -> int:
-        return sum(len(p) + (len(n.data) if n.data else 0) for p, n in self.iter_nodes())
+        """``DataTree.cachedApproximateDataSize``: path lengths plus data lengths, counted
+        when the tree is built and kept by create/delete/setData; quota stats updates do not
+        move it (they bypass ZooKeeper's counter too)."""
+        return self._data_size
+
+    def reset_data_size(self) -> int:
+        """``nodeDataSize.set(approximateDataSize())`` (after building the tree by hand)."""
+        self._data_size = sum(len(p) + (len(n.data) if n.data else 0) for p, n in self.iter_nodes())
+        return self._data_size
+
+    # ------------------------------------------------------------------ quotas
+    def max_prefix_with_quota(self, path: str) -> str | None:
+        """``getMaxPrefixWithQuota``: the deepest quota'd prefix of ``path`` (None if none)."""
+        prefix = self.quota_trie.max_prefix(path)
+        return None if prefix == "/" or not prefix else prefix
+
+    def setup_quota(self) -> None:
+        """``DataTree.setupQuota`` after loading a snapshot: every leaf ``.../zookeeper_limits``
+        under ``/zookeeper/quota`` gets its path into the trie and its stats recomputed."""
+        end = "/" + quota.LIMIT_NODE
+        stack = [quota.QUOTA_ZOOKEEPER] if quota.QUOTA_ZOOKEEPER in self.nodes else []
+        while stack:
+            path = stack.pop()
+            node = self.nodes.get(path)
+            if node is None:
+                continue
+            names = node.child_names()
+            if names:
+                stack.extend(f"{path}/{c}" for c in reversed(names))
+            elif path.endswith(end):
+                real = path[len(quota.QUOTA_ZOOKEEPER) : path.index(end)]
+                self._update_quota_for_path(real)
+                try:
+                    self.quota_trie.add(real)
+                except ValueError as e:
+                    log.error("quota limits node %s: %s", path, e)
+
+    def quota_leaves(self) -> list[tuple[str, bytes | None]]:
+        """The leaves of the ``/zookeeper/quota`` subtree (path, data) in tree order, as
+        ``QuotaMetricsUtils`` walks them."""
+        out: list[tuple[str, bytes | None]] = []
+        stack = [quota.QUOTA_ZOOKEEPER]
+        while stack:
+            path = stack.pop()
+            node = self.nodes.get(path)
+            if node is None:
+                continue
+            names = node.child_names()
+            if names:
+                stack.extend(f"{path}/{c}" for c in reversed(names))
+            else:
+                out.append((path, node.data))
+        return out
+
+    def _subtree_usage(self, path: str) -> tuple[int, int]:
+        """``DataTree.getCounts``: znodes and data bytes of ``path``'s subtree, itself included."""
+        count = size = 0
+        stack = [path]
+        while stack:
+            p = stack.pop()
+            node = self.nodes.get(p)
+            if node is None:
+                continue
+            count += 1
+            size += len(node.data) if node.data else 0
+            stack.extend(f"{p}/{c}" for c in node.child_names())
+        return count, size
+
+    def _update_quota_for_path(self, path: str) -> None:
+        """``updateQuotaForPath``: the stats node of ``path`` gets its subtree's real usage."""
+        count, size = self._subtree_usage(path)
+        stat_path = quota.stat_path(path)
+        node = self.nodes.get(stat_path)
+        if node is None:
+            log.warning("Missing quota stat node %s", stat_path)
+            return
+        dsum = self._digest_sum - node_digest(stat_path, node)
+        node.data = quota.StatsTrack({quota.COUNT: count, quota.BYTES: size}).encode()
+        node.touch()
+        self._digest_sum = dsum + node_digest(stat_path, node)
+
+    def _update_quota_stat(self, prefix: str, bytes_diff: int, count_diff: int) -> None:
+        """``updateQuotaStat``: add the differences to the stats node of quota ``prefix``. As in
+        ZooKeeper the node's stat, version and digest do not change, and no txn records it."""
+        stat_path = quota.stat_path(prefix)
+        node = self.nodes.get(stat_path)
+        if node is None:
+            log.error("Missing node for stat %s", stat_path)
+            return
+        try:
+            st = quota.StatsTrack.parse(node.data)
+        except quota.StatsTrackError as e:
+            # ZooKeeper's request processor thread dies on this and the server stops serving;
+            # trizk leaves the stats alone and carries on.
+            log.error("quota stats node %s is unreadable (%s); usage not updated", stat_path, e)
+            return
+        st.stats[quota.COUNT] = st.count + count_diff
+        st.stats[quota.BYTES] = st.nbytes + bytes_diff
+        node.data = st.encode()
+        node._stat = None
+
+    def _quota_node_created(self, parent_name: str, child_name: str) -> None:
+        try:
+            if child_name == quota.LIMIT_NODE:
+                self.quota_trie.add(quota.trim_quota_path(parent_name))
+            elif child_name == quota.STAT_NODE:
+                self._update_quota_for_path(quota.trim_quota_path(parent_name))
+        except ValueError as e:
+            # e.g. /zookeeper/quota/zookeeper_limits: ZooKeeper throws here and stops serving.
+            log.error("quota node %s/%s not tracked: %s", parent_name, child_name, e)
 
     # ------------------------------------------------------------------ apply
     def apply(self, hdr: r.TxnHeader, txn: r.Record | None) -> ApplyResult:
@@ -357,7 +474,9 @@ class DataTree:
         node = self.create_node(
             txn.path, txn.data, txn.acl, owner, txn.parentCVersion, hdr.zxid, hdr.time, rc
         )
-        if t != OpCode.CREATE:
+        if t == OpCode.CREATE:
+            rc.stat = None
+        elif rc.stat is None:
             rc.stat = node.stat()
 
     def create_node(
@@ -405,6 +524,16 @@ class DataTree:
             if eph is None:
                 eph = self.ephemerals[owner] = JavaHashSet(16)
             eph.add(path)
+        size = len(data) if data else 0
+        self._data_size += len(path) + size
+        if parent_name.startswith(quota.QUOTA_ZOOKEEPER):
+            if rc is not None:
+                # createNode copies the Stat out before updateQuotaForPath rewrites the data.
+                rc.stat = node.stat()
+            self._quota_node_created(parent_name, child_name)
+        prefix = self.max_prefix_with_quota(path)
+        if prefix is not None:
+            self._update_quota_stat(prefix, size, 1)
         if rc is not None:
             rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA, node.acl))
             rc.triggers.append(
@@ -441,6 +570,17 @@ class DataTree:
             eph = self.ephemerals.get(owner)
             if eph is not None:
                 eph.discard(path)
+        size = len(node.data) if node.data else 0
+        self._data_size -= len(path) + size
+        if parent_name.startswith(quota.PROC_ZOOKEEPER) and child_name == quota.LIMIT_NODE:
+            try:
+                self.quota_trie.delete(quota.trim_quota_path(parent_name))
+            except ValueError as e:
+                # ZooKeeper's substring/PathTrie throws here and stops serving.
+                log.error("quota limits node %s not untracked: %s", path, e)
+        prefix = self.max_prefix_with_quota(path)
+        if prefix is not None:
+            self._update_quota_stat(prefix, -size, -1)
         if rc is not None:
             rc.triggers.append(Trigger(path, EventType.NODEDELETED, BOTH, node.acl))
             rc.triggers.append(
@@ -453,12 +593,18 @@ class DataTree:
         if node is None:
             raise TxnError(Code.NONODE)
         dsum = self._digest_sum - node_digest(txn.path, node)
+        last = node.data
         node.data = txn.data
         node.mtime = hdr.time
         node.mzxid = hdr.zxid
         node.version = txn.version
         node.touch()
         self._digest_sum = dsum + node_digest(txn.path, node)
+        diff = (len(txn.data) if txn.data else 0) - (len(last) if last else 0)
+        self._data_size += diff
+        prefix = self.max_prefix_with_quota(txn.path)
+        if prefix is not None:
+            self._update_quota_stat(prefix, diff, 0)
         rc.stat = node.stat()
         rc.triggers.append(Trigger(txn.path, EventType.NODEDATACHANGED, DATA, node.acl))
 

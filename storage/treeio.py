@@ -148,6 +148,9 @@ def tree_from_snapshot(
     for parent, names in kids.items():
         _add_children(parent, names)
     tree.recompute_digest()
+    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
+    tree.reset_data_size()
+    tree.setup_quota()
     tree.last_processed_zxid = zxid
     return tree
 
