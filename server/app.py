@@ -34,6 +34,7 @@ import trio
 import trizk
 
 from ..jute.primitives import LIMITS, set_max_buffer
+from ..storage import quota
 from . import acl as aclmod
 from . import fourlw, tls
 from . import sasl as saslmod
@@ -85,6 +86,7 @@ class TrizkServer:
                 max_session_timeout=config.max_session_timeout,
                 max_buffer=config.jute_max_buffer,
                 extended_types=config.extended_types_enabled,
+                enforce_quota=config.enforce_quota,
                 super_digest=config.super_digest,
                 global_outstanding_limit=config.global_outstanding_limit,
                 auth=aclmod.AuthConfig.from_properties(
@@ -139,6 +141,8 @@ class TrizkServer:
                 ) from None
             raise
         self.port = listeners[0].socket.getsockname()[1]
+        if self.config.enforce_quota:
+            log.info("zookeeper.enforceQuota = true, Quota Enforce enables")
         log.info(
             "trizk %s (ZooKeeper %s compatible) serving clients on %s:%d",
             trizk.__version__,
@@ -390,6 +394,11 @@ class TrizkServer:
             node_count=core.tree.node_count(),
             watch_count=core.watches.data.count() + core.watches.child.count(),
             approximate_data_size=core.tree.approximate_data_size(),
+            quota_gauges=quota.quota_gauges(core.tree.quota_leaves()),
+            quota_counters=[
+                (f"{ns}_{quota.QUOTA_EXCEEDED_ERROR_PER_NAMESPACE}", st.quota_exceeded[ns])
+                for ns in quota.namespace_order(st.quota_exceeded)
+            ],
             uptime_ms=_now() - self.started,
             connections=conns,
             sessions=sessions,

@@ -356,6 +356,11 @@ class ServerConfig:
         return self.flag("zookeeper.extendedTypesEnabled")
 
     @property
+    def enforce_quota(self) -> bool:
+        """``zookeeper.enforceQuota`` (``enforceQuota=true`` in zoo.cfg): hard quota limits."""
+        return self.flag("zookeeper.enforceQuota")
+
+    @property
     def super_digest(self) -> str | None:
         """``zookeeper.DigestAuthenticationProvider.superDigest`` (``super:<base64 sha1>``)."""
         return self.properties.get("zookeeper.DigestAuthenticationProvider.superDigest")

@@ -50,6 +50,7 @@ from .prep import (
     prep_close_session,
     prep_multi,
 )
+from .ratelog import RateLogger
 from .reads import MULTI_READ_OPS, READ_OPS, ReadContext, ReadError
 from .sessions import SessionTracker, generate_password, initial_session_id
 from .watches import WatchManager
@@ -119,6 +120,8 @@ class CoreConfig:
     #: top byte of session ids; a standalone ZooKeeperServer uses 1 (createSessionTrackerServerId)
     server_id: int = 1
     extended_types: bool = False
+    #: ``zookeeper.enforceQuota``: check quotas on create/setData (warn, refuse hard limits)
+    enforce_quota: bool = False
     super_digest: str | None = None
     global_outstanding_limit: int = 1000
     #: authentication providers (ProviderRegistry); None: ip + digest with ``super_digest``
@@ -161,6 +164,8 @@ class ServerStats:
     latency_count: int = 0
     started: int = 0
     requests: dict[str, int] = field(default_factory=dict)
+    #: mntr's ``<namespace>_quota_exceeded_error_per_namespace`` counters, in insertion order
+    quota_exceeded: dict[str, int] = field(default_factory=dict)
 
     def record(self, latency: int) -> None:
         if self.min_latency < 0 or latency < self.min_latency:
@@ -171,6 +176,9 @@ class ServerStats:
         self.latency_count += 1
 
     def reset(self) -> None:
+        # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0.
+        for ns in self.quota_exceeded:
+            self.quota_exceeded[ns] = 0
         self.packets_received = self.packets_sent = 0
         self.min_latency = -1
         self.max_latency = self.total_latency = self.latency_count = 0
@@ -202,6 +210,8 @@ class ServerCore:
         self.session_conn: dict[int, ClientConnection] = {}
         self.dirty: list[ClientConnection] = []
         self.stats = ServerStats(started=now)
+        #: ZooKeeperServer's RATE_LOGGER, for "Quota exceeded" warnings
+        self.quota_log = RateLogger(log)
         #: conn.id -> FIFO of ("w", zxid) markers and deferred reads
         self._fifo: dict[int, deque[tuple[Any, ...]]] = {}
         #: answers a four-letter word on a fresh connection (set by the shell), or None
@@ -523,6 +533,7 @@ class ServerCore:
             wall,
             self._auth_ids(sid, conn),
             extended_types=self.config.extended_types,
+            enforce_quota=self.config.enforce_quota,
         )
         txn_type: int
         txn: r.Record | None
@@ -551,6 +562,11 @@ class ServerCore:
         except (JuteDecodeError, ValueError) as e:
             log.error("%s: failed to process request type %d: %s", conn, op, e)
             txn_type, txn = OpCode.ERROR, r.ErrorTxn(Code.MARSHALLINGERROR)
+        for ev in ctx.quota_events:
+            self.quota_log.rate_limit_log(ev.message, now)
+            if ev.hard and ev.namespace is not None:
+                counts = self.stats.quota_exceeded
+                counts[ev.namespace] = counts.get(ev.namespace, 0) + 1
         self._submit(conn, xid, op, txn_type, txn, sid, now, wall)
 
     def _check_session(self, sid: int) -> None:

@@ -355,6 +355,15 @@ class FourLetterView(Protocol):
         """``hash``: recent (zxid, tree digest) pairs; empty when digests are not kept."""
 
     @property
+    def quota_gauges(self) -> Sequence[tuple[str, int]]:
+        """mntr's quota gauge-set lines (``<ns>_quota_count_limit_per_namespace`` ...), in
+        ZooKeeper's order (:func:`trizk.storage.quota.quota_gauges`); printed after the gauges."""
+
+    @property
+    def quota_counters(self) -> Sequence[tuple[str, int]]:
+        """mntr's ``<ns>_quota_exceeded_error_per_namespace`` lines, printed after the counters."""
+
+    @property
     def metrics(self) -> Mapping[str, int | float | str]:
         """Extra/overriding mntr values by name without ``zk_`` (``"fsynctime"`` summaries as
         ``"avg_fsynctime"`` etc.). Unlisted known metrics print ZooKeeper's idle value; names
@@ -389,6 +398,8 @@ class SimpleView:
     environment: Sequence[tuple[str, str]] = ()
     trace_mask: int = 306
     digest_log: Sequence[tuple[int, int]] = ()
+    quota_gauges: Sequence[tuple[str, int]] = ()
+    quota_counters: Sequence[tuple[str, int]] = ()
     metrics: Mapping[str, int | float | str] = field(default_factory=dict)
 
 
@@ -623,7 +634,14 @@ def _mntr(view: FourLetterView) -> str:
     names = list(_MNTR_ORDER)
     known = set(names)
     names += [k for k in view.metrics if k not in known]
-    return "".join(f"zk_{name}\t{_metric_text(values[name])}\n" for name in names)
+    # DefaultMetricsProvider.dump: gauges, then gauge sets, then counters, then counter sets.
+    extra = {_LAST_GAUGE: view.quota_gauges, _LAST_COUNTER: view.quota_counters}
+    out: list[str] = []
+    for name in names:
+        out.append(f"zk_{name}\t{_metric_text(values[name])}\n")
+        for key, value in extra.get(name, ()):
+            out.append(f"zk_{key}\t{value}\n")
+    return "".join(out)
 
 
 _NEEDS_SERVING = frozenset(
@@ -889,6 +907,9 @@ def _summary_names() -> list[str]:
     return names
 
 
+#: Where mntr's gauge sets and counter sets go (after the last gauge, the last counter).
+_LAST_GAUGE = "non_mtls_local_conn_count"
+_LAST_COUNTER = "revalidate_count"
 _MNTR_ORDER: tuple[str, ...] = ("version", "server_state", *_MNTR_GAUGES, *_summary_names())
 
 #: mntr values of an idle server: 0, except averages (0.0), the unset response sizes (-1)

@@ -21,6 +21,14 @@ txn that adds no record (error, createSession, check) carries the current digest
 multi rolls the digest back with its records. The root is keyed ``""`` whether a request
 names it ``""`` or ``"/"`` (one pending state per node; ZooKeeper keys the two apart).
 
+Quotas (``ZooKeeperServer.checkQuota``, only with ``zookeeper.enforceQuota=true``): create and
+setData are checked against the quota of the deepest quota'd prefix, reading the limits and the
+usage from the *committed tree*, not the pending changes, exactly as ZooKeeper does (so the
+creates of one multi are each checked alone). Going over a soft limit is only a
+:class:`QuotaEvent` for the shell to log; over a hard limit the write fails with QUOTAEXCEEDED
+(before BADVERSION for setData). Unreadable limits or stats data make the request fail with
+MARSHALLINGERROR, as ZooKeeper's NumberFormatException does.
+
 Checks run in ZooKeeper's order, so the same bad request gets the same error code: e.g. create
 checks flags, then the path's shape, then the ACL list (INVALIDACL), then the parent (NONODE), the
 parent's CREATE permission, the sequential suffix, the full path (BADARGUMENTS), existence
@@ -32,7 +40,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..jute import records as r
@@ -47,6 +55,7 @@ from ..storage.datatree import (
 )
 from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
 from ..storage.paths import InvalidPath, validate_path
+from ..storage.quota import StatsTrack, limit_path, stat_path, top_namespace
 from . import acl as aclmod
 
 log = logging.getLogger("trizk.server")
@@ -216,9 +225,19 @@ class PendingChanges:
             self._digest = self.tree.digest
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaEvent:
+    """A write that went over a quota: ZooKeeper's rate-limited "Quota exceeded" warning; a
+    hard one (the write failed) also counts in mntr's ``quota_exceeded_error_per_namespace``."""
+
+    message: str
+    namespace: str | None
+    hard: bool
+
+
 @dataclass(slots=True)
 class PrepContext:
-    """What prep needs to know about the request beyond its record."""
+    """What prep needs to know about the request beyond its record (and what it noticed)."""
 
     session_id: int
     zxid: int
@@ -226,6 +245,8 @@ class PrepContext:
     auth: Sequence[tuple[str, str]]
     extended_types: bool = False
     reconfig_enabled: bool = False
+    enforce_quota: bool = False
+    quota_events: list[QuotaEvent] = field(default_factory=list)
 
 
 def _validate(path: str) -> None:
@@ -251,6 +272,62 @@ def _check_version(current: int, expected: int) -> int:
     if expected != -1 and expected != current:
         raise PrepError(Code.BADVERSION)
     return current + 1
+
+
+def _check_quota(
+    tree: DataTree,
+    path: str,
+    last_data: bytes | None,
+    data: bytes | None,
+    count_diff: int,
+    ctx: PrepContext,
+) -> None:
+    """``ZooKeeperServer.checkQuota`` for a create (``count_diff`` 1) or a setData (0)."""
+    if not ctx.enforce_quota:
+        return
+    prefix = tree.max_prefix_with_quota(path)
+    if not prefix:
+        return
+    size = len(data) if data else 0
+    bytes_diff = size if count_diff else size - (len(last_data) if last_data else 0)
+    limit_node = tree.get(limit_path(prefix))
+    if limit_node is None:
+        log.error("Missing limit node for quota %s", limit_path(prefix))
+        return
+    limits = StatsTrack.parse(limit_node.data)  # StatsTrackError: MARSHALLINGERROR
+    check_count = count_diff != 0 and (limits.count > -1 or limits.count_hard_limit > -1)
+    check_bytes = bytes_diff != 0 and (limits.nbytes > -1 or limits.byte_hard_limit > -1)
+    if not check_count and not check_bytes:
+        return
+    stat_node = tree.get(stat_path(prefix))
+    if stat_node is None:
+        log.error("Missing node for stat %s", stat_path(prefix))
+        return
+    usage = StatsTrack.parse(stat_node.data)
+    checks = []
+    if check_count:
+        checks.append(
+            ("count", "Count", usage.count + count_diff, limits.count_hard_limit, limits.count)
+        )
+    if check_bytes:
+        checks.append(
+            ("bytes", "Byte", usage.nbytes + bytes_diff, limits.byte_hard_limit, limits.nbytes)
+        )
+    for what, label, new, hard_limit, soft_limit in checks:
+        new = _java_long(new)
+        hard = hard_limit > -1
+        limit = hard_limit if hard else soft_limit
+        if new > limit:
+            kind = "hard" if hard else "soft"
+            msg = f"Quota exceeded: {prefix} [current {what}={new}, {kind}{label}Limit={limit}]"
+            ctx.quota_events.append(QuotaEvent(msg, top_namespace(path), hard))
+            if hard:
+                raise PrepError(Code.QUOTAEXCEEDED)
+
+
+def _java_long(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _parent_for_delete(path: str) -> str:
@@ -300,6 +377,7 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
     if ephemeral_kind(parent.ephemeral_owner, ctx.extended_types) == EphemeralKind.NORMAL:
         raise PrepError(Code.NOCHILDRENFOREPHEMERALS)
     new_cversion = parent.cversion + 1
+    _check_quota(pv.tree, path, None, req.data, 1, ctx)
     txn: r.Record
     if op == OpCode.CREATECONTAINER:
         txn = r.CreateContainerTxn(path, req.data, acl, new_cversion)
@@ -361,6 +439,7 @@ def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Tx
     _validate(path)
     node = pv.get(path)
     _check_acl(node, Perms.WRITE, ctx)
+    _check_quota(pv.tree, path, node.data, req.data, 0, ctx)
     new_version = _check_version(node.version, req.version)
     n2 = node.copy(ctx.zxid)
     n2.version = new_version
@@ -471,4 +550,9 @@ def prep_multi(
             failure = e.code
             txns.append(r.Txn(OpCode.ERROR, r.ErrorTxn(e.code).encode()))
             pv.rollback(mark)
+        except ValueError:
+            # Not a KeeperException (an unreadable quota node): ZooKeeper fails the whole multi
+            # with MARSHALLINGERROR; the caller does that, the pending changes go first.
+            pv.rollback(mark)
+            raise
     return r.MultiTxn(tuple(txns)), failure
