@@ -421,3 +421,45 @@ def test_trizk_data_dir_starts_zookeeper_with_the_same_tree(tmp_path: Path) -> N
     finally:
         srv.stop()
     _ = snapshot
+
+
+@needs_java
+def test_quota_usage_after_restart_matches_zookeeper(tmp_path: Path) -> None:
+    """Quota stats are derived state: a restart recomputes them from the tree (setupQuota) and
+    replays the log's txns on top; trizk and ZooKeeper reach the same stats from one data dir."""
+    stats = "/zookeeper/quota/q/zookeeper_stats"
+    srv = start(tmp_path, snapCount=20, preAllocSize=16)
+    try:
+        zk = client(srv.hosts)
+        zk.create("/q", b"root")
+        zk.create("/zookeeper/quota/q")
+        zk.create("/zookeeper/quota/q/zookeeper_limits", b"count=5,bytes=-1")
+        zk.create(stats, b"count=0,bytes=0")
+        zk.set(stats, b"count=100,bytes=100")  # a client's overwrite, then a snapshot
+        for i in range(30):  # past 2 * snapCount: a snapshot after the overwrite is certain
+            zk.create(f"/q/n{i}", b"x" * i)
+            zk.set("/q", b"r" * (i % 7))
+        zk.delete("/q/n3")
+        live = zk.get(stats)[0]
+        zk.stop()
+        zk.close()
+        assert srv.call(lambda: srv.server.persistence.snapshots_taken) >= 1  # type: ignore[union-attr]
+    finally:
+        srv.stop()
+    assert live == b"count=129,bytes=529"  # 100 + 30 - 1 znodes; 100 + 435 - 3 - 3 bytes
+    srv = start(tmp_path, snapCount=20, preAllocSize=16)
+    try:
+        zk = client(srv.hosts)
+        ours = dump_tree(zk)
+        zk.stop()
+        zk.close()
+    finally:
+        srv.stop()
+    # recomputed from the snapshot's tree, then the replayed txns after it: the real usage
+    assert ours[stats][0] == b"count=30,bytes=433"  # /q "r", n0..n29 without n3
+    with zkrun.running(tmp_path / "data") as zks:
+        zk = client(zks.hosts)
+        theirs = dump_tree(zk)
+        zk.stop()
+        zk.close()
+    assert theirs == ours
