@@ -17,6 +17,10 @@ path, printed by the same thread, in the same order, as the command's own answer
   are printed by the client's event thread and may land anywhere, so their lines
   (``WATCHER::``, ``WatchedEvent ...``) are taken out of the segments and compared as one
   ordered list per script (without the final ``state:Closed`` one, which races the JVM's exit).
+  One exception to that order: the ``Child``/``Data``/``PersistentWatchRemoved`` notifications
+  of one ``removewatches`` are made by the client itself, from a ``HashMap`` keyed by the
+  ``EventType`` enum (``ZKWatchManager.removeWatcher``; identity hash, so the order changes
+  from one JVM to the next): a run of consecutive such lines for one path is sorted.
 * cli_mt runs commands asynchronously and prints completions and watch notifications from its
   one completion thread, in arrival order: the sentinel is ``sync /zz-sentinel-N`` (answer
   ``[/zz-sentinel-N]: rc = 0`` / ``name = /zz-sentinel-N``), and the runner waits for it (bounded)
@@ -199,6 +203,24 @@ _OWNER = re.compile(r"(ephemeralOwner = |Got a new session id: |session Id = )(0
 _MSEC = re.compile(r"time = \d+ msec")
 _PORT = re.compile(r"127\.0\.0\.1:\d+")
 _WATCH_LINES = re.compile(r"^(WATCHER::|WatchedEvent .*)$")
+_WATCH_REMOVED = re.compile(r"type:(?:Child|Data|Persistent)WatchRemoved path:(.*)$")
+
+
+def _sort_removal_runs(events: Sequence[str]) -> list[str]:
+    """Each maximal run of ...WatchRemoved lines for one path, sorted (see above)."""
+    out: list[str] = []
+    i = 0
+    while i < len(events):
+        m = _WATCH_REMOVED.search(events[i])
+        j = i + 1
+        while m and j < len(events):
+            n = _WATCH_REMOVED.search(events[j])
+            if not n or n.group(1) != m.group(1):
+                break
+            j += 1
+        out.extend(sorted(events[i:j]))
+        i = j
+    return out
 
 
 def normalise_cli(tool: str, segments: Sequence[str]) -> tuple[list[list[str]], list[str]]:
@@ -240,7 +262,7 @@ def normalise_cli(tool: str, segments: Sequence[str]) -> tuple[list[list[str]], 
                 continue
             lines.append(fix(raw))
         out.append(lines)
-    return out, events
+    return out, _sort_removal_runs(events)
 
 
 # ----------------------------------------------------------------------------- comparing

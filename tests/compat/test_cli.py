@@ -63,6 +63,33 @@ def test_zkcli_watch_lines_are_taken_out_in_order() -> None:
     assert events == ["WatchedEvent state:SyncConnected type:NodeCreated path:/a"]
 
 
+def test_zkcli_removal_notifications_of_one_path_are_sorted_per_run() -> None:
+    def ev(t: str, p: str = "/r") -> str:
+        return f"WatchedEvent state:SyncConnected type:{t} path:{p}"
+
+    seg = "\n".join(
+        [
+            ev("DataWatchRemoved"),
+            ev("ChildWatchRemoved"),
+            ev("DataWatchRemoved", "/s"),
+            ev("ChildWatchRemoved", "/s"),
+            ev("NodeDataChanged"),
+            ev("DataWatchRemoved"),
+            ev("ChildWatchRemoved"),
+        ]
+    )
+    _, events = cli.normalise_cli("zkCli", [seg])
+    assert events == [
+        ev("ChildWatchRemoved"),
+        ev("DataWatchRemoved"),
+        ev("ChildWatchRemoved", "/s"),
+        ev("DataWatchRemoved", "/s"),
+        ev("NodeDataChanged"),
+        ev("ChildWatchRemoved"),
+        ev("DataWatchRemoved"),
+    ]
+
+
 def test_split_at_sentinels() -> None:
     text = "A\nNode does not exist: /zz-sentinel-0\nB\nNode does not exist: /zz-sentinel-1\nbye\n"
     # The last command keeps what follows its sentinel (quitting, close notifications).
