@@ -325,6 +325,8 @@ def run_cli_suite(
 ) -> tuple[int, int]:
     """Every script (only those whose name contains one of ``names``, if given) on both kinds."""
     scripts = [sc for sc in load_scripts() if not names or any(k in sc["name"] for k in names)]
+    if not scripts:
+        return 0, 0
     left = run_scripts_on(left_kind, scripts)
     right = run_scripts_on(right_kind, scripts)
     diffs = diff_cli(scripts, left, right)

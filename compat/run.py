@@ -169,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         c, d, _ = run_random(args.random, args.seed, args.length, left, right, args.sort_children)
         total += c
         ndiff += d
-    if not args.no_cli and not args.no_scenarios and not args.k and not args.ci:
+    if not args.no_cli and not args.no_scenarios and not args.ci:
         from .cli import run_cli_suite
 
-        c, d = run_cli_suite(left, right, lname, rname)
+        c, d = run_cli_suite(left, right, lname, rname, args.k or ())
         total += c
         ndiff += d
     print(f"{total} scenarios, {ndiff} differences")
