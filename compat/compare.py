@@ -114,7 +114,8 @@ def compare_scenario(
 
 
 def reset_base(srv: servers.Server, base: str, create: bool) -> bool:
-    """Delete ``base`` recursively, then (``create``) create it empty; False on any failure."""
+    """Delete ``base`` and its quota subtree (``/zookeeper/quota`` + ``base``) recursively,
+    then (``create``) create ``base`` empty; False on any failure."""
     from trizk.jute import records as R
     from trizk.jute.codes import Code, OpCode
 
@@ -143,7 +144,7 @@ def reset_base(srv: servers.Server, base: str, create: bool) -> bool:
             r = call(OpCode.DELETE, R.DeleteRequest(path, -1))
             return r.err in (0, Code.NONODE)
 
-        ok = delete_tree(base)
+        ok = delete_tree("/zookeeper/quota" + base) and delete_tree(base)
         if ok and create:
             r = call(OpCode.CREATE, R.CreateRequest(base, b"", OPEN_ACL, 0))
             ok = r.err == 0
@@ -163,29 +164,32 @@ class ServerPool:
     """
 
     def __init__(self) -> None:
-        self._servers: dict[str, servers.Server] = {}
+        #: by (kind, the scenario's zoo.cfg keys)
+        self._servers: dict[tuple[str, str], servers.Server] = {}
 
-    def _server(self, kind: str) -> servers.Server:
-        srv = self._servers.get(kind)
+    def _server(self, key: tuple[str, str], cfg: Mapping[str, str] | None) -> servers.Server:
+        srv = self._servers.get(key)
         if srv is None or not srv.alive():
             if srv is not None:
                 srv.stop()
-            srv = self._servers[kind] = servers.start(kind)
+            srv = self._servers[key] = servers.start(key[0], cfg)
         return srv
 
     def run(self, kind: str, sc: Mapping[str, Any]) -> Transcript:
         base = sc["base"]
-        srv = self._server(kind)
+        cfg = sc.get("cfg")
+        key = (kind, repr(sorted((cfg or {}).items())))
+        srv = self._server(key, cfg)
         if not reset_base(srv, base, create=True):
             srv.stop()
-            del self._servers[kind]
-            srv = self._server(kind)
+            del self._servers[key]
+            srv = self._server(key, cfg)
             if not reset_base(srv, base, create=True):
                 raise servers.ServerStartError(f"cannot prepare {base} on a fresh {kind}")
         t = run_steps(srv.host, srv.port, sc.get("sessions", {"A": {}}), sc["steps"])
         if not reset_base(srv, base, create=False):
             srv.stop()
-            del self._servers[kind]
+            del self._servers[key]
         return t
 
     def close(self) -> None:

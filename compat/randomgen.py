@@ -13,6 +13,7 @@ Grammar (weights in :data:`WEIGHTS`)::
               | getEphemerals(prefix) | getAllChildrenNumber(path)
               | addWatch(path, PERSISTENT | PERSISTENT_RECURSIVE)
               | removeWatches(path, CHILDREN | DATA | ANY) | checkWatches(path, ...)
+              | quota(target)
     mop      := create | create2 | delete | setData | check (with the same argument grammar)
     rop      := getData(path) | getChildren(path)
     path     := a small pool of valid paths under /t (ops collide: NODEEXISTS, NOTEMPTY, watches)
@@ -22,6 +23,14 @@ Grammar (weights in :data:`WEIGHTS`)::
     data     := "" | null | "x" | "hello" | 300 bytes
     acl      := open | read | creator | empty
     mode     := PERSISTENT | EPHEMERAL | PERSISTENT_SEQUENTIAL | EPHEMERAL_SEQUENTIAL | 7 (bad)
+
+``quota`` is setquota/listquota/delquota on the wire, on a target in :data:`QUOTA_TARGETS`:
+the creates of ``/zookeeper/quota/<target>``'s chain, its limits and its stats node (as
+zkCli's ``setquota`` does, one step each), or a setData of the limits, a delete of the limits
+or stats node, or a read of the stats (the usage the server keeps). Limits are always readable
+StatsTrack strings: a write under an unreadable stats node stops ZooKeeper 3.8.0. Random
+scenarios run with ``enforceQuota=true``, so hard limits refuse writes. The runner deletes
+``/zookeeper/quota`` + BASE together with BASE (:func:`trizk.compat.compare.reset_base`).
 
 ``reconnect-fresh`` is the ``renew`` step: ``closeSession`` and a new session under the same
 label, in one step, so every label stays usable, no session is ever left to expire at an
@@ -74,6 +83,16 @@ MODES: list[Any] = ["PERSISTENT"] * 5 + [
     7,
 ]
 SESSIONS = ["A", "B", "C"]
+QUOTA_TARGETS = ["/t/a", "/t/a", "/t/a/b", "/t/e"]
+QUOTA_LIMITS = [
+    "count=2,bytes=-1=;byteHardLimit=-1;countHardLimit=-1",
+    "count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3",
+    "count=-1,bytes=-1=;byteHardLimit=20;countHardLimit=-1",
+    "count=-1,bytes=-1=;byteHardLimit=400;countHardLimit=4",
+    "count=1,bytes=10",
+]
+#: zoo.cfg keys of every random scenario
+RANDOM_CFG = {"enforceQuota": "true"}
 
 WEIGHTS: dict[str, int] = {
     "create": 10,
@@ -96,7 +115,27 @@ WEIGHTS: dict[str, int] = {
     "addWatch": 1,
     "removeWatches": 1,
     "checkWatches": 1,
+    "quota": 3,
 }
+
+
+def _quota_steps(r: random.Random, s: str) -> list[Step]:
+    target = r.choice(QUOTA_TARGETS)
+    q = "/zookeeper/quota" + target
+    limits, stats = f"{q}/zookeeper_limits", f"{q}/zookeeper_stats"
+    x = r.random()
+    if x < 0.35:
+        parts = q.split("/")[1:]
+        chain = ["/" + "/".join(parts[:i]) for i in range(3, len(parts) + 1)]
+        steps: list[Step] = [[s, "create", {"path": p}] for p in chain]
+        steps.append([s, "create", {"path": limits, "data": r.choice(QUOTA_LIMITS)}])
+        steps.append([s, "create", {"path": stats, "data": "count=0,bytes=0"}])
+        return steps
+    if x < 0.7:
+        return [[s, "getData", {"path": stats}]]
+    if x < 0.85:
+        return [[s, "setData", {"path": limits, "data": r.choice(QUOTA_LIMITS)}]]
+    return [[s, "delete", {"path": r.choice([limits, limits, stats])}]]
 
 
 def _path(r: random.Random, write: bool = False) -> str:
@@ -176,11 +215,14 @@ def generate(seed: int, length: int) -> dict[str, Any]:
             steps.append([s, "auth", {"scheme": "digest", "auth": user}])
         elif op == "reconnect":
             steps.append([s, "renew", {}])
+        elif op == "quota":
+            steps.extend(_quota_steps(r, s))
         else:
             steps.append([s, *_op(r, op)])
     return {
         "name": f"random-seed{seed}-len{length}",
         "sessions": {s: {} for s in SESSIONS},
+        "cfg": dict(RANDOM_CFG),
         "base": BASE,
         "steps": steps,
     }
