@@ -355,16 +355,8 @@ class DataTree:
         """``DataTree.setupQuota`` after loading a snapshot: every leaf ``.../zookeeper_limits``
         under ``/zookeeper/quota`` gets its path into the trie and its stats recomputed."""
         end = "/" + quota.LIMIT_NODE
-        stack = [quota.QUOTA_ZOOKEEPER] if quota.QUOTA_ZOOKEEPER in self.nodes else []
-        while stack:
-            path = stack.pop()
-            node = self.nodes.get(path)
-            if node is None:
-                continue
-            names = node.child_names()
-            if names:
-                stack.extend(f"{path}/{c}" for c in reversed(names))
-            elif path.endswith(end):
+        for path, _data in self.quota_leaves():
+            if path.endswith(end):
                 real = path[len(quota.QUOTA_ZOOKEEPER) : path.index(end)]
                 self._update_quota_for_path(real)
                 try:
