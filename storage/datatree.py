@@ -348,6 +348,8 @@ class DataTree:
     # ------------------------------------------------------------------ quotas
     def max_prefix_with_quota(self, path: str) -> str | None:
         """``getMaxPrefixWithQuota``: the deepest quota'd prefix of ``path`` (None if none)."""
+        if not self.quota_trie.root.children:
+            return None  # no quota anywhere (the common case): skip the walk
         prefix = self.quota_trie.max_prefix(path)
         return None if prefix == "/" or not prefix else prefix
 
