@@ -38,7 +38,6 @@ parent's CREATE permission, the sequential suffix, the full path (BADARGUMENTS),
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +45,6 @@ from typing import Any
 from ..jute import records as r
 from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, CreateMode, KeeperError, OpCode, Perms
 from ..storage.datatree import (
-    _DIGEST_STAT,
     SPECIAL_PATHS,
     DataTree,
     EphemeralKind,
@@ -56,6 +54,7 @@ from ..storage.datatree import (
 from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
 from ..storage.paths import InvalidPath, validate_path
 from ..storage.quota import StatsTrack, limit_path, stat_path, top_namespace
+from ..storage.snapshot import calculate_digest
 from . import acl as aclmod
 
 log = logging.getLogger("trizk.server")
@@ -112,25 +111,20 @@ class ChangeRecord:
 
     def node_digest(self) -> int:
         """DigestCalculator.calculateDigest of this state (as datatree.node_digest)."""
-        path = self.path
-        if not self.exists or path.startswith("/zookeeper/"):
+        if not self.exists:
             return 0
-        crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
-        if self.data:
-            crc = zlib.crc32(self.data, crc)
-        return zlib.crc32(
-            _DIGEST_STAT.pack(
-                self.czxid,
-                self.mzxid,
-                self.pzxid,
-                self.ctime,
-                self.mtime,
-                self.version,
-                self.cversion,
-                self.aversion,
-                self.ephemeral_owner,
-            ),
-            crc,
+        return calculate_digest(
+            self.path,
+            self.data,
+            self.czxid,
+            self.mzxid,
+            self.pzxid,
+            self.ctime,
+            self.mtime,
+            self.version,
+            self.cversion,
+            self.aversion,
+            self.ephemeral_owner,
         )
 
 

@@ -35,8 +35,6 @@ until it changes. Whoever builds a tree by other means (snapshot loading) sets i
 from __future__ import annotations
 
 import logging
-import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +44,7 @@ from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError
 from . import quota
 from .javahash import JavaHashSet
 from .paths import split, watch_path
+from .snapshot import calculate_digest
 
 log = logging.getLogger("trizk.storage")
 
@@ -63,7 +62,6 @@ CHILD = 2
 BOTH = DATA | CHILD
 
 
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _MASK64 = (1 << 64) - 1
 
 
@@ -76,26 +74,19 @@ def node_digest(path: str, node: DataNode) -> int:
     """
     d = node._digest
     if d is None:
-        if path.startswith("/zookeeper/"):
-            d = 0
-        else:
-            crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
-            if node.data:
-                crc = zlib.crc32(node.data, crc)
-            d = zlib.crc32(
-                _DIGEST_STAT.pack(
-                    node.czxid,
-                    node.mzxid,
-                    node.pzxid,
-                    node.ctime,
-                    node.mtime,
-                    node.version,
-                    node.cversion,
-                    node.aversion,
-                    node.ephemeral_owner,
-                ),
-                crc,
-            )
+        d = calculate_digest(
+            path,
+            node.data,
+            node.czxid,
+            node.mzxid,
+            node.pzxid,
+            node.ctime,
+            node.mtime,
+            node.version,
+            node.cversion,
+            node.aversion,
+            node.ephemeral_owner,
+        )
         node._digest = d
     return d
 

@@ -122,16 +122,37 @@ class SnapshotContent:
 # --------------------------------------------------------------------------- digest
 
 
-def node_digest(path: str, data: bytes | None, stat: StatPersisted) -> int:
-    """DigestCalculator.calculateDigest (version 2); an unsigned 32-bit value."""
+def calculate_digest(
+    path: str,
+    data: bytes | None,
+    czxid: int,
+    mzxid: int,
+    pzxid: int,
+    ctime: int,
+    mtime: int,
+    version: int,
+    cversion: int,
+    aversion: int,
+    ephemeral_owner: int,
+) -> int:
+    """DigestCalculator.calculateDigest (version 2); an unsigned 32-bit value. The one place
+    the formula lives: the tree, prep's pending records and snapshots all call it."""
     if path.startswith(ZOOKEEPER_SUBTREE):
         return 0
-    if path == "/":
-        path = ""
-    crc = zlib.crc32(path.encode("utf-8"))
-    if data is not None:
+    crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
+    if data:
         crc = zlib.crc32(data, crc)
     tail = _DIGEST_STAT.pack(
+        czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, ephemeral_owner
+    )
+    return zlib.crc32(tail, crc)
+
+
+def node_digest(path: str, data: bytes | None, stat: StatPersisted) -> int:
+    """:func:`calculate_digest` of a snapshot node."""
+    return calculate_digest(
+        path,
+        data,
         stat.czxid,
         stat.mzxid,
         stat.pzxid,
@@ -142,7 +163,6 @@ def node_digest(path: str, data: bytes | None, stat: StatPersisted) -> int:
         stat.aversion,
         stat.ephemeralOwner,
     )
-    return zlib.crc32(tail, crc)
 
 
 def to_java_long(v: int) -> int:
