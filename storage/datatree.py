@@ -336,6 +336,20 @@ class DataTree:
         self._data_size = sum(len(p) + (len(n.data) if n.data else 0) for p, n in self.iter_nodes())
         return self._data_size
 
+    def index_owner(self, path: str, owner: int, kind: int) -> None:
+        """File a new node by its ephemeralOwner (``kind`` is :func:`ephemeral_kind` of it):
+        containers, TTL nodes, or its session's ephemerals (a ``HashSet`` of capacity 16), as
+        ``createNode`` and ``deserialize`` do."""
+        if kind == EphemeralKind.CONTAINER:
+            self.containers.add(path)
+        elif kind == EphemeralKind.TTL:
+            self.ttls.add(path)
+        elif owner != 0:
+            eph = self.ephemerals.get(owner)
+            if eph is None:
+                eph = self.ephemerals[owner] = JavaHashSet(16)
+            eph.add(path)
+
     # ------------------------------------------------------------------ quotas
     def max_prefix_with_quota(self, path: str) -> str | None:
         """``getMaxPrefixWithQuota``: the deepest quota'd prefix of ``path`` (None if none)."""
@@ -500,15 +514,7 @@ class DataTree:
         parent.add_child(child_name)
         self.nodes[path] = node
         self._digest_sum = dsum + node_digest(parent_name, parent) + node_digest(path, node)
-        if kind == EphemeralKind.CONTAINER:
-            self.containers.add(path)
-        elif kind == EphemeralKind.TTL:
-            self.ttls.add(path)
-        elif owner != 0:
-            eph = self.ephemerals.get(owner)
-            if eph is None:
-                eph = self.ephemerals[owner] = JavaHashSet(16)
-            eph.add(path)
+        self.index_owner(path, owner, kind)
         size = len(data) if data else 0
         self._data_size += len(path) + size
         if parent_name.startswith(quota.QUOTA_ZOOKEEPER):

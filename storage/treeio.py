@@ -98,7 +98,6 @@ def tree_from_snapshot(
     tree.ephemerals.clear()
     acls: dict[int, tuple[r.ACL, ...]] = {snap.OPEN_UNSAFE_ACL_REF: OPEN_ACL_UNSAFE}
     acls.update(content.acls)
-    ephemerals = tree.ephemerals
     total = len(content.nodes)
     #: children per parent, in snapshot order (added once every node is read, below)
     kids: dict[DataNode, list[str]] = {}
@@ -132,15 +131,8 @@ def tree_from_snapshot(
                 names = kids[parent] = []
             names.append(path[k + 1 :])
             nodes[path] = node
-            if kind == EphemeralKind.CONTAINER:
-                tree.containers.add(path)
-            elif kind == EphemeralKind.TTL:
-                tree.ttls.add(path)
-            elif owner != 0:
-                eph = ephemerals.get(owner)
-                if eph is None:
-                    eph = ephemerals[owner] = JavaHashSet(16)
-                eph.add(path)
+            if owner:
+                tree.index_owner(path, owner, kind)
         if progress is not None and i & 0xFFFF == 0xFFFF:
             progress(i + 1, total)
     if "" not in nodes:
