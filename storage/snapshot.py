@@ -314,15 +314,8 @@ class _Reader:
         return int(v)
 
     def ustring(self, what: str) -> str | None:
-        n = self.i32(what)
-        if n == -1:
-            return None
-        if n < 0:
-            raise SnapshotFormatError(f"bad {what} length {n} at offset {self.p - 4}")
-        self.need(n, what)
-        s = self.b[self.p : self.p + n].decode("utf-8", "replace")
-        self.p += n
-        return s
+        v = self.buffer(what)
+        return None if v is None else v.decode("utf-8", "replace")
 
     def buffer(self, what: str) -> bytes | None:
         n = self.i32(what)
