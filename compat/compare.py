@@ -104,11 +104,14 @@ def compare_scenario(
     *,
     sort_children: bool = False,
     tamper: Tamper | None = None,
+    pools: tuple[ServerPool, ServerPool] | None = None,
 ) -> tuple[list[Difference], Transcript, Transcript]:
-    """Run ``sc`` on a fresh server of each kind and diff. ``tamper`` (tests only) rewrites the
-    right side's raw transcript, to inject a known difference."""
-    left = normalise(run_on(left_kind, sc), sort_children=sort_children)
-    raw = run_on(right_kind, sc)
+    """Run ``sc`` on a fresh server of each kind, or on the long-lived servers of ``pools``
+    (scenarios with a ``base``), and diff. ``tamper`` (tests only) rewrites the right side's
+    raw transcript, to inject a known difference."""
+    left_run, right_run = (pools[0].run, pools[1].run) if pools else (run_on, run_on)
+    left = normalise(left_run(left_kind, sc), sort_children=sort_children)
+    raw = right_run(right_kind, sc)
     right = normalise(tamper(raw) if tamper else raw, sort_children=sort_children)
     return diff_transcripts(sc["name"], sc["steps"], left, right), left, right
 
@@ -202,19 +205,3 @@ class ServerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def compare_pooled(
-    pools: tuple[ServerPool, ServerPool],
-    sc: Mapping[str, Any],
-    left_kind: str,
-    right_kind: str,
-    *,
-    sort_children: bool = False,
-    tamper: Tamper | None = None,
-) -> tuple[list[Difference], Transcript, Transcript]:
-    """Like :func:`compare_scenario`, on long-lived servers (scenarios with a ``base``)."""
-    left = normalise(pools[0].run(left_kind, sc), sort_children=sort_children)
-    raw = pools[1].run(right_kind, sc)
-    right = normalise(tamper(raw) if tamper else raw, sort_children=sort_children)
-    return diff_transcripts(sc["name"], sc["steps"], left, right), left, right

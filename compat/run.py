@@ -34,7 +34,6 @@ from .compare import (
     Difference,
     ServerPool,
     Tamper,
-    compare_pooled,
     compare_scenario,
     load_scenarios,
 )
@@ -75,8 +74,8 @@ def run_random(
     with ServerPool() as lp, ServerPool() as rp:
 
         def compare(sc: dict[str, Any]) -> list[Difference]:
-            d, _, _ = compare_pooled(
-                (lp, rp), sc, left, right, sort_children=sort_children, tamper=tamper
+            d, _, _ = compare_scenario(
+                sc, left, right, sort_children=sort_children, tamper=tamper, pools=(lp, rp)
             )
             return d
 
