@@ -327,9 +327,7 @@ class TrizkServer:
             self.core.stats.reset()
         elif word == "crst":
             for p in self.peers.values():
-                c = p.conn
-                c.packets_received = c.packets_sent = 0
-                c.min_latency, c.max_latency, c.total_latency, c.latency_count = -1, 0, 0, 0
+                p.conn.reset_stats()
         return fourlw.respond(word, self._view(conn))
 
     def _view(self, asking: ClientConnection) -> fourlw.SimpleView:

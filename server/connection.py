@@ -133,6 +133,11 @@ class ClientConnection:
     def closed(self) -> bool:
         return self.state is State.CLOSED
 
+    def reset_stats(self) -> None:
+        """``ServerCnxn.resetStats`` (4lw ``crst``): counters and latencies back to start."""
+        self.packets_received = self.packets_sent = 0
+        self.min_latency, self.max_latency, self.total_latency, self.latency_count = -1, 0, 0, 0
+
     def record_latency(self, op: str, cxid: int, zxid: int, latency: int, now: int) -> None:
         self.last_op = op
         self.last_cxid = cxid

@@ -466,3 +466,26 @@ def test_watch_needs_read_permission(trizk_server: ThreadedServer) -> None:
     finally:
         owner.close()
         other.close()
+
+
+def test_crst_resets_every_connections_stats(trizk_server: ThreadedServer) -> None:
+    def word(w: bytes) -> str:
+        with socket.create_connection(("127.0.0.1", trizk_server.port), timeout=DEADLINE) as s:
+            s.sendall(w)
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+            return out.decode()
+
+    c = raw(trizk_server)  # a raw client never pings on its own: its counters stay put
+    try:
+        for _ in range(3):
+            call(c, OpCode.EXISTS, R.ExistsRequest("/", False))
+        sid = f"sid=0x{c.session_id:x}"
+        [line] = [ln for ln in word(b"cons").splitlines() if sid in ln]
+        assert "recved=4,sent=4" in line and "lcxid=0x3" in line and "avglat=" in line
+        assert word(b"crst") == "Connection stats reset.\n"
+        [line] = [ln for ln in word(b"cons").splitlines() if sid in ln]
+        assert "recved=0,sent=0" in line and "minlat=0,avglat=0,maxlat=0" in line
+    finally:
+        c.close()
