@@ -74,13 +74,14 @@ def top_namespace(path: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def _java_split(s: str, sep: str) -> list[str]:
-    """``String.split`` with a literal separator: trailing empty strings are dropped."""
-    parts = s.split(sep)
-    while len(parts) > 1 and parts[-1] == "":
+def _java_split(s: str, sep: str | re.Pattern[str]) -> list[str]:
+    """``String.split``/``Pattern.split`` (limit 0): without a match, ``[s]``; otherwise every
+    trailing empty string is dropped, so ``","`` or ``"="`` split to nothing at all."""
+    parts = s.split(sep) if isinstance(sep, str) else sep.split(s)
+    if len(parts) == 1:
+        return parts
+    while parts and parts[-1] == "":
         parts.pop()
-    if parts == [""] and s:
-        return []
     return parts
 
 
@@ -115,7 +116,7 @@ class StatsTrack:
         st = cls()
         if not text:
             return st
-        for pair in _split_pairs(text):
+        for pair in _java_split(text, _PAIRS_SEPARATOR):
             kv = _java_split(pair, "=")
             if len(kv) < 2:
                 raise StatsTrackError(f"malformed quota pair {pair!r}")
@@ -156,15 +157,6 @@ class StatsTrack:
 
     def __repr__(self) -> str:
         return f"StatsTrack({str(self)!r})"
-
-
-def _split_pairs(text: str) -> list[str]:
-    """``Pattern.compile("[,;]+").split(text)``: a leading separator gives a leading empty
-    string, trailing ones give nothing."""
-    parts = _PAIRS_SEPARATOR.split(text)
-    while len(parts) > 1 and parts[-1] == "":
-        parts.pop()
-    return parts
 
 
 def _trie_split(path: str) -> list[str]:

@@ -58,6 +58,9 @@ def test_statstrack_parse() -> None:
     }
     assert StatsTrack.parse(b"count=1;;bytes=2;,").stats == {"count": 1, "bytes": 2}
     assert StatsTrack.parse(b"count=1,count=5").count == 5
+    # Pattern.split drops every trailing empty string: separators alone are no pairs at all
+    assert StatsTrack.parse(b",").stats == {}
+    assert StatsTrack.parse(b";;,").stats == {}
 
 
 @pytest.mark.parametrize(
