@@ -410,10 +410,9 @@ class DataTree:
         if node is None:
             log.warning("Missing quota stat node %s", stat_path)
             return
-        dsum = self._digest_sum - node_digest(stat_path, node)
+        # ZooKeeper wraps this in pre/postChange, but nodes under /zookeeper/ digest to 0.
         node.data = quota.StatsTrack({quota.COUNT: count, quota.BYTES: size}).encode()
         node.touch()
-        self._digest_sum = dsum + node_digest(stat_path, node)
 
     def _update_quota_stat(self, prefix: str, bytes_diff: int, count_diff: int) -> None:
         """``updateQuotaStat``: add the differences to the stats node of quota ``prefix``. As in
