@@ -39,6 +39,8 @@ import dataclasses
 import inspect
 import struct
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import construct as cs
@@ -51,8 +53,9 @@ class JuteDecodeError(ValueError):
     """Input bytes are not a valid encoding of the expected record."""
 
 
-class _Limits:
-    """Process-wide length caps, read by every decoder (JVM system properties in ZooKeeper).
+@dataclass(frozen=True, slots=True)
+class JuteLimits:
+    """Length caps read by every decoder (JVM system properties in ZooKeeper).
 
     ``max_buffer`` is ``jute.maxbuffer`` (the cap on a frame); a buffer or string inside a
     record may be up to ``max_length = maxbuffer + zookeeper.jute.maxbuffer.extrasize``
@@ -63,15 +66,45 @@ class _Limits:
     max_length: int = 2 * DEFAULT_MAX_BUFFER
 
 
-LIMITS = _Limits()
+#: The caps in force, per context rather than per process: a server sets its own at the top of
+#: its task tree (Trio tasks inherit the context of the task that starts them), so several
+#: servers with different ``jute.maxbuffer`` can run in one process (the ensemble simulation,
+#: in-process test fixtures).
+_LIMITS_VAR: ContextVar[JuteLimits] = ContextVar(
+    "jute_limits",
+    default=JuteLimits(),  # noqa: B039 (frozen: immutable)
+)
+
+#: The caps in force in the current context.
+current_limits = _LIMITS_VAR.get
 
 
-def set_max_buffer(n: int, extrasize: int | None = None) -> None:
-    """Set ``jute.maxbuffer`` (and ``zookeeper.jute.maxbuffer.extrasize``) for all decoders."""
+class _LimitsView:
+    """Read-only view of :func:`current_limits` (``LIMITS.max_buffer``)."""
+
+    @property
+    def max_buffer(self) -> int:
+        return _LIMITS_VAR.get().max_buffer
+
+    @property
+    def max_length(self) -> int:
+        return _LIMITS_VAR.get().max_length
+
+
+LIMITS = _LimitsView()
+
+
+def set_max_buffer(n: int, extrasize: int | None = None) -> Token[JuteLimits]:
+    """Set ``jute.maxbuffer`` (and ``zookeeper.jute.maxbuffer.extrasize``) for the decoders of
+    the current context and the tasks it starts; :func:`reset_limits` with the returned token
+    puts the previous caps back."""
     if n <= 0:
         raise ValueError(f"jute.maxbuffer must be positive, got {n}")
-    LIMITS.max_buffer = n
-    LIMITS.max_length = n + (max(n, 1024) if extrasize is None else extrasize)
+    return _LIMITS_VAR.set(JuteLimits(n, n + (max(n, 1024) if extrasize is None else extrasize)))
+
+
+def reset_limits(token: Token[JuteLimits]) -> None:
+    _LIMITS_VAR.reset(token)
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,7 +188,7 @@ class _Nullable(cs.Construct):
         n = cs.Int32sb._parsereport(stream, context, path)
         if n == -1:
             return None
-        if n < 0 or n > LIMITS.max_length:
+        if n < 0 or n > _LIMITS_VAR.get().max_length:
             raise cs.ExplicitError(f"Unreasonable length = {n}")
         data = cs.stream_read(stream, n, path)
         return data.decode("utf-8", "replace") if self.text else bytes(data)
@@ -191,7 +224,7 @@ class _Bytes(JuteType):
         gen.line(f"if {n} == -1:")
         gen.line(f"    {target} = None")
         gen.line("else:")
-        gen.line(f"    if {n} < 0 or {n} > _LIMITS.max_length or p + {n} > len(b):")
+        gen.line(f"    if {n} < 0 or {n} > _limits().max_length or p + {n} > len(b):")
         gen.line(f"        raise _Err('bad length %d' % {n})")
         if self.text:
             gen.line(f"    {target} = bytes(b[p:p + {n}]).decode('utf-8', 'replace')")
@@ -338,7 +371,7 @@ class _Gen:
         self.ns: dict[str, Any] = {
             "_I": struct.Struct(">i"),
             "_NULL": struct.pack(">i", -1),
-            "_LIMITS": LIMITS,
+            "_limits": _LIMITS_VAR.get,
             "_Err": JuteDecodeError,
         }
         self._n = 0

@@ -1,4 +1,5 @@
-"""The Trio shell around :class:`~trizk.server.core.ServerCore`: sockets, clocks, tasks.
+"""The Trio shell around a standalone server's core (:mod:`trizk.server.standalone`): sockets,
+clocks, tasks.
 
 Structure (one nursery per connection, as trio-websocket's server does)::
 
@@ -19,6 +20,7 @@ reaches beyond its own connection.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import ssl
@@ -33,7 +35,7 @@ import trio
 
 import trizk
 
-from ..jute.primitives import LIMITS, set_max_buffer
+from ..jute.primitives import reset_limits, set_max_buffer
 from ..storage import quota
 from . import acl as aclmod
 from . import fourlw, tls
@@ -41,8 +43,9 @@ from . import sasl as saslmod
 from .config import ServerConfig
 from .connection import ClientConnection
 from .containers import ContainerSettings, candidates
-from .core import CoreConfig, ServerCore
+from .coreconfig import CoreConfig
 from .persistence import Persistence, PersistenceSettings
+from .standalone import Standalone
 
 log = logging.getLogger("trizk.server")
 
@@ -79,7 +82,8 @@ class TrizkServer:
             PersistenceSettings.from_config(config), extended_types=config.extended_types_enabled
         )
         loaded = self.persistence.load()
-        self.core = ServerCore(
+        self.replica = loaded.replica
+        self.node = Standalone(
             CoreConfig(
                 tick_time=config.tick_time,
                 min_session_timeout=config.min_session_timeout,
@@ -94,14 +98,18 @@ class TrizkServer:
                 ),
                 sasl=saslmod.load_sasl_config(config.properties),
             ),
+            self.replica,
+            self.persistence,
             now=_now(),
             wall=_wall(),
-            tree=loaded.tree,
-            sync_commit=False,
         )
-        self.persistence.attach(self.core, self._wake_dirty, _now)
+        #: the front end (connections, reads, replies) and the sequencer (writes, sessions)
+        self.core = self.node.front
+        self.sequencer = self.node.sequencer
+        self.persistence.attach(self.node.commit, self._wake_dirty, _now)
         self.core.is_four_letter = fourlw.command_name
         self.core.four_letter = self._four_letter
+        self._conn_ids = itertools.count(1)
         self.peers: dict[int, _Peer] = {}
         self.per_ip: Counter[str] = Counter()
         # -- TLS (secureClientPort): its own listener and, as ZooKeeper's second connection
@@ -121,14 +129,13 @@ class TrizkServer:
 
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        previous = (LIMITS.max_buffer, LIMITS.max_length)
+        # jute.maxbuffer is a JVM property in ZooKeeper; here it holds for this server's tasks.
         extra = self.config.get_property("zookeeper.jute.maxbuffer.extrasize")
-        set_max_buffer(self.config.jute_max_buffer, int(extra) if extra else None)
+        token = set_max_buffer(self.config.jute_max_buffer, int(extra) if extra else None)
         try:
             await self._run(task_status)
         finally:
-            # jute.maxbuffer is process-wide (a JVM property in ZooKeeper): put it back.
-            LIMITS.max_buffer, LIMITS.max_length = previous
+            reset_limits(token)
 
     async def _run(self, task_status: Any) -> None:
         host = self.config.client_port_address
@@ -165,17 +172,17 @@ class TrizkServer:
 
     async def _ticker(self) -> None:
         while True:
-            await trio.sleep(max(self.core.next_tick_in(_now()), 1) / 1000)
-            self.core.tick(_now(), _wall())
+            await trio.sleep(max(self.sequencer.next_tick_in(_now()), 1) / 1000)
+            self.sequencer.tick(_now(), _wall())
             self._wake_dirty()
 
     async def _container_reaper(self) -> None:
         s = self.containers
         while True:
             await trio.sleep(s.check_interval_ms / 1000)
-            for path in candidates(self.core.tree, _wall(), s):
+            for path in candidates(self.replica.tree, _wall(), s):
                 log.info("Attempting to delete candidate container: %s", path)
-                self.core.delete_container(path, _now(), _wall())
+                self.sequencer.delete_container(path, _wall())
                 self._wake_dirty()
                 await trio.sleep(s.min_interval_ms / 1000)
 
@@ -233,7 +240,9 @@ class TrizkServer:
                     await stream.aclose()
                 return
             io = tls_stream
-        conn = ClientConnection((ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall())
+        conn = ClientConnection(
+            next(self._conn_ids), (ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall()
+        )
         peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event())
         self.peers[conn.id] = peer
         self.core.connection_made(conn)
@@ -306,8 +315,6 @@ class TrizkServer:
         scope.cancel()
 
     def _wake_dirty(self) -> None:
-        if self.core.uncommitted:
-            self.persistence.kick()
         dirty = self.core.dirty
         if not dirty:
             return
@@ -365,7 +372,7 @@ class TrizkServer:
                 )
             )
         sessions = []
-        for s in core.sessions.sessions.values():
+        for s in self.sequencer.sessions.sessions.values():
             eph = core.tree.ephemerals.get(s.id)
             sessions.append(
                 fourlw.SessionInfo(
@@ -387,7 +394,7 @@ class TrizkServer:
             ),
             packets_received=st.packets_received,
             packets_sent=st.packets_sent,
-            outstanding_requests=core.outstanding,
+            outstanding_requests=self.sequencer.outstanding,
             last_zxid=core.tree.last_processed_zxid,
             node_count=core.tree.node_count(),
             watch_count=core.watches.data.count() + core.watches.child.count(),

@@ -13,7 +13,6 @@ output already queued is still flushed, then the socket is closed).
 from __future__ import annotations
 
 import enum
-import itertools
 import struct
 
 from ..jute import records as r
@@ -23,8 +22,6 @@ from .acl import DEFAULT_AUTH, AuthInfo, new_connection_ids
 
 _REPLY_HDR = struct.Struct(">iiqi")  # frame length + ReplyHeader(xid, zxid, err)
 _EVENT_HDR = struct.Struct(">iiqiiii")  # length, hdr(-1, -1, 0), type, state, path length
-
-_ids = itertools.count(1)
 
 
 class State(enum.Enum):
@@ -36,8 +33,9 @@ class State(enum.Enum):
 class ClientConnection:
     """Protocol state and buffers of one client connection."""
 
-    def __init__(self, remote: tuple[str, int], max_frame: int, now: int = 0) -> None:
-        self.id = next(_ids)
+    def __init__(self, conn_id: int, remote: tuple[str, int], max_frame: int, now: int = 0) -> None:
+        #: unique among the connections of one server (the server numbers them)
+        self.id = conn_id
         self.remote = remote
         self.decoder = FrameDecoder(max_frame)
         self.state = State.HANDSHAKE

@@ -1,24 +1,32 @@
-"""The server core: sessions, the request pipeline, commits, watches and replies. Pure.
+"""The front end: client connections, handshake, auth, reads, per-session FIFO, replies. Pure.
+
+Every server role has one (standalone, leader, follower, observer); ZooKeeper's
+``NIOServerCnxn`` + the ``ZooKeeperServer`` connection handling + ``FinalRequestProcessor``.
 
 Theory of operation
 -------------------
-The Trio shell hands the core bytes received on a connection (:meth:`ServerCore.data_received`)
-together with the current times; the core parses frames and writes replies and watch events into
-the output buffers of the connections concerned, listing them in :attr:`ServerCore.dirty` for the
-shell to flush. Time enters only as arguments (``now`` monotonic ms for sessions and latency,
-``wall`` ms for txn headers), so the core runs the same under a simulated clock.
+The Trio shell hands the front end bytes received on a connection
+(:meth:`FrontEnd.data_received`) together with the current times; it parses frames and writes
+replies and watch events into the output buffers of the connections concerned, listing them in
+:attr:`FrontEnd.dirty` for the shell to flush. Time enters only as arguments (``now`` monotonic
+ms for sessions and latency, ``wall`` ms for txn headers), so it runs the same under a simulated
+clock.
+
+What changes state goes to the :class:`WritePath` (the sequencer on a standalone server or
+leader, a forwarder to the leader on a learner): writes, closeSession, new sessions, session
+touches and revalidation on reconnect. The front end never applies a txn: the role applies each
+committed txn to the :class:`~trizk.storage.replica.Replica`, then calls
+:meth:`FrontEnd.on_committed`, which fires the watches and answers the request *matched by
+(session id, cxid)* at the head of that session's FIFO -- whichever server the txn came from.
 
 Requests of a connection are answered strictly in order (ZooKeeper's per-session FIFO):
 
-* A read is answered at once unless the connection has writes in flight; then it waits in the
-  connection's FIFO behind them and is answered right after the write before it commits, against
-  the tree as of that commit.
-* A write is prepared at once (:mod:`trizk.server.prep`) against the pending-changes view, gets
-  the next zxid and goes to the commit queue (:attr:`ServerCore.uncommitted`). The committer
-  (standalone: this object itself, through :meth:`commit`; with a txn log the shell calls
-  :meth:`commit` after the batch is durable) applies txns to the tree in zxid order, fires watches
-  -- the notifications are queued *before* the reply of the write that caused them -- and
-  answers the writer.
+* A read is answered at once from the replica unless the connection has writes in flight; then
+  it waits in the connection's FIFO behind them and is answered right after the write before it
+  commits, against the tree as of that commit.
+* A write is queued in the FIFO as a mark (cxid, opcode) and submitted to the write path; its
+  reply goes out when its txn commits. Watch notifications of a txn are queued *before* the reply
+  of the write that caused them.
 
 Every reply carries the zxid of the last txn applied to the tree when it is sent, as
 ``FinalRequestProcessor`` does; a failed write still consumes a zxid (an error txn).
@@ -30,29 +38,24 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from ..jute import records as r
-from ..jute.codes import Code, CreateMode, OpCode, Perms, Xid
+from ..jute.codes import Code, OpCode, Perms, Xid
 from ..jute.framing import FrameTooLarge
 from ..jute.primitives import JuteDecodeError
 from ..storage.datatree import ApplyResult, DataTree
+from ..storage.replica import Replica
 from . import acl as aclmod
 from . import sasl as saslmod
 from .connection import ClientConnection, State
-from .prep import (
-    MULTI_SUB_OPS,
-    WRITE_OPS,
-    PendingChanges,
-    PrepContext,
-    PrepError,
-    prep_close_session,
-    prep_multi,
-)
-from .ratelog import RateLogger
+from .coreconfig import CoreConfig, ServerStats
+from .multi import MULTI_END, MULTI_HDR, multi_response, parse_multi
+from .prep import WRITE_OPS
 from .reads import MULTI_READ_OPS, READ_OPS, ReadContext, ReadError
-from .sessions import SessionTracker, generate_password, initial_session_id
+from .sequencer import WriteRequest
+from .sessions import generate_password
 from .watches import WatchManager
 
 log = logging.getLogger("trizk.server")
@@ -60,8 +63,6 @@ log = logging.getLogger("trizk.server")
 R = TypeVar("R", bound=r.Record)
 
 _HDR = struct.Struct(">ii")
-_MULTI_HDR = struct.Struct(">i?i")
-_MULTI_END = _MULTI_HDR.pack(-1, True, -1)
 _PING_OK = struct.Struct(">iiqi")
 
 #: Opcodes ``Request.isValid`` accepts; anything else is UNIMPLEMENTED and the connection closes.
@@ -111,109 +112,62 @@ OP_NAMES: dict[int, str] = {
 }
 
 
-@dataclass(slots=True)
-class CoreConfig:
-    tick_time: int = 2000
-    min_session_timeout: int = -1
-    max_session_timeout: int = -1
-    max_buffer: int = 0xFFFFF
-    #: top byte of session ids; a standalone ZooKeeperServer uses 1 (createSessionTrackerServerId)
-    server_id: int = 1
-    extended_types: bool = False
-    #: ``zookeeper.enforceQuota``: check quotas on create/setData (warn, refuse hard limits)
-    enforce_quota: bool = False
-    super_digest: str | None = None
-    global_outstanding_limit: int = 1000
-    #: authentication providers (ProviderRegistry); None: ip + digest with ``super_digest``
-    auth: aclmod.AuthConfig | None = None
-    #: users of the JAAS Server section; None: no SASL login configured
-    sasl: saslmod.SaslServerConfig | None = None
+class WritePath(Protocol):
+    """Where the front end sends what changes state: the :class:`~trizk.server.sequencer.Sequencer`
+    on a standalone server or leader; on a learner, a forwarder to the leader."""
 
-    @property
-    def min_timeout(self) -> int:
-        return self.min_session_timeout if self.min_session_timeout > 0 else 2 * self.tick_time
+    def submit(self, req: WriteRequest, now: int, wall: int) -> None: ...
 
-    @property
-    def max_timeout(self) -> int:
-        return self.max_session_timeout if self.max_session_timeout > 0 else 20 * self.tick_time
+    def create_session(self, timeout: int, now: int, wall: int) -> int: ...
+
+    def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool: ...
+
+    def revalidate(
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
+    ) -> None: ...
 
 
 @dataclass(slots=True)
-class PendingTxn:
-    """A prepared txn waiting to be committed (made durable, then applied)."""
+class _WriteMark:
+    """A write of a connection in flight, in its FIFO: answered when (session, cxid) commits."""
 
-    hdr: r.TxnHeader
-    txn: r.Record | None
-    conn: ClientConnection | None
-    #: the opcode of the request (the header type is ERROR for a failed one)
+    cxid: int
     op: int
     received: int
-    #: tree digest after this txn, computed in prep (PrepRequestProcessor.setTxnDigest)
-    digest: int = 0
 
 
 @dataclass(slots=True)
-class ServerStats:
-    """Server-wide counters for the four-letter words."""
+class _DeferredRead:
+    """A read waiting in its connection's FIFO behind a write."""
 
-    packets_received: int = 0
-    packets_sent: int = 0
-    min_latency: int = -1
-    max_latency: int = 0
-    total_latency: int = 0
-    latency_count: int = 0
-    started: int = 0
-    requests: dict[str, int] = field(default_factory=dict)
-    #: mntr's ``<namespace>_quota_exceeded_error_per_namespace`` counters, in insertion order
-    quota_exceeded: dict[str, int] = field(default_factory=dict)
-
-    def record(self, latency: int) -> None:
-        if self.min_latency < 0 or latency < self.min_latency:
-            self.min_latency = latency
-        if latency > self.max_latency:
-            self.max_latency = latency
-        self.total_latency += latency
-        self.latency_count += 1
-
-    def reset(self) -> None:
-        # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0.
-        for ns in self.quota_exceeded:
-            self.quota_exceeded[ns] = 0
-        self.packets_received = self.packets_sent = 0
-        self.min_latency = -1
-        self.max_latency = self.total_latency = self.latency_count = 0
+    xid: int
+    op: int
+    frame: bytes
+    received: int
 
 
-class ServerCore:
-    """ZooKeeper's request pipeline for one server (standalone)."""
+class FrontEnd:
+    """Client connections of one server, any role; see the module docstring."""
 
     def __init__(
         self,
         config: CoreConfig,
-        now: int,
-        wall: int,
-        tree: DataTree | None = None,
-        sync_commit: bool = True,
+        replica: Replica,
+        write_path: WritePath,
+        stats: ServerStats,
     ) -> None:
         self.config = config
-        self.tree = tree if tree is not None else DataTree(extended_types=config.extended_types)
-        self.pending = PendingChanges(self.tree)
-        self.sessions = SessionTracker(
-            config.tick_time, now, initial_session_id(wall, config.server_id)
-        )
+        self.replica = replica
+        self.write_path = write_path
         self.watches = WatchManager()
-        self.last_zxid = self.tree.last_processed_zxid  # highest zxid handed out
-        self.uncommitted: list[PendingTxn] = []
-        #: commit each txn as soon as it is prepared (no txn log between prep and apply)
-        self.sync_commit = sync_commit
         self.connections: dict[int, ClientConnection] = {}
         self.session_conn: dict[int, ClientConnection] = {}
+        #: session id -> (connection, received) waiting for its createSession txn to commit
+        self.handshaking: dict[int, tuple[ClientConnection, int]] = {}
         self.dirty: list[ClientConnection] = []
-        self.stats = ServerStats(started=now)
-        #: ZooKeeperServer's RATE_LOGGER, for "Quota exceeded" warnings
-        self.quota_log = RateLogger(log)
-        #: conn.id -> FIFO of ("w", zxid) markers and deferred reads
-        self._fifo: dict[int, deque[tuple[Any, ...]]] = {}
+        self.stats = stats
+        #: conn.id -> FIFO of writes in flight and deferred reads
+        self._fifo: dict[int, deque[_WriteMark | _DeferredRead]] = {}
         #: answers a four-letter word on a fresh connection (set by the shell), or None
         self.four_letter: Callable[[str, ClientConnection, bytes], bytes | None] | None = None
         self.is_four_letter: Callable[[bytes], str | None] = lambda b: None
@@ -224,6 +178,10 @@ class ServerCore:
         )
         #: DIGEST-MD5 nonces (randomness enters here; tests may replace it)
         self.sasl_nonce: Callable[[], str] = saslmod.random_nonce
+
+    @property
+    def tree(self) -> DataTree:
+        return self.replica.tree
 
     # ------------------------------------------------------------------ connections
     def connection_made(self, conn: ClientConnection) -> None:
@@ -236,8 +194,11 @@ class ServerCore:
         self.connections.pop(conn.id, None)
         self._fifo.pop(conn.id, None)
         self.watches.remove_watcher(conn)
-        if conn.session_id and self.session_conn.get(conn.session_id) is conn:
-            del self.session_conn[conn.session_id]
+        sid = conn.session_id
+        if sid and self.session_conn.get(sid) is conn:
+            del self.session_conn[sid]
+        if sid and self.handshaking.get(sid, (None,))[0] is conn:
+            del self.handshaking[sid]
 
     def _close(self, conn: ClientConnection, reason: str) -> None:
         if not conn.closed:
@@ -247,10 +208,6 @@ class ServerCore:
 
     def _mark(self, conn: ClientConnection) -> None:
         self.dirty.append(conn)
-
-    @property
-    def outstanding(self) -> int:
-        return len(self.uncommitted)
 
     # ------------------------------------------------------------------ input
     def data_received(self, conn: ClientConnection, data: bytes, now: int, wall: int) -> None:
@@ -283,8 +240,6 @@ class ServerCore:
                 self._connect(conn, frame, now, wall)
             else:
                 self._request(conn, frame, now, wall)
-        if self.sync_commit and self.uncommitted:
-            self.commit(len(self.uncommitted), now)
 
     def _four_letter(self, conn: ClientConnection, word: str, arg: bytes) -> None:
         out = self.four_letter(word, conn, arg) if self.four_letter is not None else None
@@ -315,19 +270,10 @@ class ServerCore:
         timeout = min(max(req.timeOut, self.config.min_timeout), self.config.max_timeout)
         conn.session_timeout = timeout
         if req.sessionId == 0:
-            sid = self.sessions.allocate_id()
+            sid = self.write_path.create_session(timeout, now, wall)
             conn.session_id = sid
-            self.sessions.add(sid, timeout, now)
-            self._submit(
-                conn,
-                0,
-                OpCode.CREATESESSION,
-                OpCode.CREATESESSION,
-                r.CreateSessionTxn(timeout),
-                sid,
-                now,
-                wall,
-            )
+            # answered when the createSession txn commits (on_committed)
+            self.handshaking[sid] = (conn, now)
             return
         sid = req.sessionId
         old = self.session_conn.get(sid)
@@ -336,10 +282,12 @@ class ServerCore:
             self._close(old, "client reconnected elsewhere")
             self.connection_lost(old)
         conn.session_id = sid
-        valid = (req.passwd or b"") == generate_password(sid) and self.sessions.touch(
-            sid, now, timeout
+        if (req.passwd or b"") != generate_password(sid):
+            self._finish_session_init(conn, False)
+            return
+        self.write_path.revalidate(
+            sid, timeout, now, lambda valid: self._finish_session_init(conn, valid)
         )
-        self._finish_session_init(conn, valid)
 
     def _finish_session_init(self, conn: ClientConnection, valid: bool) -> None:
         sid = conn.session_id
@@ -370,7 +318,7 @@ class ServerCore:
             log.warning("%s: request shorter than its header, closing connection", conn)
             self._close(conn, "truncated request header")
             return
-        self.sessions.touch(conn.session_id, now)
+        self.write_path.touch(conn.session_id, now)
         if op == OpCode.AUTH:
             self._auth(conn, xid, frame)
             return
@@ -387,7 +335,7 @@ class ServerCore:
         fifo = self._fifo.get(conn.id)
         if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):
             if fifo:
-                fifo.append(("r", xid, op, frame, now))
+                fifo.append(_DeferredRead(xid, op, frame, now))
             else:
                 self._read(conn, xid, op, frame, now)
             return
@@ -508,154 +456,88 @@ class ServerCore:
         self._replied(conn, op, xid, zxid, received)
 
     def _multi_read(self, frame: bytes, ctx: ReadContext) -> bytes:
-        ops = _parse_multi(frame, read=True)
+        ops = parse_multi(frame, read=True)
         out: list[bytes] = []
         for op, req in ops:
             try:
                 rsp = MULTI_READ_OPS[op][1](req, ctx)
                 assert rsp is not None
-                out.append(_MULTI_HDR.pack(op, False, 0))
+                out.append(MULTI_HDR.pack(op, False, 0))
                 rsp._encode_into(out)
             except ReadError as e:
-                out.append(_MULTI_HDR.pack(OpCode.ERROR, False, e.code))
+                out.append(MULTI_HDR.pack(OpCode.ERROR, False, e.code))
                 out.append(struct.pack(">i", e.code))
-        out.append(_MULTI_END)
+        out.append(MULTI_END)
         return b"".join(out)
 
     def _write(
         self, conn: ClientConnection, xid: int, op: int, frame: bytes, now: int, wall: int
     ) -> None:
+        fifo = self._fifo.get(conn.id)
+        if fifo is None:
+            fifo = self._fifo[conn.id] = deque()
+        fifo.append(_WriteMark(xid, op, now))
         sid = conn.session_id
-        zxid = self.last_zxid + 1
-        ctx = PrepContext(
-            sid,
-            zxid,
-            wall,
-            self._auth_ids(sid, conn),
-            extended_types=self.config.extended_types,
-            enforce_quota=self.config.enforce_quota,
+        self.write_path.submit(
+            WriteRequest(sid, xid, op, frame, self._auth_ids(sid, conn)), now, wall
         )
-        txn_type: int
-        txn: r.Record | None
-        try:
-            if op == OpCode.CLOSESESSION:
-                txn_type, txn = prep_close_session(self.pending, ctx)
-                session = self.sessions.sessions.get(sid)
-                if session is not None:
-                    session.closing = True
-            elif op == OpCode.MULTI:
-                ops = _parse_multi(frame, read=False)
-                multi, _failure = prep_multi(ops, self.pending, ctx)
-                txn_type, txn = OpCode.MULTI, multi
-            elif op == OpCode.DELETECONTAINER:
-                # PrepRequestProcessor reads the path as the whole request buffer,
-                # ``new String(request.request.array(), UTF_8)``, header bytes included.
-                dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
-                txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
-            else:
-                cls, fn = WRITE_OPS[op]
-                req = cls.decode(memoryview(frame)[8:])
-                self._check_session(sid)
-                txn_type, txn = fn(op, req, self.pending, ctx)
-        except PrepError as e:
-            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
-        except (JuteDecodeError, ValueError) as e:
-            log.error("%s: failed to process request type %d: %s", conn, op, e)
-            txn_type, txn = OpCode.ERROR, r.ErrorTxn(Code.MARSHALLINGERROR)
-        for ev in ctx.quota_events:
-            self.quota_log.rate_limit_log(ev.message, now)
-            if ev.hard and ev.namespace is not None:
-                counts = self.stats.quota_exceeded
-                counts[ev.namespace] = counts.get(ev.namespace, 0) + 1
-        self._submit(conn, xid, op, txn_type, txn, sid, now, wall)
-
-    def _check_session(self, sid: int) -> None:
-        s = self.sessions.sessions.get(sid)
-        if s is None or s.closing:
-            raise PrepError(Code.SESSIONEXPIRED)
-
-    def _submit(
-        self,
-        conn: ClientConnection | None,
-        xid: int,
-        op: int,
-        txn_type: int,
-        txn: r.Record | None,
-        sid: int,
-        now: int,
-        wall: int,
-    ) -> None:
-        self.last_zxid += 1
-        hdr = r.TxnHeader(sid, xid, self.last_zxid, wall, txn_type)
-        self.uncommitted.append(PendingTxn(hdr, txn, conn, op, now, self.pending.digest))
-        if conn is not None:
-            fifo = self._fifo.get(conn.id)
-            if fifo is None:
-                fifo = self._fifo[conn.id] = deque()
-            fifo.append(("w", hdr.zxid))
 
     # ------------------------------------------------------------------ commit
-    def take_uncommitted(self) -> list[PendingTxn]:
-        """The prepared txns not yet committed, oldest first (for the txn log writer)."""
-        return list(self.uncommitted)
-
-    def commit(self, count: int, now: int) -> None:
-        """Apply the oldest ``count`` prepared txns (now durable) and answer their requests."""
-        batch = self.uncommitted[:count]
-        del self.uncommitted[:count]
-        for p in batch:
-            self._apply(p, now)
-
-    def _apply(self, p: PendingTxn, now: int) -> None:
-        hdr = p.hdr
-        rc = self.tree.apply(hdr, p.txn)
-        self.pending.committed(hdr.zxid)
-        if hdr.type == OpCode.CREATESESSION:
-            assert isinstance(p.txn, r.CreateSessionTxn)
-            self.sessions.add(hdr.clientId, p.txn.timeOut, now)
-        elif hdr.type == OpCode.CLOSESESSION:
-            self.sessions.remove(hdr.clientId)
+    def on_committed(self, hdr: r.TxnHeader, rc: ApplyResult, now: int) -> None:
+        """A txn was applied to the replica: fire its watches, answer its request if it is one
+        of this server's (matched by session id and cxid, as ``CommitProcessor`` matches a
+        committed request to the head of its session's queue), then the reads queued behind it.
+        """
         for watcher, trig in self.watches.fire(rc.triggers):
             assert isinstance(watcher, ClientConnection)
             # ServerCnxn.process(event, znodeAcl): no READ on the node, no notification.
             if not watcher.closed and aclmod.check(trig.acl, Perms.READ, watcher.auth):
                 watcher.send_event(trig.event, trig.path)
                 self._mark(watcher)
-        conn = p.conn
-        if conn is None:
-            if hdr.type == OpCode.CLOSESESSION:  # expiry: drop the session's connection
-                c = self.session_conn.pop(hdr.clientId, None)
-                if c is not None:
-                    self._close(c, "session expired")
+        sid = hdr.clientId
+        if hdr.type == OpCode.CREATESESSION:
+            waiting = self.handshaking.pop(sid, None)
+            if waiting is not None:
+                hconn, received = waiting
+                if not hconn.closed:
+                    self._finish_session_init(hconn, True)
+                    self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received)
             return
-        fifo = self._fifo.get(conn.id)
-        if fifo:
-            fifo.popleft()
+        conn = self.session_conn.get(sid)
+        fifo = self._fifo.get(conn.id) if conn is not None else None
+        head = fifo[0] if fifo else None
+        if conn is None or not isinstance(head, _WriteMark) or head.cxid != hdr.cxid:
+            if hdr.type == OpCode.CLOSESESSION and conn is not None:
+                # expiry (or a close through another server): drop the session's connection
+                del self.session_conn[sid]
+                self._close(conn, "session expired")
+            return
+        assert fifo is not None
+        fifo.popleft()
         if conn.closed:
             return
-        self._reply(conn, p, rc, now)
-        while fifo and fifo[0][0] == "r":
-            _, xid, op, frame, received = fifo.popleft()
-            self._read(conn, xid, op, frame, received)
+        self._reply(conn, head, hdr, rc)
+        while fifo and isinstance(fifo[0], _DeferredRead):
+            rd = fifo.popleft()
+            assert isinstance(rd, _DeferredRead)
+            self._read(conn, rd.xid, rd.op, rd.frame, rd.received)
             if conn.closed:
                 break
 
-    def _reply(self, conn: ClientConnection, p: PendingTxn, rc: ApplyResult, now: int) -> None:
+    def _reply(
+        self, conn: ClientConnection, mark: _WriteMark, hdr: r.TxnHeader, rc: ApplyResult
+    ) -> None:
         zxid = self.tree.last_processed_zxid
-        op = p.op
-        xid = p.hdr.cxid
+        op = mark.op
+        xid = mark.cxid
         conn.outstanding = max(0, conn.outstanding - 1)
-        if op == OpCode.CREATESESSION:
-            self._finish_session_init(conn, True)
-            self._replied(conn, op, xid, zxid, p.received)
-            return
         err = rc.err
         body: r.Record | None = None
         payload: bytes | None = None
-        if p.hdr.type == OpCode.ERROR:
+        if hdr.type == OpCode.ERROR:
             pass
         elif op == OpCode.MULTI:
-            payload = _multi_response(rc)
+            payload = multi_response(rc)
             err = 0  # a multi's header says OK; each op's result carries its error
         elif err == 0:
             if op == OpCode.CREATE:
@@ -673,7 +555,7 @@ class ServerCore:
             conn.send_reply_bytes(xid, zxid, err, payload)
         else:
             conn.send_reply(xid, zxid, err, body)
-        self._replied(conn, op, xid, zxid, p.received)
+        self._replied(conn, op, xid, zxid, mark.received)
         if op == OpCode.CLOSESESSION:
             self.session_conn.pop(conn.session_id, None)
             self._close(conn, "client closed session")
@@ -684,36 +566,6 @@ class ServerCore:
         latency = 0  # replies are produced within the same tick as the request in-memory
         conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, received)
         self.stats.record(latency)
-
-    def delete_container(self, path: str, now: int, wall: int) -> None:
-        """ContainerManager's internal deleteContainer request (session 0, cxid 0)."""
-        ctx = PrepContext(0, self.last_zxid + 1, wall, [], self.config.extended_types)
-        txn_type: int
-        txn: r.Record | None
-        try:
-            req = r.DeleteRequest(path, -1)
-            txn_type, txn = WRITE_OPS[OpCode.DELETECONTAINER][1](
-                OpCode.DELETECONTAINER, req, self.pending, ctx
-            )
-        except PrepError as e:
-            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
-        self._submit(None, 0, OpCode.DELETECONTAINER, txn_type, txn, 0, now, wall)
-        if self.sync_commit:
-            self.commit(len(self.uncommitted), now)
-
-    # ------------------------------------------------------------------ time
-    def tick(self, now: int, wall: int) -> None:
-        """Expire sessions whose time has come: each gets a closeSession txn."""
-        for s in self.sessions.expired(now):
-            log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
-            ctx = PrepContext(s.id, self.last_zxid + 1, wall, [])
-            txn_type, txn = prep_close_session(self.pending, ctx)
-            self._submit(None, 0, OpCode.CLOSESESSION, txn_type, txn, s.id, now, wall)
-        if self.sync_commit and self.uncommitted:
-            self.commit(len(self.uncommitted), now)
-
-    def next_tick_in(self, now: int) -> int:
-        return self.sessions.wait_time(now)
 
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
@@ -726,79 +578,3 @@ def _bad_reconfig(frame: bytes) -> bool:
     except JuteDecodeError:
         return True
     return False
-
-
-# ---------------------------------------------------------------------- multi codec
-
-
-def _parse_multi(frame: bytes, *, read: bool) -> list[tuple[int, r.Record]]:
-    """MultiOperationRecord.deserialize: (MultiHeader, op record)* until done."""
-    buf = memoryview(frame)
-    pos = 8
-    ops: list[tuple[int, r.Record]] = []
-    limit = len(buf)
-    while True:
-        if pos + 9 > limit:
-            raise JuteDecodeError("truncated multi header")
-        typ, done, _err = _MULTI_HDR.unpack_from(buf, pos)
-        pos += 9
-        if done:
-            break
-        if read:
-            if typ not in MULTI_READ_OPS:
-                raise JuteDecodeError(f"Invalid type of op {typ} in multiRead")
-            cls: type[r.Record] = MULTI_READ_OPS[typ][0]
-            rec, pos = cls.decode_from(buf, pos)
-            ops.append((typ, rec))
-            continue
-        if typ not in MULTI_SUB_OPS:
-            raise JuteDecodeError(f"Invalid type of op {typ}")
-        cls = WRITE_OPS[typ][0]
-        rec, pos = cls.decode_from(buf, pos)
-        ops.append((_multi_op_type(typ, rec), rec))
-    return ops
-
-
-def _multi_op_type(typ: int, rec: Any) -> int:
-    """A create sub-op's opcode comes from its flags, as ``Op.create`` picks it
-    (``CreateMode.fromFlag(flags, PERSISTENT)``): so a create2 inside a multi answers like a
-    create, and TTL/container modes become createTTL/createContainer."""
-    if typ not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL):
-        return typ
-    try:
-        mode = CreateMode(rec.flags)
-    except ValueError:
-        mode = CreateMode.PERSISTENT
-    if mode.ttl:
-        if not isinstance(rec, r.CreateTTLRequest):
-            raise JuteDecodeError("TTL create mode without a TTL in a multi")
-        return OpCode.CREATETTL
-    if mode.container:
-        return OpCode.CREATECONTAINER
-    return OpCode.CREATE
-
-
-def _multi_response(rc: ApplyResult) -> bytes:
-    out: list[bytes] = []
-    for sub in rc.multi or ():
-        t = sub.type
-        if t == OpCode.ERROR:
-            out.append(_MULTI_HDR.pack(OpCode.ERROR, False, sub.err))
-            out.append(struct.pack(">i", sub.err))
-        elif t == OpCode.CREATE:
-            out.append(_MULTI_HDR.pack(OpCode.CREATE, False, 0))
-            r.CreateResponse(sub.path or "")._encode_into(out)
-        elif t in (OpCode.CREATE2, OpCode.CREATETTL, OpCode.CREATECONTAINER):
-            assert sub.stat is not None
-            out.append(_MULTI_HDR.pack(OpCode.CREATE2, False, 0))
-            r.Create2Response(sub.path or "", sub.stat)._encode_into(out)
-        elif t in (OpCode.DELETE, OpCode.DELETECONTAINER):
-            out.append(_MULTI_HDR.pack(OpCode.DELETE, False, 0))
-        elif t == OpCode.SETDATA:
-            assert sub.stat is not None
-            out.append(_MULTI_HDR.pack(OpCode.SETDATA, False, 0))
-            r.SetDataResponse(sub.stat)._encode_into(out)
-        elif t == OpCode.CHECK:
-            out.append(_MULTI_HDR.pack(OpCode.CHECK, False, 0))
-    out.append(_MULTI_END)
-    return b"".join(out)

@@ -2,14 +2,15 @@
 
 Theory of operation
 -------------------
-The core prepares writes into :attr:`ServerCore.uncommitted` (``sync_commit=False``) and never
-applies them itself. This shell is the committer (ZooKeeper's SyncRequestProcessor):
+This shell is the standalone server's :class:`~trizk.server.committer.Committer` (ZooKeeper's
+SyncRequestProcessor): the sequencer proposes txns to it, and it hands them, once durable, to
+its commit sink (:meth:`trizk.server.standalone.Standalone.commit`: apply, fire watches, reply).
 
-* **Committer task.** Wait until the core has txns not yet appended; append all of them to the
+* **Committer task.** Wait until txns were proposed; append all of them to the
   :class:`~trizk.storage.files.TxnLogWriter` (each with the tree digest prep computed for it),
-  ``fdatasync`` in a worker thread, then :meth:`ServerCore.commit` them (apply, fire watches,
-  reply). Txns that arrive while a sync runs wait for the next round, so one fsync covers all
-  of them: throughput with many clients is bounded by the disk, not by one fsync per write.
+  ``fdatasync`` in a worker thread, then commit them. Txns that arrive while a sync runs wait
+  for the next round, so one fsync covers all of them: throughput with many clients is
+  bounded by the disk, not by one fsync per write.
   A txn is durable before any client can see its effects, and a reply is never sent for a
   txn that is not durable. An ``OSError`` from the disk is fatal (:class:`StorageFailure`
   stops the server, as ZooKeeper exits when it cannot write its log): afterwards nothing is
@@ -48,20 +49,19 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from ..jute import records as r
-from ..jute.codes import OpCode
 from ..storage import files, snapshot, treeio, txnlog
 from ..storage.datatree import DataTree
+from ..storage.replica import Replica
 from ..storage.txnlog import TxnEntry
+from .committer import Proposal
 from .config import ServerConfig, java_boolean
-from .core import ServerCore
 
 log = logging.getLogger("trizk.server.persistence")
 
@@ -157,8 +157,7 @@ class PersistenceSettings:
 class Loaded:
     """The state :meth:`Persistence.load` recovered."""
 
-    tree: DataTree
-    sessions: dict[int, int]  # session id -> timeout (ms)
+    replica: Replica
     snapshot_path: Path | None
     replayed: int
     seconds: float
@@ -206,19 +205,29 @@ class _Progress:
 class Persistence:
     """The data directory of one server; see the module docstring."""
 
-    def __init__(self, settings: PersistenceSettings, *, extended_types: bool = False) -> None:
+    def __init__(
+        self,
+        settings: PersistenceSettings,
+        *,
+        extended_types: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
         self.settings = settings
+        #: randomness for the snapshot roll (passed in: no process-wide state)
+        self._rng = rng if rng is not None else random.Random()
         self.extended_types = extended_types
-        self.core: ServerCore | None = None
+        #: the replica recovered by :meth:`load` (what snapshots record)
+        self.replica: Replica | None = None
         self.writer: files.TxnLogWriter | None = None
-        #: committed session table (id -> timeout), what a snapshot records
-        self.sessions: dict[int, int] = {}
+        #: proposed txns not yet appended to the log
+        self._queue: list[Proposal] = []
+        self._sink: Callable[[Sequence[Proposal], int], None] | None = None
         self._wake: Callable[[], None] = lambda: None
         self._now: Callable[[], int] = lambda: int(trio.current_time() * 1000)
         self._kick = trio.Event()
-        self._inflight = 0  # txns appended to the log, not yet committed
         self._since_snapshot = 0  # txns logged since the last roll
         self._rand_roll = 0
+        self._inflight = 0  # txns being appended and synced
         self._snapshot_wanted = trio.Event()
         self._snapshotting = False
         self.snapshots_taken = 0
@@ -244,7 +253,7 @@ class Persistence:
         finally:
             if was_enabled:
                 gc.enable()
-        if loaded.tree.node_count() >= FREEZE_MIN_NODES:
+        if loaded.replica.tree.node_count() >= FREEZE_MIN_NODES:
             gc.collect()
             gc.freeze()
         return loaded
@@ -307,9 +316,9 @@ class Persistence:
             sessions = dict(rec.snapshot.sessions)
         t1 = time.monotonic()
         txn_progress = _Progress("replaying the txn log", "txns")
+        replica = Replica(tree, sessions)
         res = treeio.replay(
-            tree,
-            sessions,
+            replica,
             rec.txns,
             snapshot_digest=rec.snapshot.digest if rec.snapshot is not None else None,
             check_digests=s.digest_enabled,
@@ -323,7 +332,7 @@ class Persistence:
                 res.digest_checked,
                 res.digest_mismatches[0],
             )
-        dead = treeio.kill_dead_sessions(tree, sessions)
+        dead = replica.kill_dead_sessions()
         if dead:
             log.info("dropped the ephemerals of %d sessions that no longer exist", len(dead))
         t2 = time.monotonic()
@@ -342,13 +351,12 @@ class Persistence:
             tree.last_processed_zxid,
             t2 - t0,
         )
-        self.sessions = dict(sessions)
+        self.replica = replica
         if rec.txns:
             # Bound the next recovery: snapshot what was replayed once serving.
             self._snapshot_wanted.set()
         return Loaded(
-            tree,
-            sessions,
+            replica,
             rec.snapshot_path,
             res.applied,
             t2 - t0,
@@ -358,29 +366,32 @@ class Persistence:
 
     def attach(
         self,
-        core: ServerCore,
+        sink: Callable[[Sequence[Proposal], int], None],
         wake: Callable[[], None],
         now: Callable[[], int] | None = None,
     ) -> None:
-        """Serve ``core`` (built on the loaded tree with ``sync_commit=False``): restore the
-        sessions into its tracker; ``wake`` flushes replies after a commit."""
-        self.core = core
+        """Commit into ``sink(batch, now)`` (after :meth:`load`); ``wake`` flushes replies after
+        a commit."""
+        self._sink = sink
         self._wake = wake
         if now is not None:
             self._now = now
-        t = self._now()
-        for sid, timeout in self.sessions.items():
-            core.sessions.add(sid, timeout, t)
 
-    def kick(self) -> None:
-        """The core has new uncommitted txns."""
+    def propose(self, p: Proposal) -> None:
+        """Committer: log ``p`` with the next group commit."""
+        self._queue.append(p)
         self._kick.set()
+
+    @property
+    def outstanding(self) -> int:
+        """Txns proposed and not yet committed."""
+        return len(self._queue) + self._inflight
 
     # ------------------------------------------------------------------ tasks
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Open the log and run the committer, snapshot and purge tasks until cancelled."""
         s = self.settings
-        assert self.core is not None, "attach() before run()"
+        assert self._sink is not None, "attach() before run()"
         self.writer = files.TxnLogWriter(
             s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
         )
@@ -402,22 +413,21 @@ class Persistence:
                     log.error("closing the txn log: %s", e)
 
     async def _committer(self) -> None:
-        core = self.core
-        assert core is not None and self.writer is not None
+        sink = self._sink
+        assert sink is not None and self.writer is not None
         writer = self.writer
         digests = self.settings.digest_enabled
         while True:
-            pending = core.uncommitted
-            if len(pending) <= self._inflight:
+            if not self._queue:
                 self._kick = trio.Event()
                 await self._kick.wait()
                 continue
-            batch = pending[self._inflight :]
+            batch, self._queue = self._queue, []
             writer.append(
                 TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
                 for p in batch
             )
-            self._inflight += len(batch)
+            self._inflight = len(batch)
             self.txns_logged += len(batch)
             self._since_snapshot += len(batch)
             if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
@@ -432,22 +442,13 @@ class Persistence:
                 log.critical("cannot write the txn log (%s); stopping the server", e)
                 raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
             self.syncs += 1
-            n, self._inflight = self._inflight, 0
-            committed = pending[:n]
-            core.commit(n, self._now())
-            sessions = self.sessions
-            for p in committed:
-                t = p.hdr.type
-                if t == OpCode.CREATESESSION:
-                    assert isinstance(p.txn, r.CreateSessionTxn)
-                    sessions[p.hdr.clientId] = p.txn.timeOut
-                elif t == OpCode.CLOSESESSION:
-                    sessions.pop(p.hdr.clientId, None)
+            self._inflight = 0
+            sink(batch, self._now())
             self._wake()
 
     def _reset_roll(self) -> None:
         self._since_snapshot = 0
-        self._rand_roll = random.randrange(max(self.settings.snap_count // 2, 1))
+        self._rand_roll = self._rng.randrange(max(self.settings.snap_count // 2, 1))
 
     async def _snapshotter(self) -> None:
         while True:
@@ -460,12 +461,14 @@ class Persistence:
         if self._snapshotting:
             log.warning("Too busy to snap, skipping")
             return None
-        core = self.core
-        assert core is not None
+        replica = self.replica
+        assert replica is not None
         self._snapshotting = True
         try:
             t0 = time.monotonic()
-            fs = treeio.FuzzySnapshot(core.tree, self.sessions, digest=self.settings.digest_enabled)
+            fs = treeio.FuzzySnapshot(
+                replica.tree, replica.sessions, digest=self.settings.digest_enabled
+            )
             log.info("Snapshotting: %#x to %s", fs.zxid, self.settings.snap_dir)
             while not fs.step(SNAPSHOT_STEP):
                 await trio.sleep(0)

@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..jute import records as r
-from ..jute.codes import OpCode
 from . import snapshot as snap
 from .datatree import (
     OPEN_ACL_UNSAFE,
@@ -50,6 +49,7 @@ from .datatree import (
     ephemeral_kind,
 )
 from .javahash import JavaHashSet
+from .replica import Replica
 from .snapshot import SnapshotContent, SnapshotDigest
 from .txnlog import TxnEntry
 
@@ -59,7 +59,6 @@ __all__ = [
     "SnapshotLoadError",
     "canonical",
     "content_from_tree",
-    "kill_dead_sessions",
     "replay",
     "tree_from_snapshot",
 ]
@@ -190,20 +189,20 @@ def _as_current(entry: TxnEntry) -> r.Record | None:
 
 
 def replay(
-    tree: DataTree,
-    sessions: dict[int, int],
+    replica: Replica,
     entries: Iterable[TxnEntry],
     *,
     snapshot_digest: SnapshotDigest | None = None,
     check_digests: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> ReplayResult:
-    """Apply logged txns in order to ``tree`` and the session table (id -> timeout).
+    """Apply logged txns in order to ``replica`` (tree and session table).
 
-    FileTxnSnapLog.processTransaction: createSession adds the session, closeSession removes it
-    (and, through the tree, its ephemerals). Digests are compared as the module docstring says.
-    ``progress(applied)`` is called every 16k txns.
+    FileTxnSnapLog.processTransaction, through :meth:`Replica.apply` as every commit goes.
+    Digests are compared as the module docstring says. ``progress(applied)`` is called every
+    16k txns.
     """
+    tree = replica.tree
     res = ReplayResult()
     # DataTree.digestFromLoadedSnapshot: compare nothing until the snapshot's digest zxid.
     fuzzy = snapshot_digest if snapshot_digest is not None and snapshot_digest.zxid > 0 else None
@@ -212,14 +211,7 @@ def replay(
         fuzzy = None
     for entry in entries:
         hdr = entry.header
-        t = hdr.type
-        if t == OpCode.CREATESESSION:
-            txn = entry.txn
-            assert isinstance(txn, r.CreateSessionTxn)
-            sessions[hdr.clientId] = txn.timeOut
-        elif t == OpCode.CLOSESESSION:
-            sessions.pop(hdr.clientId, None)
-        rc = tree.apply(hdr, _as_current(entry))
+        rc = replica.apply(hdr, _as_current(entry))
         if rc.err:
             res.errors += 1
         res.applied += 1
@@ -241,16 +233,6 @@ def _check(tree: DataTree, expected: int, zxid: int, res: ReplayResult, enabled:
     res.digest_checked += 1
     if snap.to_java_long(expected) != tree.digest:
         res.digest_mismatches.append(zxid)
-
-
-def kill_dead_sessions(tree: DataTree, sessions: dict[int, int]) -> list[int]:
-    """Drop the ephemerals of owners that have no session (ZooKeeperServer.loadData's "Clean up
-    dead sessions": killSession at the last zxid, no txn). Returns the sessions killed."""
-    dead = [sid for sid in tree.ephemerals if sid not in sessions]
-    zxid = tree.last_processed_zxid
-    for sid in dead:
-        tree.apply(r.TxnHeader(sid, 0, zxid, 0, OpCode.CLOSESESSION), None)
-    return dead
 
 
 # ----------------------------------------------------------------------------- write

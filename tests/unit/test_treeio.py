@@ -31,6 +31,7 @@ from trizk.server.prep import (
 )
 from trizk.storage import files, snapshot, treeio, txnlog
 from trizk.storage.datatree import OPEN_ACL_UNSAFE, DataTree, node_digest
+from trizk.storage.replica import Replica
 from trizk.storage.txnlog import TxnEntry
 
 V2 = Path(__file__).parent / "data" / "zkdata" / "version-2"
@@ -63,7 +64,7 @@ def test_replaying_zookeepers_log_reproduces_every_logged_digest() -> None:
     sessions: dict[int, int] = {}
     entries = golden_entries()
     assert sum(1 for e in entries if e.digest is not None) == len(entries) == 70
-    res = treeio.replay(tree, sessions, entries, snapshot_digest=c0.digest)
+    res = treeio.replay(Replica(tree, sessions), entries, snapshot_digest=c0.digest)
     assert res.applied == 70 and res.last_zxid == 70
     assert res.digest_checked == 70 and res.digest_mismatches == []
     assert tree.digest == full_digest(tree)
@@ -77,13 +78,13 @@ def test_snapshot_plus_replay_equals_full_replay() -> None:
     tree = treeio.tree_from_snapshot(rec.snapshot, rec.snapshot_zxid, extended_types=True)
     assert tree.last_processed_zxid == 0x23
     sessions = dict(rec.snapshot.sessions)
-    res = treeio.replay(tree, sessions, rec.txns, snapshot_digest=rec.snapshot.digest)
+    res = treeio.replay(Replica(tree, sessions), rec.txns, snapshot_digest=rec.snapshot.digest)
     assert res.digest_mismatches == [] and res.digest_checked == len(rec.txns) + 1
 
     c0 = snapshot.parse((V2 / "snapshot.0").read_bytes())
     full = treeio.tree_from_snapshot(c0, 0, extended_types=True)
     full_sessions: dict[int, int] = {}
-    treeio.replay(full, full_sessions, golden_entries())
+    treeio.replay(Replica(full, full_sessions), golden_entries())
     assert treeio.canonical(tree) == treeio.canonical(full)
     assert sessions == full_sessions
     assert tree.ephemerals.keys() == full.ephemerals.keys()
@@ -153,7 +154,7 @@ def test_kill_dead_sessions_drops_orphan_ephemerals() -> None:
     tree.apply(
         r.TxnHeader(8, 0, 2, 0, OpCode.CREATE), r.CreateTxn("/f", b"", OPEN_ACL_UNSAFE, True, -1)
     )
-    assert treeio.kill_dead_sessions(tree, {8: 4000}) == [7]
+    assert Replica(tree, {8: 4000}).kill_dead_sessions() == [7]
     assert tree.get("/e") is None and tree.get("/f") is not None
     assert tree.digest == full_digest(tree)
 
@@ -283,7 +284,7 @@ def reference(log: list[Txn], count: int) -> tuple[DataTree, dict[int, int]]:
     """The tree and sessions after applying the first ``count`` txns to a fresh tree."""
     tree = DataTree(extended_types=True)
     sessions: dict[int, int] = {}
-    treeio.replay(tree, sessions, [t.entry() for t in log[:count]])
+    treeio.replay(Replica(tree, sessions), [t.entry() for t in log[:count]])
     return tree, sessions
 
 
@@ -303,7 +304,7 @@ def test_prep_digest_equals_tree_digest_equals_full_recompute(seed: int, steps: 
     assert w.tree.digest == full_digest(w.tree) == w.pv.digest
     # replay of the log on a fresh tree gives the same tree, checking every logged digest
     tree, sessions = reference(w.log, len(w.log))
-    res = treeio.replay(DataTree(extended_types=True), {}, [t.entry() for t in w.log])
+    res = treeio.replay(Replica(DataTree(extended_types=True), {}), [t.entry() for t in w.log])
     assert res.digest_mismatches == []
     assert treeio.canonical(tree) == treeio.canonical(w.tree)
     assert sessions == w.sessions
@@ -332,7 +333,7 @@ def test_fuzzy_snapshot_plus_replay_is_exact(seed: int, steps: int, step: int) -
     tree = treeio.tree_from_snapshot(content, start, extended_types=True)
     sessions = dict(content.sessions)
     later = [t.entry() for t in w.log if t.hdr.zxid > start]
-    res = treeio.replay(tree, sessions, later, snapshot_digest=content.digest)
+    res = treeio.replay(Replica(tree, sessions), later, snapshot_digest=content.digest)
     assert res.digest_mismatches == []
     assert treeio.canonical(tree) == treeio.canonical(w.tree)
     assert sessions == w.sessions
@@ -441,7 +442,7 @@ def test_simulated_disk_crash_keeps_every_acknowledged_txn(tmp_path: Path, seed:
     assert rec.snapshot is not None
     tree = treeio.tree_from_snapshot(rec.snapshot, rec.snapshot_zxid, extended_types=True)
     sessions = dict(rec.snapshot.sessions)
-    res = treeio.replay(tree, sessions, rec.txns, snapshot_digest=rec.snapshot.digest)
+    res = treeio.replay(Replica(tree, sessions), rec.txns, snapshot_digest=rec.snapshot.digest)
     assert res.digest_mismatches == []
     durable = tree.last_processed_zxid
     j = sum(1 for t in w.log if t.hdr.zxid <= durable)

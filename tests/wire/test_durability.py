@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 
 from trizk.server.persistence import DataDirError
 from trizk.storage import files, snapshot, treeio
+from trizk.storage.replica import Replica
 
 from ..conftest import ThreadedServer, make_config
 
@@ -109,7 +110,8 @@ def test_restart_keeps_data_sessions_and_ephemerals(tmp_path: Path) -> None:
     try:
         core = srv.server.core  # type: ignore[union-attr]
         assert srv.call(lambda: core.tree.last_processed_zxid) == zxid
-        assert srv.call(lambda: core.sessions.sessions[sid].timeout) == 10000
+        tracker = srv.server.sequencer.sessions  # type: ignore[union-attr]
+        assert srv.call(lambda: tracker.sessions[sid].timeout) == 10000
         back = client(srv.hosts, client_id=(sid, passwd))
         assert back.client_id[0] == sid  # the same session, resumed
         assert dump_tree(back) == before
@@ -124,7 +126,7 @@ def test_restart_keeps_data_sessions_and_ephemerals(tmp_path: Path) -> None:
         zk = client(srv.hosts)
         assert zk.exists("/app/eph") is None
         assert zk.get("/app")[0] == b"v120"
-        assert sid not in srv.call(lambda: list(srv.server.core.sessions.sessions))  # type: ignore[union-attr]
+        assert sid not in srv.call(lambda: list(srv.server.sequencer.sessions.sessions))  # type: ignore[union-attr]
         zk.stop()
         zk.close()
     finally:
@@ -166,7 +168,7 @@ def test_restored_session_expires_if_its_client_never_returns(tmp_path: Path) ->
         zk.close()
     srv = start(tmp_path, **keys)
     try:
-        assert sid in srv.call(lambda: list(srv.server.core.sessions.sessions))  # type: ignore[union-attr]
+        assert sid in srv.call(lambda: list(srv.server.sequencer.sessions.sessions))  # type: ignore[union-attr]
         other = client(srv.hosts)
         deadline = time.monotonic() + 10
         while other.exists("/eph") is not None:
@@ -328,13 +330,14 @@ def test_zookeeper_golden_data_dir_starts_trizk(tmp_path: Path) -> None:
     assert rec.snapshot is not None
     ref = treeio.tree_from_snapshot(rec.snapshot, rec.snapshot_zxid, extended_types=True)
     ref_sessions = dict(rec.snapshot.sessions)
-    treeio.replay(ref, ref_sessions, rec.txns)
+    treeio.replay(Replica(ref, ref_sessions), rec.txns)
     srv = start(tmp_path, extendedTypesEnabled="true")
     try:
         core = srv.server.core  # type: ignore[union-attr]
         assert srv.call(lambda: core.tree.last_processed_zxid) == 0x46
         assert srv.call(lambda: treeio.canonical(core.tree)) == treeio.canonical(ref)
-        sessions = srv.call(lambda: {s.id: s.timeout for s in core.sessions.sessions.values()})
+        tracker = srv.server.sequencer.sessions  # type: ignore[union-attr]
+        sessions = srv.call(lambda: {s.id: s.timeout for s in tracker.sessions.values()})
         assert sessions == ref_sessions
         assert list(sessions.values()) == [GOLDEN_SESSION_TIMEOUT]
         (sid,) = sessions
@@ -370,7 +373,7 @@ def test_live_zookeeper_data_dir_starts_trizk_with_the_same_tree(tmp_path: Path)
         zk = client(srv.hosts)
         got = dump_tree(zk)
         assert got == expected
-        assert c_sid in srv.call(lambda: list(srv.server.core.sessions.sessions))  # type: ignore[union-attr]
+        assert c_sid in srv.call(lambda: list(srv.server.sequencer.sessions.sessions))  # type: ignore[union-attr]
         zk.stop()
         zk.close()
     finally:
@@ -391,7 +394,7 @@ def test_trizk_data_dir_starts_zookeeper_with_the_same_tree(tmp_path: Path) -> N
         expected = dump_tree(zk)
         zk.stop()
         zk.close()
-        zxid = srv.call(lambda: srv.server.core.tree.last_processed_zxid)  # type: ignore[union-attr]
+        zxid = srv.call(lambda: srv.server.replica.tree.last_processed_zxid)  # type: ignore[union-attr]
         c_sid = c.client_id[0]
     finally:
         srv.stop()

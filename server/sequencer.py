@@ -1,0 +1,201 @@
+"""The sequencer: requests -> txns with zxids, for a standalone server or an ensemble leader. Pure.
+
+ZooKeeper's ``PrepRequestProcessor`` plus the parts of ``ZooKeeperServer`` that decide on their
+own: session ids and expiry (``SessionTrackerImpl``), container and TTL deletes
+(``ContainerManager``). One sequencer exists per ensemble (the leader's, or the standalone
+server's); learners forward their writes to it.
+
+* :meth:`Sequencer.submit` prepares a write (:mod:`trizk.server.prep`) against the committed tree
+  plus the changes of the txns prepared but not yet committed (:class:`PendingChanges`), gives it
+  the next zxid and hands it to the committer. A failed write is an ``ErrorTxn`` and still takes
+  a zxid, as in ZooKeeper.
+* zxid = ``epoch << 32 | counter``. A standalone server stays in epoch 0 (its counter continues
+  from the last logged zxid); a leader starts a new epoch at counter 0 (``newEpoch << 32`` is the
+  NEWLEADER zxid, never a txn's), so its first txn is ``newEpoch << 32 | 1``.
+* Sessions: :meth:`create_session` allocates the id and tracks the session at once (as
+  ``SessionTrackerImpl.createSession``); the createSession txn follows. Any request or learner
+  ping touches a session (:meth:`touch`); :meth:`tick` proposes a ``closeSession`` for every
+  session whose time has come. A closing session refuses further writes (SESSIONEXPIRED).
+* :meth:`committed` is told of every commit, in zxid order: the pending change records up to
+  that zxid are dropped and closed sessions leave the tracker.
+
+Invariants: zxids handed out strictly increase; every proposal reaches the committer in that
+order; ``outstanding`` = proposals not yet committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..jute import records as r
+from ..jute.codes import Code, OpCode
+from ..jute.primitives import JuteDecodeError
+from ..storage.replica import Replica
+from .committer import Committer, Proposal
+from .coreconfig import CoreConfig, ServerStats
+from .multi import parse_multi
+from .prep import WRITE_OPS, PendingChanges, PrepContext, PrepError, prep_close_session, prep_multi
+from .ratelog import RateLogger
+from .sessions import SessionTracker, initial_session_id
+
+__all__ = ["Sequencer", "WriteRequest"]
+
+log = logging.getLogger("trizk.server")
+
+
+@dataclass(slots=True)
+class WriteRequest:
+    """A client write on its way to the sequencer (``Request``; a learner's REQUEST packet)."""
+
+    session_id: int
+    cxid: int
+    op: int
+    #: the whole request frame, header included (``request.request``)
+    frame: bytes
+    #: the connection's authenticated ids, (scheme, id)
+    auth: list[tuple[str, str]]
+
+
+class Sequencer:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: CoreConfig,
+        replica: Replica,
+        committer: Committer,
+        stats: ServerStats,
+        now: int,
+        wall: int,
+    ) -> None:
+        self.config = config
+        self.replica = replica
+        self.committer = committer
+        self.stats = stats
+        self.pending = PendingChanges(replica.tree)
+        self.sessions = SessionTracker(
+            config.tick_time, now, initial_session_id(wall, config.server_id)
+        )
+        # Sessions recovered from the data dir expire as usual unless their clients come back.
+        for sid, timeout in replica.sessions.items():
+            self.sessions.add(sid, timeout, now)
+        #: highest zxid handed out
+        self.last_zxid = replica.last_zxid
+        #: proposals handed to the committer and not yet committed
+        self.outstanding = 0
+        #: ZooKeeperServer's RATE_LOGGER, for "Quota exceeded" warnings
+        self.quota_log = RateLogger(log)
+
+    # ------------------------------------------------------------------ sessions
+    def create_session(self, timeout: int, now: int, wall: int) -> int:
+        """A new session: its id, tracked from now; its createSession txn is proposed."""
+        sid = self.sessions.allocate_id()
+        self.sessions.add(sid, timeout, now)
+        self._propose(sid, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
+        return sid
+
+    def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool:
+        """A sign of life from ``session_id``; False if the session is unknown or closing."""
+        return self.sessions.touch(session_id, now, timeout)
+
+    def revalidate(
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
+    ) -> None:
+        """A client reconnects with ``session_id``: ``done(valid)`` (at once: sessions are ours)."""
+        done(self.sessions.touch(session_id, now, timeout))
+
+    def tick(self, now: int, wall: int) -> None:
+        """Expire sessions whose time has come: each gets a closeSession txn."""
+        for s in self.sessions.expired(now):
+            log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
+            ctx = PrepContext(s.id, self.last_zxid + 1, wall, [])
+            txn_type, txn = prep_close_session(self.pending, ctx)
+            self._propose(s.id, 0, txn_type, txn, wall)
+
+    def next_tick_in(self, now: int) -> int:
+        return self.sessions.wait_time(now)
+
+    # ------------------------------------------------------------------ writes
+    def submit(self, req: WriteRequest, now: int, wall: int) -> None:
+        """Prepare ``req`` and propose its txn (or its ErrorTxn)."""
+        sid, op, frame = req.session_id, req.op, req.frame
+        ctx = PrepContext(
+            sid,
+            self.last_zxid + 1,
+            wall,
+            req.auth,
+            extended_types=self.config.extended_types,
+            enforce_quota=self.config.enforce_quota,
+        )
+        txn_type: int
+        txn: r.Record | None
+        try:
+            if op == OpCode.CLOSESESSION:
+                txn_type, txn = prep_close_session(self.pending, ctx)
+                session = self.sessions.sessions.get(sid)
+                if session is not None:
+                    session.closing = True
+            elif op == OpCode.MULTI:
+                ops = parse_multi(frame, read=False)
+                multi, _failure = prep_multi(ops, self.pending, ctx)
+                txn_type, txn = OpCode.MULTI, multi
+            elif op == OpCode.DELETECONTAINER:
+                # PrepRequestProcessor reads the path as the whole request buffer,
+                # ``new String(request.request.array(), UTF_8)``, header bytes included.
+                dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
+                txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
+            else:
+                cls, fn = WRITE_OPS[op]
+                rec = cls.decode(memoryview(frame)[8:])
+                self._check_session(sid)
+                txn_type, txn = fn(op, rec, self.pending, ctx)
+        except PrepError as e:
+            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
+        except (JuteDecodeError, ValueError) as e:
+            log.error("session 0x%x: failed to process request type %d: %s", sid, op, e)
+            txn_type, txn = OpCode.ERROR, r.ErrorTxn(Code.MARSHALLINGERROR)
+        for ev in ctx.quota_events:
+            self.quota_log.rate_limit_log(ev.message, now)
+            if ev.hard and ev.namespace is not None:
+                counts = self.stats.quota_exceeded
+                counts[ev.namespace] = counts.get(ev.namespace, 0) + 1
+        self._propose(sid, req.cxid, txn_type, txn, wall)
+
+    def delete_container(self, path: str, wall: int) -> None:
+        """ContainerManager's internal deleteContainer request (session 0, cxid 0)."""
+        ctx = PrepContext(0, self.last_zxid + 1, wall, [], self.config.extended_types)
+        txn_type: int
+        txn: r.Record | None
+        try:
+            req = r.DeleteRequest(path, -1)
+            txn_type, txn = WRITE_OPS[OpCode.DELETECONTAINER][1](
+                OpCode.DELETECONTAINER, req, self.pending, ctx
+            )
+        except PrepError as e:
+            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
+        self._propose(0, 0, txn_type, txn, wall)
+
+    def _check_session(self, sid: int) -> None:
+        s = self.sessions.sessions.get(sid)
+        if s is None or s.closing:
+            raise PrepError(Code.SESSIONEXPIRED)
+
+    def _propose(self, sid: int, cxid: int, txn_type: int, txn: r.Record | None, wall: int) -> None:
+        self.last_zxid += 1
+        hdr = r.TxnHeader(sid, cxid, self.last_zxid, wall, txn_type)
+        self.outstanding += 1
+        self.committer.propose(Proposal(hdr, txn, self.pending.digest))
+
+    # ------------------------------------------------------------------ commits
+    def committed(self, hdr: r.TxnHeader, txn: r.Record | None, now: int) -> None:
+        """``hdr``'s txn was applied to the replica (called in zxid order)."""
+        self.outstanding -= 1
+        self.pending.committed(hdr.zxid)
+        if hdr.type == OpCode.CREATESESSION:
+            # ZooKeeperServer.processTxnForSessionEvents: commitSession (re-tracks it from now)
+            assert isinstance(txn, r.CreateSessionTxn)
+            self.sessions.add(hdr.clientId, txn.timeOut, now)
+        elif hdr.type == OpCode.CLOSESESSION:
+            self.sessions.remove(hdr.clientId)

@@ -1,0 +1,173 @@
+"""The standalone server's roles without sockets: front end, sequencer, committer, replica.
+
+Drives :class:`trizk.server.standalone.Standalone` with raw frames on sans-IO connections and a
+:class:`MemoryCommitter`, so the test decides when txns commit. Pins the seams the ensemble
+builds on:
+
+* nothing is answered before its txn commits; replies are matched to requests by
+  (session id, cxid), never by position, and each session's replies keep request order, reads
+  queued behind writes included;
+* a committed txn that no local request is waiting for (another server's client) fires watches
+  and answers nobody; an expiry closeSession closes the session's connection;
+* the replica is the only place state changes: replaying the committed proposals into a fresh
+  replica gives the same tree and session table.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from trizk.jute import records as r
+from trizk.jute.codes import Code, EventType, OpCode, Xid
+from trizk.server.committer import MemoryCommitter, Proposal
+from trizk.server.connection import ClientConnection
+from trizk.server.coreconfig import CoreConfig
+from trizk.server.standalone import Standalone
+from trizk.storage import treeio
+from trizk.storage.datatree import OPEN_ACL_UNSAFE, DataTree
+from trizk.storage.replica import Replica
+
+ACL = tuple(OPEN_ACL_UNSAFE)
+WALL = 1_700_000_000_000
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.committer = MemoryCommitter()
+        self.log: list[Proposal] = []
+        self.node = Standalone(
+            CoreConfig(tick_time=2000), Replica(DataTree()), self.committer, now=0, wall=WALL
+        )
+        self.now = 0
+
+        def sink(batch: list[Proposal]) -> None:
+            self.log.extend(batch)
+            self.node.commit(batch, self.now)
+
+        self.committer.sink = sink  # type: ignore[assignment]
+        self._ids = 0
+
+    def connect(self) -> ClientConnection:
+        self._ids += 1
+        c = ClientConnection(self._ids, ("127.0.0.1", 40000 + self._ids), 0xFFFFF)
+        self.node.front.connection_made(c)
+        self.send(c, r.ConnectRequest(0, 0, 10_000, 0, bytes(16)).encode() + b"\x00")
+        assert c.out == b"", "answered before the createSession txn committed"
+        self.commit()
+        frames = replies(c)
+        assert len(frames) == 1 and c.session_id
+        return c
+
+    def send(self, c: ClientConnection, body: bytes) -> None:
+        self.node.front.data_received(c, struct.pack(">i", len(body)) + body, self.now, WALL)
+
+    def request(self, c: ClientConnection, xid: int, op: int, rec: r.Record | None) -> None:
+        self.send(c, r.RequestHeader(xid, op).encode() + (rec.encode() if rec else b""))
+
+    def commit(self) -> int:
+        return self.committer.flush()
+
+
+def replies(c: ClientConnection) -> list[bytes]:
+    """The frames written to ``c`` since the last call."""
+    data = c.take_output()
+    out = []
+    while data:
+        (n,) = struct.unpack_from(">i", data)
+        out.append(data[4 : 4 + n])
+        data = data[4 + n :]
+    return out
+
+
+def xids(frames: list[bytes]) -> list[tuple[int, int]]:
+    """(xid, err) of each reply frame."""
+    return [(x, e) for x, _z, e in (struct.unpack_from(">iqi", f) for f in frames)]
+
+
+def test_writes_answered_on_commit_matched_by_session_and_cxid() -> None:
+    h = Harness()
+    a, b = h.connect(), h.connect()
+    h.request(a, 1, OpCode.CREATE, r.CreateRequest("/a", b"1", ACL, 0))
+    h.request(b, 1, OpCode.CREATE, r.CreateRequest("/b", b"2", ACL, 0))
+    # a read behind a's write waits for it and runs against the tree as of that commit (b's
+    # create comes after it in zxid order); b's read behind its own write too
+    h.request(a, 2, OpCode.GETDATA, r.GetDataRequest("/b", False))
+    h.request(b, 2, OpCode.EXISTS, r.ExistsRequest("/a", False))
+    h.request(a, 3, OpCode.CREATE, r.CreateRequest("/a", b"", ACL, 0))  # NODEEXISTS (pending)
+    assert a.out == b"" and b.out == b""
+    assert h.node.sequencer.outstanding == 3
+    h.commit()
+    assert xids(replies(a)) == [(1, 0), (2, Code.NONODE), (3, Code.NODEEXISTS)]
+    assert xids(replies(b)) == [(1, 0), (2, 0)]
+    assert h.node.sequencer.outstanding == 0
+
+
+def test_commit_from_elsewhere_fires_watches_and_answers_nobody() -> None:
+    h = Harness()
+    a = h.connect()
+    h.request(a, 1, OpCode.EXISTS, r.ExistsRequest("/x", True))
+    assert xids(replies(a)) == [(1, Code.NONODE)]
+    # A txn of another session (as a learner sees its leader's commits) with a cxid that a's
+    # next request will also use: it must not be taken for a's reply.
+    other = 0x7700000000000001
+    h.node.commit(
+        [
+            Proposal(
+                r.TxnHeader(other, 2, 0x100, WALL, OpCode.CREATESESSION), r.CreateSessionTxn(5000)
+            )
+        ],
+        0,
+    )
+    h.request(a, 2, OpCode.SYNC, r.SyncRequest("/"))
+    assert xids(replies(a)) == [(2, 0)]
+    txn = r.CreateTxn("/x", b"", ACL, False, 1)
+    h.node.commit([Proposal(r.TxnHeader(other, 2, 0x101, WALL, OpCode.CREATE), txn)], 0)
+    frames = replies(a)
+    assert len(frames) == 1
+    xid, _zxid, err, etype, _state = struct.unpack_from(">iqiii", frames[0])
+    assert (xid, err, etype) == (Xid.NOTIFICATION, 0, EventType.NODECREATED)
+    assert h.node.replica.sessions[other] == 5000
+
+
+def test_expiry_closes_the_connection() -> None:
+    h = Harness()
+    a = h.connect()
+    sid = a.session_id
+    h.now = 60_000
+    h.node.sequencer.tick(h.now, WALL + h.now)
+    assert not a.closed
+    h.commit()
+    assert a.closed and sid not in h.node.replica.sessions
+    assert sid not in h.node.sequencer.sessions.sessions
+
+
+def test_close_session_replies_then_closes() -> None:
+    h = Harness()
+    a = h.connect()
+    h.request(a, 5, OpCode.CREATE, r.CreateRequest("/e", b"", ACL, 1))  # ephemeral
+    h.request(a, 6, OpCode.CLOSESESSION, None)
+    h.commit()
+    assert xids(replies(a)) == [(5, 0), (6, 0)]
+    assert a.closed
+    assert h.node.replica.tree.get("/e") is None
+
+
+def test_replica_replay_of_committed_proposals_equals_live_state() -> None:
+    h = Harness()
+    conns = [h.connect() for _ in range(3)]
+    for i, c in enumerate(conns):
+        h.request(c, 1, OpCode.CREATE, r.CreateRequest(f"/n{i}", b"x", ACL, 0))
+        h.request(c, 2, OpCode.SETDATA, r.SetDataRequest(f"/n{i}", b"y" * i, -1))
+        h.request(c, 3, OpCode.CREATE, r.CreateRequest(f"/n{i}/e", b"", ACL, 1))
+    h.commit()
+    h.request(conns[0], 4, OpCode.CLOSESESSION, None)
+    h.request(conns[1], 4, OpCode.DELETE, r.DeleteRequest("/n2", -1))  # NOTEMPTY
+    h.commit()
+    fresh = Replica(DataTree())
+    for p in h.log:
+        fresh.apply(p.hdr, p.txn)
+    assert treeio.canonical(fresh.tree) == treeio.canonical(h.node.replica.tree)
+    assert fresh.sessions == h.node.replica.sessions
+    assert fresh.last_zxid == h.node.replica.last_zxid == h.node.sequencer.last_zxid
+    zxids = [p.hdr.zxid for p in h.log]
+    assert zxids == sorted(zxids) == list(range(1, len(zxids) + 1))
