@@ -41,7 +41,7 @@ from . import acl as aclmod
 from . import fourlw, tls
 from . import sasl as saslmod
 from .config import ServerConfig
-from .connection import ClientConnection
+from .connection import ClientConnection, State
 from .containers import ContainerSettings, candidates
 from .coreconfig import CoreConfig
 from .persistence import Persistence, PersistenceSettings
@@ -70,6 +70,8 @@ class _Peer:
     stream: trio.abc.Stream  # a SocketStream, or an SSLStream on the secure port
     lot: trio.lowlevel.ParkingLot
     drained: trio.Event
+    #: set when a throttled connection may be read again
+    unthrottled: trio.Event
 
 
 class TrizkServer:
@@ -126,6 +128,10 @@ class TrizkServer:
         self.started = _now()
         self.trace_mask = 306  # ZooTrace's default mask
         self.containers = ContainerSettings.from_properties(config.properties)
+        self.sessionless_timeout = _positive_int_property(
+            config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
+        )
+        self.sessionless_expired = 0
 
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -161,6 +167,7 @@ class TrizkServer:
             await nursery.start(self.persistence.run)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._container_reaper)
+            nursery.start_soon(self._connection_expirer)
             await nursery.start(trio.serve_listeners, self._handle, listeners)
             if self.tls is not None:
                 shost = self.config.secure_client_port_address
@@ -174,6 +181,24 @@ class TrizkServer:
         while True:
             await trio.sleep(max(self.sequencer.next_tick_in(_now()), 1) / 1000)
             self.sequencer.tick(_now(), _wall())
+            self._wake_dirty()
+
+    async def _connection_expirer(self) -> None:
+        """NIOServerCnxnFactory's ConnectionExpirerThread: a connection not heard from (or
+        written to) for its session timeout -- ``zookeeper.nio.sessionlessCnxnTimeout`` until
+        it has a session -- is closed. Connections expire in buckets of the sessionless
+        timeout, as in ZooKeeper's ExpiryQueue."""
+        interval = self.sessionless_timeout
+        while True:
+            now = _now()
+            await trio.sleep((interval - now % interval) / 1000)
+            now = _now()
+            for p in list(self.peers.values()):
+                c = p.conn
+                timeout = c.session_timeout if c.state is State.OPEN else interval
+                if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
+                    self.core.close(c, f"connection expired (no traffic for {timeout} ms)")
+                    self.sessionless_expired += c.state is not State.OPEN
             self._wake_dirty()
 
     async def _container_reaper(self) -> None:
@@ -243,7 +268,8 @@ class TrizkServer:
         conn = ClientConnection(
             next(self._conn_ids), (ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall()
         )
-        peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event())
+        conn.last_io = _now()  # NIOServerCnxnFactory.createConnection: touchCnxn
+        peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event())
         self.peers[conn.id] = peer
         self.core.connection_made(conn)
         if subject is not None:
@@ -269,7 +295,7 @@ class TrizkServer:
                 await io.aclose()
 
     async def _reader(self, peer: _Peer) -> None:
-        conn, stream, core = peer.conn, peer.stream, self.core
+        conn, stream = peer.conn, peer.stream
         while not conn.closed:
             try:
                 data = await stream.receive_some(RECEIVE_SIZE)
@@ -278,16 +304,27 @@ class TrizkServer:
             if not data:
                 conn.close(conn.close_reason or "client closed the connection")
                 return
-            try:
-                core.data_received(conn, data, _now(), _wall())
-            except Exception:
-                # A bug must cost only this connection: the server and other clients go on.
-                log.exception("%s: internal error while processing a request", conn)
-                conn.close("internal error")
-            self._wake_dirty()
+            self._feed(conn, data)
+            while conn.throttled and not conn.closed:
+                # globalOutstandingLimit: read no more until this connection's requests drain
+                peer.unthrottled = trio.Event()
+                await peer.unthrottled.wait()
+                if not conn.throttled:
+                    self._feed(conn, b"")
             if len(conn.out) > OUTBUF_SOFT_LIMIT and not conn.closed:
                 peer.drained = trio.Event()
                 await peer.drained.wait()
+
+    def _feed(self, conn: ClientConnection, data: bytes) -> None:
+        """Hand received bytes (or, for a connection no longer throttled, nothing: its buffered
+        frames) to the core."""
+        try:
+            self.core.data_received(conn, data, _now(), _wall())
+        except Exception:
+            # A bug must cost only this connection: the server and other clients go on.
+            log.exception("%s: internal error while processing a request", conn)
+            conn.close("internal error")
+        self._wake_dirty()
 
     async def _writer(self, peer: _Peer, scope: trio.CancelScope) -> None:
         conn, stream = peer.conn, peer.stream
@@ -305,6 +342,7 @@ class TrizkServer:
                         conn.out.clear()
                         break
                     await stream.send_all(conn.take_output())
+                    conn.last_io = _now()
                     continue
                 peer.drained.set()
                 if conn.closed:
@@ -322,6 +360,8 @@ class TrizkServer:
             p = self.peers.get(c.id)
             if p is not None:
                 p.lot.unpark_all()
+                if not c.throttled:
+                    p.unthrottled.set()
         dirty.clear()
 
     # ------------------------------------------------------------------ 4lw
@@ -394,7 +434,7 @@ class TrizkServer:
             ),
             packets_received=st.packets_received,
             packets_sent=st.packets_sent,
-            outstanding_requests=self.sequencer.outstanding,
+            outstanding_requests=core.in_process,
             last_zxid=core.tree.last_processed_zxid,
             node_count=core.tree.node_count(),
             watch_count=core.watches.data.count() + core.watches.child.count(),
@@ -415,6 +455,20 @@ class TrizkServer:
             environment=fourlw.process_environment(),
             trace_mask=self.trace_mask,
         )
+
+
+def _positive_int_property(config: ServerConfig, name: str, default: int) -> int:
+    """``Integer.getInteger(name, default)``: an unparsable value is the default; trizk also
+    refuses values below 1 (with a warning) where ZooKeeper would divide by zero."""
+    raw = config.get_property(name)
+    try:
+        value = int(raw.strip()) if raw is not None else default
+    except ValueError:
+        value = default
+    if value < 1:
+        log.warning("%s=%s is not a positive number; using %d", name, raw, default)
+        value = default
+    return value
 
 
 def _dir_size(d: Path) -> int:

@@ -50,6 +50,8 @@ class ClientConnection:
         self.packets_received = 0
         self.packets_sent = 0
         self.outstanding = 0
+        #: not read from until the server's requests in process drop (globalOutstandingLimit)
+        self.throttled = False
         self.last_cxid = -1
         self.last_zxid = -1
         self.last_op = "NA"

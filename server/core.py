@@ -166,6 +166,10 @@ class FrontEnd:
         self.handshaking: dict[int, tuple[ClientConnection, int]] = {}
         self.dirty: list[ClientConnection] = []
         self.stats = stats
+        #: requests taken in and not answered yet, all connections (``getInProcess``); while
+        #: over ``globalOutstandingLimit``, a connection with requests of its own in process
+        #: stops being read (ServerCnxn.incrOutstandingAndCheckThrottle)
+        self.in_process = 0
         #: conn.id -> FIFO of writes in flight and deferred reads
         self._fifo: dict[int, deque[_WriteMark | _DeferredRead]] = {}
         #: answers a four-letter word on a fresh connection (set by the shell), or None
@@ -191,6 +195,8 @@ class FrontEnd:
     def connection_lost(self, conn: ClientConnection) -> None:
         """The socket is gone: forget the connection and its watches (the session lives on)."""
         conn.close(conn.close_reason or "connection lost")
+        self.in_process -= conn.outstanding
+        conn.outstanding = 0
         self.connections.pop(conn.id, None)
         self._fifo.pop(conn.id, None)
         self.watches.remove_watcher(conn)
@@ -199,6 +205,10 @@ class FrontEnd:
             del self.session_conn[sid]
         if sid and self.handshaking.get(sid, (None,))[0] is conn:
             del self.handshaking[sid]
+
+    def close(self, conn: ClientConnection, reason: str) -> None:
+        """Close ``conn`` from outside (connection expiry, shutdown); its output is flushed."""
+        self._close(conn, reason)
 
     def _close(self, conn: ClientConnection, reason: str) -> None:
         if not conn.closed:
@@ -214,7 +224,7 @@ class FrontEnd:
         conn.last_io = now
         conn.receive_data(data)
         self._mark(conn)
-        while not conn.closed:
+        while not conn.closed and not conn.throttled:
             if conn.state is State.HANDSHAKE and conn.decoder.buffered >= 4:
                 word = self.is_four_letter(conn.decoder.peek(4))
                 if word is not None:
@@ -240,6 +250,23 @@ class FrontEnd:
                 self._connect(conn, frame, now, wall)
             else:
                 self._request(conn, frame, now, wall)
+                if self._should_throttle(conn):
+                    # The rest stays buffered; the shell reads no more and calls again with
+                    # no data once ``throttled`` is cleared.
+                    conn.throttled = True
+                    return
+
+    def _should_throttle(self, conn: ClientConnection) -> bool:
+        # ZooKeeperServer.shouldThrottle(outstandingCount)
+        return self.in_process > self.config.global_outstanding_limit and conn.outstanding > 0
+
+    def _finished(self, conn: ClientConnection) -> None:
+        """One of ``conn``'s requests was answered (decrOutstandingAndCheckThrottle)."""
+        conn.outstanding -= 1
+        self.in_process -= 1
+        if conn.throttled and not self._should_throttle(conn):
+            conn.throttled = False
+            self._mark(conn)
 
     def _four_letter(self, conn: ClientConnection, word: str, arg: bytes) -> None:
         out = self.four_letter(word, conn, arg) if self.four_letter is not None else None
@@ -332,6 +359,7 @@ class FrontEnd:
             self._close(conn, f"unknown opcode {op}")
             return
         conn.outstanding += 1
+        self.in_process += 1
         fifo = self._fifo.get(conn.id)
         if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):
             if fifo:
@@ -419,7 +447,7 @@ class FrontEnd:
 
     def _read(self, conn: ClientConnection, xid: int, op: int, frame: bytes, received: int) -> None:
         zxid = self.tree.last_processed_zxid
-        conn.outstanding -= 1
+        self._finished(conn)
         if op == OpCode.PING:
             conn.send_reply(Xid.PING, zxid, 0)
             self._replied(conn, op, xid, zxid, received)
@@ -530,7 +558,7 @@ class FrontEnd:
         zxid = self.tree.last_processed_zxid
         op = mark.op
         xid = mark.cxid
-        conn.outstanding = max(0, conn.outstanding - 1)
+        self._finished(conn)
         err = rc.err
         body: r.Record | None = None
         payload: bytes | None = None

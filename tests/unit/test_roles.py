@@ -171,3 +171,30 @@ def test_replica_replay_of_committed_proposals_equals_live_state() -> None:
     assert fresh.last_zxid == h.node.replica.last_zxid == h.node.sequencer.last_zxid
     zxids = [p.hdr.zxid for p in h.log]
     assert zxids == sorted(zxids) == list(range(1, len(zxids) + 1))
+
+
+def test_global_outstanding_limit_stops_reading_until_requests_drain() -> None:
+    # ServerCnxn.incrOutstandingAndCheckThrottle: over globalOutstandingLimit requests in
+    # process, a connection with requests of its own in process is not read until they drain.
+    h = Harness()
+    h.node.front.config.global_outstanding_limit = 2
+    a = h.connect()
+    frames = b""
+    for i in range(10):
+        body = r.RequestHeader(i + 1, OpCode.CREATE).encode()
+        body += r.CreateRequest(f"/t{i}", b"", ACL, 0).encode()
+        frames += struct.pack(">i", len(body)) + body
+    front = h.node.front
+    front.data_received(a, frames, 0, WALL)
+    assert a.throttled
+    assert front.in_process == 3 and h.node.sequencer.outstanding == 3  # the rest is buffered
+    answered: list[tuple[int, int]] = []
+    for _ in range(10):
+        h.commit()
+        answered += xids(replies(a))
+        assert front.in_process <= 3
+        if a.throttled:
+            continue
+        front.data_received(a, b"", 0, WALL)  # what the shell does once unthrottled
+    assert answered == [(i + 1, 0) for i in range(10)]
+    assert front.in_process == 0 and not a.throttled
