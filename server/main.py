@@ -57,6 +57,20 @@ EXIT_UNEXPECTED_ERROR = 1
 EXIT_INVALID_CONFIG = 2
 
 
+def _storage_failure(exc: BaseException) -> BaseException | None:
+    """The StorageFailure that stopped the server, if that is what ``exc`` is (or holds)."""
+    from .persistence import StorageFailure
+
+    if isinstance(exc, StorageFailure):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _storage_failure(sub)
+            if found is not None:
+                return found
+    return None
+
+
 class Serve(Protocol):
     """The shape of ``trizk.server.app.serve``."""
 
@@ -206,8 +220,13 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         return trio.run(_run, config, serve)
     except KeyboardInterrupt:  # a signal before the receiver was installed
         return EXIT_OK
-    except Exception:
-        log.exception("server failed")
+    except Exception as exc:
+        failure = _storage_failure(exc)
+        if failure is not None:
+            # ZooKeeperServer: "Severe unrecoverable error, exiting" (ExitCode.UNEXPECTED_ERROR)
+            log.error("Severe unrecoverable error, exiting: %s", failure)
+        else:
+            log.exception("server failed")
         return EXIT_UNEXPECTED_ERROR
     finally:
         if temp_dir is not None:

@@ -228,6 +228,8 @@ class Persistence:
         self._since_snapshot = 0  # txns logged since the last roll
         self._rand_roll = 0
         self._inflight = 0  # txns being appended and synced
+        #: writing the txn log failed: nothing more is written or synced
+        self.failed = False
         self._snapshot_wanted = trio.Event()
         self._snapshotting = False
         self.snapshots_taken = 0
@@ -408,7 +410,7 @@ class Persistence:
             w, self.writer = self.writer, None
             with trio.CancelScope(shield=True):
                 try:
-                    w.close()
+                    w.close(sync=not self.failed)
                 except OSError as e:
                     log.error("closing the txn log: %s", e)
 
@@ -423,23 +425,29 @@ class Persistence:
                 await self._kick.wait()
                 continue
             batch, self._queue = self._queue, []
-            writer.append(
-                TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
-                for p in batch
-            )
             self._inflight = len(batch)
-            self.txns_logged += len(batch)
-            self._since_snapshot += len(batch)
-            if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
-                # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
-                # snapshot in the background.
-                self._reset_roll()
-                writer.roll()
-                self._snapshot_wanted.set()
             try:
+                writer.append(
+                    TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
+                    for p in batch
+                )
+                self.txns_logged += len(batch)
+                self._since_snapshot += len(batch)
+                if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
+                    # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
+                    # snapshot in the background.
+                    self._reset_roll()
+                    writer.roll()
+                    self._snapshot_wanted.set()
                 await trio.to_thread.run_sync(writer.sync)
             except OSError as e:
+                # ZooKeeper: "Severe unrecoverable error, from thread : SyncThread:0", then the
+                # JVM exits with code 1. Nothing of the batch was acknowledged. fsync is never
+                # retried: after a failed fsync the kernel may have dropped the dirty pages, so
+                # a later success would prove nothing (the restart recovers from what is on
+                # disk, torn tail cut).
                 log.critical("cannot write the txn log (%s); stopping the server", e)
+                self.failed = True
                 raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
             self.syncs += 1
             self._inflight = 0

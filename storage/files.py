@@ -362,9 +362,11 @@ class TxnLogWriter:
             self._pos += k
             view = view[k:]
 
-    def close(self) -> None:
-        """Sync what is queued and close the current file."""
-        self.sync()
+    def close(self, *, sync: bool = True) -> None:
+        """Sync what is queued (unless ``sync`` is false: after a failed fsync, which must not
+        be retried) and close the current file."""
+        if sync:
+            self.sync()
         with self._sync_lock:
             if self._fd is not None:
                 os.close(self._fd)

@@ -68,3 +68,39 @@ def test_snappy_literal_stream_reads_back() -> None:
         out = b"".join(snappy_java_literal_stream([data[: n // 3], data[n // 3 :]]))
         assert out.startswith(snapshot.SNAPPY_MAGIC)
         assert snapshot.snappy_java_decompress(out) == data
+
+
+async def test_failed_fsync_stops_the_committer_without_acknowledging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EIO from fsync: the committer stops with StorageFailure; nothing of the batch reaches
+    the commit sink (no reply), and fsync is not tried again."""
+    import errno
+
+    import trio
+
+    from trizk.jute import records as r
+    from trizk.jute.codes import OpCode
+    from trizk.server.committer import Proposal
+    from trizk.server.persistence import Persistence, StorageFailure
+    from trizk.storage import files
+
+    syncs: list[int] = []
+
+    def failing_sync(self: files.TxnLogWriter) -> None:
+        syncs.append(1)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(files.TxnLogWriter, "sync", failing_sync)
+    p = Persistence(settings(dataDir=str(tmp_path)))
+    p.load()
+    committed: list[object] = []
+    p.attach(lambda batch, now: committed.extend(batch), lambda: None, lambda: 0)
+    hdr = r.TxnHeader(1, 1, 1, 0, OpCode.CREATESESSION)
+    p.propose(Proposal(hdr, r.CreateSessionTxn(5000)))
+    with trio.fail_after(10):
+        with pytest.raises(StorageFailure) as info:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(p.run)
+    assert info.value.errno == errno.EIO
+    assert committed == [] and syncs == [1]
