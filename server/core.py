@@ -116,6 +116,10 @@ class WritePath(Protocol):
     """Where the front end sends what changes state: the :class:`~trizk.server.sequencer.Sequencer`
     on a standalone server or leader; on a learner, a forwarder to the leader."""
 
+    #: True on a learner: a client's sync goes to the leader and is answered when the leader's
+    #: SYNC comes back (:meth:`FrontEnd.on_synced`); otherwise sync is answered as a read.
+    forwards_sync: bool
+
     def submit(self, req: WriteRequest, now: int, wall: int) -> None: ...
 
     def create_session(self, timeout: int, now: int, wall: int) -> int: ...
@@ -134,6 +138,16 @@ class _WriteMark:
     cxid: int
     op: int
     received: int
+
+
+@dataclass(slots=True)
+class _SyncMark:
+    """A sync forwarded to the leader, answered once the leader's SYNC for it arrives."""
+
+    xid: int
+    path: str
+    received: int
+    done: bool = False
 
 
 @dataclass(slots=True)
@@ -171,7 +185,9 @@ class FrontEnd:
         #: stops being read (ServerCnxn.incrOutstandingAndCheckThrottle)
         self.in_process = 0
         #: conn.id -> FIFO of writes in flight and deferred reads
-        self._fifo: dict[int, deque[_WriteMark | _DeferredRead]] = {}
+        self._fifo: dict[int, deque[_WriteMark | _SyncMark | _DeferredRead]] = {}
+        #: syncs forwarded to the leader, oldest first (FollowerZooKeeperServer.pendingSyncs)
+        self._pending_syncs: deque[tuple[ClientConnection, _SyncMark]] = deque()
         #: answers a four-letter word on a fresh connection (set by the shell), or None
         self.four_letter: Callable[[str, ClientConnection, bytes], bytes | None] | None = None
         self.is_four_letter: Callable[[bytes], str | None] = lambda b: None
@@ -361,6 +377,10 @@ class FrontEnd:
         conn.outstanding += 1
         self.in_process += 1
         fifo = self._fifo.get(conn.id)
+        if op == OpCode.SYNC and self.write_path.forwards_sync and self._forward_sync(
+            conn, xid, frame, now, wall
+        ):
+            return
         if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):
             if fifo:
                 fifo.append(_DeferredRead(xid, op, frame, now))
@@ -498,17 +518,67 @@ class FrontEnd:
         out.append(MULTI_END)
         return b"".join(out)
 
-    def _write(
-        self, conn: ClientConnection, xid: int, op: int, frame: bytes, now: int, wall: int
-    ) -> None:
+    def _queue(self, conn: ClientConnection) -> deque[_WriteMark | _SyncMark | _DeferredRead]:
         fifo = self._fifo.get(conn.id)
         if fifo is None:
             fifo = self._fifo[conn.id] = deque()
-        fifo.append(_WriteMark(xid, op, now))
+        return fifo
+
+    def _write(
+        self, conn: ClientConnection, xid: int, op: int, frame: bytes, now: int, wall: int
+    ) -> None:
+        self._queue(conn).append(_WriteMark(xid, op, now))
         sid = conn.session_id
         self.write_path.submit(
             WriteRequest(sid, xid, op, frame, self._auth_ids(sid, conn)), now, wall
         )
+
+    def _forward_sync(
+        self, conn: ClientConnection, xid: int, frame: bytes, now: int, wall: int
+    ) -> bool:
+        """A learner's client sync (FollowerRequestProcessor): forwarded to the leader and
+        queued in the session's FIFO. False if it does not decode (answered as a read then)."""
+        try:
+            req = r.SyncRequest.decode(memoryview(frame)[8:])
+        except JuteDecodeError:
+            return False
+        mark = _SyncMark(xid, req.path or "", now)
+        self._queue(conn).append(mark)
+        self._pending_syncs.append((conn, mark))
+        sid = conn.session_id
+        self.write_path.submit(
+            WriteRequest(sid, xid, OpCode.SYNC, frame, self._auth_ids(sid, conn)), now, wall
+        )
+        return True
+
+    def on_synced(self) -> None:
+        """The leader answered the oldest forwarded sync (its SYNC packet): everything the
+        leader had committed before it is applied here, so the sync is answered, in its
+        session's order (FollowerZooKeeperServer.sync)."""
+        if not self._pending_syncs:
+            log.warning("SYNC from the leader with no sync pending")
+            return
+        conn, mark = self._pending_syncs.popleft()
+        mark.done = True
+        if not conn.closed:
+            self._drain(conn)
+
+    def _drain(self, conn: ClientConnection) -> None:
+        """Answer what waits at the head of ``conn``'s FIFO: answered syncs, deferred reads."""
+        fifo = self._fifo.get(conn.id)
+        while fifo and not conn.closed:
+            head = fifo[0]
+            if isinstance(head, _DeferredRead):
+                fifo.popleft()
+                self._read(conn, head.xid, head.op, head.frame, head.received)
+            elif isinstance(head, _SyncMark) and head.done:
+                fifo.popleft()
+                zxid = self.tree.last_processed_zxid
+                self._finished(conn)
+                conn.send_reply(head.xid, zxid, 0, r.SyncResponse(head.path))
+                self._replied(conn, OpCode.SYNC, head.xid, zxid, head.received)
+            else:
+                return
 
     # ------------------------------------------------------------------ commit
     def on_committed(self, hdr: r.TxnHeader, rc: ApplyResult, now: int) -> None:
@@ -545,12 +615,7 @@ class FrontEnd:
         if conn.closed:
             return
         self._reply(conn, head, hdr, rc)
-        while fifo and isinstance(fifo[0], _DeferredRead):
-            rd = fifo.popleft()
-            assert isinstance(rd, _DeferredRead)
-            self._read(conn, rd.xid, rd.op, rd.frame, rd.received)
-            if conn.closed:
-                break
+        self._drain(conn)
 
     def _reply(
         self, conn: ClientConnection, mark: _WriteMark, hdr: r.TxnHeader, rc: ApplyResult

@@ -26,7 +26,8 @@ order; ``outstanding`` = proposals not yet committed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..jute import records as r
@@ -44,6 +45,9 @@ __all__ = ["Sequencer", "WriteRequest"]
 
 log = logging.getLogger("trizk.server")
 
+_REQUEST = struct.Struct(">qii")
+_TIMEOUT = struct.Struct(">i")
+
 
 @dataclass(slots=True)
 class WriteRequest:
@@ -60,6 +64,9 @@ class WriteRequest:
 
 class Sequencer:
     """See the module docstring."""
+
+    #: the sequencer answers syncs itself, as reads in the session's order (WritePath)
+    forwards_sync = False
 
     def __init__(
         self,
@@ -95,6 +102,30 @@ class Sequencer:
         self.sessions.add(sid, timeout, now)
         self._propose(sid, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
         return sid
+
+    def create_session_with_id(self, session_id: int, timeout: int, now: int, wall: int) -> None:
+        """A learner's new session (its id chosen by the learner): tracked here from now on,
+        its createSession txn proposed (PrepRequestProcessor, createSession from a learner)."""
+        self.sessions.add(session_id, timeout, now)
+        self._propose(session_id, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
+
+    def submit_learner_request(
+        self, data: bytes, authinfo: Sequence[r.Id] | None, now: int, wall: int
+    ) -> int:
+        """A learner's REQUEST packet (``Learner.request``: long sessionId, int cxid, int type,
+        then the request body). Returns its opcode: a sync is left to the caller, which orders
+        it after the proposals made so far (``Leader.processSync``). Raises ``struct.error``
+        on a packet too short for its header."""
+        sid, cxid, op = _REQUEST.unpack_from(data)
+        body = data[_REQUEST.size :]
+        if op == OpCode.CREATESESSION:
+            (timeout,) = _TIMEOUT.unpack_from(body)
+            self.create_session_with_id(sid, timeout, now, wall)
+        elif op != OpCode.SYNC:
+            auth = [(i.scheme or "", i.id or "") for i in authinfo or ()]
+            frame = r.RequestHeader(cxid, op).encode() + body
+            self.submit(WriteRequest(sid, cxid, op, frame, auth), now, wall)
+        return op
 
     def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool:
         """A sign of life from ``session_id``; False if the session is unknown or closing."""

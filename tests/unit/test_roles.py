@@ -16,12 +16,16 @@ builds on:
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from trizk.jute import records as r
 from trizk.jute.codes import Code, EventType, OpCode, Xid
 from trizk.server.committer import MemoryCommitter, Proposal
 from trizk.server.connection import ClientConnection
-from trizk.server.coreconfig import CoreConfig
+from trizk.server.core import FrontEnd
+from trizk.server.coreconfig import CoreConfig, ServerStats
+from trizk.server.learner import LearnerWritePath
+from trizk.server.sessions import generate_password
 from trizk.server.standalone import Standalone
 from trizk.storage import treeio
 from trizk.storage.datatree import OPEN_ACL_UNSAFE, DataTree
@@ -198,3 +202,142 @@ def test_global_outstanding_limit_stops_reading_until_requests_drain() -> None:
         front.data_received(a, b"", 0, WALL)  # what the shell does once unthrottled
     assert answered == [(i + 1, 0) for i in range(10)]
     assert front.in_process == 0 and not a.throttled
+
+
+# ------------------------------------------------------------------ learner write path
+# A leader (front end + sequencer) and a follower (front end + LearnerWritePath) sharing one
+# commit stream, with the Zab link between them replaced by direct calls: what the server-side
+# glue does around Zab, checked without it.
+
+
+class FakeLink:
+    """The follower's leader link: REQUESTs go straight into the leader's sequencer."""
+
+    def __init__(self, ens: MiniEnsemble) -> None:
+        self.ens = ens
+        self.touched: dict[int, int] = {}
+
+    def forward_request(
+        self,
+        session_id: int,
+        cxid: int,
+        op: int,
+        body: bytes,
+        authinfo: tuple[r.Id, ...] | None = None,
+    ) -> bool:
+        data = struct.pack(">qii", session_id, cxid, op) + body
+        seq = self.ens.leader.sequencer
+        if seq.submit_learner_request(data, authinfo, 0, WALL) == OpCode.SYNC:
+            self.ens.syncs.append(seq.last_zxid)  # answered once everything before commits
+        return True
+
+    def touch(self, session_id: int, timeout: int) -> None:
+        self.touched[session_id] = timeout
+
+    def revalidate(self, session_id: int, timeout: int) -> bool:
+        valid = self.ens.leader.sequencer.touch(session_id, 0, timeout)
+        self.ens.revalidations.append((session_id, valid))
+        return True
+
+
+class MiniEnsemble:
+    def __init__(self) -> None:
+        self.committer = MemoryCommitter(self._commit)
+        self.leader = Standalone(
+            CoreConfig(tick_time=2000), Replica(DataTree()), self.committer, now=0, wall=WALL
+        )
+        self.syncs: list[int] = []
+        self.revalidations: list[tuple[int, bool]] = []
+        self.link = FakeLink(self)
+        self.path = LearnerWritePath(self.link, server_id=2, wall=WALL)
+        self.freplica = Replica(DataTree())
+        self.follower = FrontEnd(
+            CoreConfig(tick_time=2000, server_id=2),
+            self.freplica,
+            self.path,
+            ServerStats(),
+        )
+        self._ids = 0
+
+    def _commit(self, batch: Sequence[Proposal]) -> None:
+        self.leader.commit(batch, 0)
+        for p in batch:
+            rc = self.freplica.apply(p.hdr, p.txn)
+            if p.hdr.type == OpCode.CLOSESESSION:
+                self.path.session_closed(p.hdr.clientId)
+            self.follower.on_committed(p.hdr, rc, 0)
+
+    def step(self) -> None:
+        """Commit what was proposed, then deliver the leader's SYNC and REVALIDATE answers."""
+        self.committer.flush()
+        while self.syncs:
+            self.syncs.pop(0)
+            self.follower.on_synced()
+        while self.revalidations:
+            self.path.revalidated(*self.revalidations.pop(0))
+
+    def connect(
+        self, front: FrontEnd, session: int = 0, passwd: bytes = bytes(16)
+    ) -> ClientConnection:
+        self._ids += 1
+        c = ClientConnection(self._ids, ("127.0.0.1", 41000 + self._ids), 0xFFFFF)
+        front.connection_made(c)
+        body = r.ConnectRequest(0, 0, 10_000, session, passwd).encode() + b"\x00"
+        front.data_received(c, struct.pack(">i", len(body)) + body, 0, WALL)
+        self.step()
+        return c
+
+    def request(
+        self, front: FrontEnd, c: ClientConnection, xid: int, op: int, rec: r.Record | None
+    ) -> None:
+        body = r.RequestHeader(xid, op).encode() + (rec.encode() if rec else b"")
+        front.data_received(c, struct.pack(">i", len(body)) + body, 0, WALL)
+
+
+def connect_response(c: ClientConnection) -> r.ConnectResponse:
+    frames = replies(c)
+    assert len(frames) == 1
+    return r.ConnectResponse.decode_from(frames[0], 0)[0]
+
+
+def test_follower_sessions_writes_and_syncs_go_through_the_leader() -> None:
+    ens = MiniEnsemble()
+    f = ens.connect(ens.follower)
+    rsp = connect_response(f)
+    assert rsp.sessionId >> 56 == 2  # the follower chose the id (its myid in the top byte)
+    assert rsp.sessionId in ens.leader.sequencer.sessions.sessions  # the leader tracks it
+    assert ens.freplica.sessions == ens.leader.replica.sessions == {rsp.sessionId: 10_000}
+    ens.request(ens.follower, f, 1, OpCode.CREATE, r.CreateRequest("/f", b"1", ACL, 1))
+    ens.request(ens.follower, f, 2, OpCode.SYNC, r.SyncRequest("/f"))
+    ens.request(ens.follower, f, 3, OpCode.GETDATA, r.GetDataRequest("/f", False))
+    assert f.out == b""  # nothing answered before the leader's commit / SYNC
+    ens.step()
+    frames = replies(f)
+    assert xids(frames) == [(1, 0), (2, 0), (3, 0)]
+    assert r.SyncResponse.decode(memoryview(frames[1])[16:]).path == "/f"
+    assert ens.leader.replica.tree.get("/f") is not None
+    assert ens.link.touched == {rsp.sessionId: 10_000}  # for the next PING reply
+
+
+def test_sessions_move_between_leader_and_follower() -> None:
+    ens = MiniEnsemble()
+    a = ens.connect(ens.leader.front)
+    rsp = connect_response(a)
+    ens.request(ens.leader.front, a, 1, OpCode.CREATE, r.CreateRequest("/e", b"", ACL, 1))
+    ens.step()
+    assert xids(replies(a)) == [(1, 0)]
+    # the client moves to the follower: revalidated by the leader, keeps its ephemeral
+    b = ens.connect(ens.follower, rsp.sessionId, rsp.passwd or b"")
+    assert connect_response(b).sessionId == rsp.sessionId
+    ens.request(ens.follower, b, 2, OpCode.DELETE, r.DeleteRequest("/e", -1))
+    ens.request(ens.follower, b, 3, OpCode.CLOSESESSION, None)
+    ens.step()
+    assert xids(replies(b)) == [(2, 0), (3, 0)] and b.closed
+    assert rsp.sessionId not in ens.leader.sequencer.sessions.sessions
+    assert rsp.sessionId not in ens.path.sessions
+    # a session the leader does not know (right password) is refused after the leader's
+    # answer: timeout 0, session 0
+    gone = 0x0200000000000099
+    c = ens.connect(ens.follower, gone, generate_password(gone))
+    assert ens.path.sessions.get(gone) is None
+    assert connect_response(c).sessionId == 0 and c.closed
