@@ -61,7 +61,14 @@ _INT = struct.Struct(">i")
 
 
 class ElectionWireError(ValueError):
-    """Bytes on the election port that ZooKeeper would refuse; the link is closed."""
+    """Bytes on the election port that ZooKeeper would refuse; the link is closed.
+
+    From :meth:`FrameDecoder.feed`, ``frames`` holds the whole frames that came before the bad
+    length (Java's RecvWorker has delivered them by then)."""
+
+    def __init__(self, message: str, frames: list[bytes] | None = None) -> None:
+        super().__init__(message)
+        self.frames: list[bytes] = frames or []
 
 
 class ServerState(enum.IntEnum):
@@ -184,7 +191,7 @@ class FrameDecoder:
         while len(self._buf) >= 4:
             (n,) = _INT.unpack_from(self._buf, 0)
             if n <= 0 or n > self._max:
-                raise ElectionWireError(f"received packet with invalid length: {n}")
+                raise ElectionWireError(f"received packet with invalid length: {n}", out)
             if len(self._buf) < 4 + n:
                 break
             out.append(bytes(self._buf[4 : 4 + n]))

@@ -285,7 +285,12 @@ class ElectionPort:
     async def _recv_loop(self, link: _Link, decoder: FrameDecoder, rest: bytes) -> None:
         data = rest
         while True:
-            for frame in decoder.feed(data):
+            try:
+                frames = decoder.feed(data)
+                bad = None
+            except ElectionWireError as e:
+                frames, bad = e.frames, e
+            for frame in frames:
                 try:
                     note = decode_notification(frame)
                 except ElectionWireError as e:
@@ -294,6 +299,8 @@ class ElectionPort:
                                 self.myid, link.sid, e)  # fmt: skip
                     continue
                 self._apply(self.election.on_notification(self._now(), link.sid, note))
+            if bad is not None:
+                raise bad
             data = await link.stream.receive_some(_READ)
             if not data:
                 return
