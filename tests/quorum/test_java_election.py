@@ -1,0 +1,124 @@
+"""Mixed elections with Apache ZooKeeper 3.8 members on loopback (skipped without java/jar).
+
+* 2 Java members + 1 trizk election port: the trizk member reaches the Java members' decision,
+  both when all start together and when it joins after they have formed their ensemble
+  (it then learns the leader from FOLLOWING/LEADING answers).
+* 1 Java member + 2 trizk election ports: all three agree on a trizk leader (the Java member then
+  fails to reach that leader's quorum port, which nobody serves here; we only check its log).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import trio
+
+from trizk.compat.javaquorum import (
+    allocate,
+    config_string,
+    start_java_member,
+    wait_log,
+    zookeeper_available,
+)
+from trizk.compat.servers import Server
+from trizk.quorum.election import ElectionView
+from trizk.quorum.messages import ServerState
+from trizk.quorum.peers import ElectionPort
+
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="java or /usr/share/java/zookeeper.jar missing"
+)
+
+STATE_LINE = r"\] QuorumPeer[^:]*: (LEADING|FOLLOWING|OBSERVING)\n"
+
+
+def java_vote(srv: Server, timeout: float = 40.0) -> tuple[str, int]:
+    """The first state a Java member decided and the leader it chose, from its INFO log.
+
+    QuorumPeer logs the state; the leader is the member's own proposal at that moment, which
+    its WorkerReceiver logged when the proposal looped back to itself ("n.sid:<myid> ...
+    n.leader:<leader>"); a LEADING member chose itself."""
+    myid = int(srv.cfg["__myid"])
+    found = wait_log(srv, STATE_LINE, timeout)
+    if found.group(1) == "LEADING":
+        return "LEADING", myid
+    text = srv.log_path.read_text(errors="replace")[: found.start()]
+    own = re.findall(rf"n\.sid:{myid}, n\.state:LOOKING, n\.leader:(\d+)", text)
+    assert own, text[-3000:]
+    return found.group(1), int(own[-1])
+
+
+def start_java(sid: int, members: dict) -> Server:
+    srv = start_java_member(sid, members)
+    srv.cfg["__myid"] = str(sid)
+    return srv
+
+
+async def _trizk_member(sid: int, members: dict, nursery: trio.Nursery) -> ElectionPort:
+    view = ElectionView(
+        frozenset(s for s, m in members.items() if not m.observer),
+        config_string(members).encode(),
+    )
+    port = ElectionPort(sid, view, {s: m.election for s, m in members.items()})
+    await nursery.start(port.serve)
+    return port
+
+
+async def test_trizk_beside_two_java_members_started_together() -> None:
+    members = allocate([1, 2, 3])
+    javas = [start_java(2, members), start_java(3, members)]
+    try:
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                me = await _trizk_member(1, members, nursery)
+                me.look(0, 0)
+                decision = await me.wait_decision()
+                votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
+                nursery.cancel_scope.cancel()
+    finally:
+        for j in javas:
+            j.stop()
+    assert sorted(votes) == [("FOLLOWING", 3), ("LEADING", 3)]
+    assert decision.state == ServerState.FOLLOWING and decision.vote.leader == 3
+
+
+async def test_trizk_joins_an_established_java_ensemble() -> None:
+    members = allocate([1, 2, 3])
+    javas = [start_java(1, members), start_java(2, members)]
+    try:
+        votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
+        # Zab finished between the Java pair: the leader answers LEADING with its new epoch
+        await trio.to_thread.run_sync(wait_log, javas[1], r"LEADER ELECTION TOOK", 40.0)
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                me = await _trizk_member(3, members, nursery)
+                me.look(0x500000000, 5)  # a better vote than theirs must not matter now
+                decision = await me.wait_decision()
+                nursery.cancel_scope.cancel()
+    finally:
+        for j in javas:
+            j.stop()
+    assert sorted(votes) == [("FOLLOWING", 2), ("LEADING", 2)]
+    assert decision.state == ServerState.FOLLOWING and decision.vote.leader == 2
+
+
+async def test_one_java_member_beside_two_trizk_members() -> None:
+    members = allocate([1, 2, 3])
+    java = start_java(1, members)
+    try:
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                mine = [await _trizk_member(s, members, nursery) for s in (2, 3)]
+                for m in mine:
+                    m.look(0, 0)
+                decisions = [await m.wait_decision() for m in mine]
+                vote = await trio.to_thread.run_sync(java_vote, java)
+                nursery.cancel_scope.cancel()
+    finally:
+        java.stop()
+    assert vote == ("FOLLOWING", 3)
+    assert [(d.state, d.vote.leader) for d in decisions] == [
+        (ServerState.FOLLOWING, 3),
+        (ServerState.LEADING, 3),
+    ]

@@ -1,0 +1,119 @@
+"""The election port shell on loopback: trizk members elect one leader; garbage closes a link."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+import trio
+
+from trizk.quorum.election import ElectionView
+from trizk.quorum.messages import (
+    Notification,
+    ServerState,
+    decode_notification,
+    encode_frame,
+    encode_initial_message,
+)
+from trizk.quorum.peers import ElectionPort
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def make_ports(
+    sids: list[int], voters: set[int], zxids: dict[int, int]
+) -> tuple[dict[int, ElectionPort], dict[int, tuple[str, int]]]:
+    ports = free_ports(len(sids))
+    addrs = {sid: ("127.0.0.1", p) for sid, p in zip(sids, ports, strict=True)}
+    view = ElectionView(frozenset(voters))
+    return {sid: ElectionPort(sid, view, addrs) for sid in sids}, addrs
+
+
+async def test_three_trizk_members_elect_one_leader() -> None:
+    zxids = {1: 0x100000007, 2: 0x100000009, 3: 0x100000008}
+    members, _ = make_ports([1, 2, 3], {1, 2, 3}, zxids)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            for m in members.values():
+                await nursery.start(m.serve)
+            for sid, m in members.items():
+                m.look(zxids[sid], 1)
+            decisions = {sid: await m.wait_decision() for sid, m in members.items()}
+            nursery.cancel_scope.cancel()
+    assert {d.vote.leader for d in decisions.values()} == {2}
+    assert decisions[2].state == ServerState.LEADING
+    assert decisions[1].state == decisions[3].state == ServerState.FOLLOWING
+    assert {d.vote.zxid for d in decisions.values()} == {0x100000009}
+
+
+async def test_observer_and_late_joiner_learn_the_leader() -> None:
+    """Two voters of three elect; then the third voter and an observer (sid 9) start and learn
+    the leader from FOLLOWING/LEADING answers (outofelection + checkLeader)."""
+    zxids = {1: 5, 2: 5, 3: 5, 9: 5}
+    members, _ = make_ports([1, 2, 3, 9], {1, 2, 3}, zxids)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for m in members.values():
+                await nursery.start(m.serve)
+            members[1].look(5, 1)
+            members[2].look(5, 1)
+            first = [await members[1].wait_decision(), await members[2].wait_decision()]
+            assert {d.vote.leader for d in first} == {2}
+            members[3].look(9, 0)  # a higher zxid but an older epoch: must still follow 2
+            members[9].look(5, 1)
+            late = [await members[3].wait_decision(), await members[9].wait_decision()]
+            nursery.cancel_scope.cancel()
+    assert late[0].state == ServerState.FOLLOWING and late[0].vote.leader == 2
+    assert late[1].state == ServerState.OBSERVING and late[1].vote.leader == 2
+
+
+async def test_garbage_closes_the_link_and_decided_member_answers() -> None:
+    members, addrs = make_ports([1, 2], {1, 2}, {})
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            for m in members.values():
+                await nursery.start(m.serve)
+            members[1].look(5, 1)
+            members[2].look(5, 1)
+            await members[1].wait_decision()
+            await members[2].wait_decision()
+            # a bad protocol version: closed without a reply
+            s = await trio.open_tcp_stream(*addrs[2])
+            await s.send_all(struct.pack(">qqi", -7, 77, 0))
+            assert await s.receive_some(100) == b""
+            await s.aclose()
+            # a bad frame length after a good header from a higher sid: closed
+            s = await trio.open_tcp_stream(*addrs[2])
+            await s.send_all(encode_initial_message(5, "127.0.0.1", 1) + b"\xff\xff\xff\xff")
+            assert await s.receive_some(100) == b""
+            await s.aclose()
+            # a LOOKING non-voter (sid 5 > 2, so its connection is kept) gets the vote back
+            s = await trio.open_tcp_stream(*addrs[2])
+            note = Notification(0, 5, 0, 1, 0, config=b"version=0")
+            await s.send_all(encode_initial_message(5, "127.0.0.1", 1))
+            await s.send_all(encode_frame(note.encode()))
+            got = b""
+            while len(got) < 4 or len(got) < 4 + struct.unpack(">i", got[:4])[0]:
+                chunk = await s.receive_some(1000)
+                assert chunk
+                got += chunk
+            answer = decode_notification(got[4:])
+            await s.aclose()
+            nursery.cancel_scope.cancel()
+    assert answer.state == ServerState.LEADING
+    assert answer.leader == 2 and answer.config == b"version=0"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])
