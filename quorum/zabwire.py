@@ -1,0 +1,384 @@
+"""Zab's quorum-port wire: the packet type table and a sans-IO stream codec.
+
+Theory
+------
+A learner's TCP connection to its leader carries a bare stream of Jute ``QuorumPacket``
+records, with **no length prefix** and no magic (``Learner.writePacket`` /
+``LearnerHandler`` use ``BinaryOutputArchive.writeRecord`` on the socket stream)::
+
+    Stream       := (QuorumPacket | SNAP-QuorumPacket SnapPayload)*
+    QuorumPacket := type:int zxid:long data:buffer authinfo:vector<Id>     (zookeeper.jute)
+    Id           := scheme:ustring id:ustring
+
+Right after a ``SNAP`` packet (type 15) the leader writes the snapshot itself, raw, on the same
+stream (``LearnerHandler.run``: ``ZKDatabase.serializeSnapshot`` then
+``writeString("BenWasHere")``)::
+
+    SnapPayload  := Sessions AclCache Nodes Signature
+    Sessions     := count:int (id:long timeout:int)*count       (SerializeUtils.serializeSnapshot)
+    AclCache     := count:int (ref:long acls:vector<ACL>)*count  (ReferenceCountedACLCache)
+    ACL          := perms:int Id
+    Nodes        := (path:ustring data:buffer acl:long StatPersisted)* "/":ustring
+                                                                  (DataTree.serialize)
+    StatPersisted:= 60 fixed bytes (czxid mzxid ctime mtime version cversion aversion
+                    ephemeralOwner pzxid)
+    Signature    := "BenWasHere":ustring                         (checked by Learner)
+
+The payload has no length, so the decoder walks this grammar to find its end; the payload is
+handed on as opaque bytes (everything up to, not including, the signature) for the replica to
+load (:mod:`trizk.storage` parses that body).
+
+Invariants
+----------
+* :class:`QuorumStreamDecoder` yields the same events whatever the chunking of its input
+  (property-tested byte by byte against one-shot feeding).
+* It raises only :class:`QuorumStreamError`, as soon as the bytes cannot be a valid stream:
+  negative lengths other than -1, a buffer/string or vector beyond its bound, a snapshot
+  beyond ``max_snapshot`` bytes, a bad signature. After an error the decoder stays failed; the
+  shell closes the link (a stray byte desyncs an unframed stream for good).
+* Buffered input never exceeds one bounded item (a packet is at most ``max_packet`` bytes).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Generator
+from dataclasses import dataclass
+from enum import IntEnum
+
+from trizk.jute.primitives import DEFAULT_MAX_BUFFER, JuteDecodeError
+from trizk.jute.records import LearnerInfo, QuorumPacket
+
+
+class PacketType(IntEnum):
+    """Quorum packet types (``Leader.java`` constants), one table."""
+
+    REQUEST = 1
+    PROPOSAL = 2
+    ACK = 3
+    COMMIT = 4
+    PING = 5
+    REVALIDATE = 6
+    SYNC = 7
+    INFORM = 8
+    COMMITANDACTIVATE = 9
+    NEWLEADER = 10
+    FOLLOWERINFO = 11
+    UPTODATE = 12
+    DIFF = 13
+    TRUNC = 14
+    SNAP = 15
+    OBSERVERINFO = 16
+    LEADERINFO = 17
+    ACKEPOCH = 18
+    INFORMANDACTIVATE = 19
+
+
+def packet_name(t: int) -> str:
+    """``Leader.getPacketType``: the name of a type, or ``UNKNOWN`` (never raises)."""
+    try:
+        return PacketType(t).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+#: LearnerInfo.protocolVersion / LEADERINFO data: Zab 1.0 (``0x10000``, Learner/LearnerHandler).
+PROTOCOL_VERSION = 0x10000
+#: The string the leader writes after a SNAP payload (``LearnerHandler.run``).
+SNAP_SIGNATURE = "BenWasHere"
+#: StatPersisted is nine fixed-width fields.
+STAT_PERSISTED_SIZE = 60
+
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+
+
+class QuorumStreamError(ValueError):
+    """The peer's bytes are not a valid quorum packet stream; close the link."""
+
+
+# ------------------------------------------------------------------------ zxid (ZxidUtils)
+
+
+def make_zxid(epoch: int, counter: int) -> int:
+    """``ZxidUtils.makeZxid``: epoch in the high 32 bits, counter in the low 32."""
+    return (epoch << 32) | (counter & 0xFFFFFFFF)
+
+
+def epoch_of(zxid: int) -> int:
+    """``ZxidUtils.getEpochFromZxid`` (arithmetic shift: -1 stays -1)."""
+    return zxid >> 32
+
+
+def counter_of(zxid: int) -> int:
+    """``ZxidUtils.getCounterFromZxid``."""
+    return zxid & 0xFFFFFFFF
+
+
+def zxid_hex(zxid: int) -> str:
+    return f"0x{zxid & 0xFFFFFFFFFFFFFFFF:x}"
+
+
+# ------------------------------------------------------------------------ small payloads
+
+
+def encode_learner_info(sid: int, config_version: int = 0) -> bytes:
+    return LearnerInfo(sid, PROTOCOL_VERSION, config_version).encode()
+
+
+def encode_int(v: int) -> bytes:
+    return _I.pack(v)
+
+
+def decode_int(data: bytes | None) -> int:
+    """A 4-byte big-endian int payload (LEADERINFO version, ACKEPOCH epoch)."""
+    if data is None or len(data) < 4:
+        raise QuorumStreamError(f"expected a 4-byte int payload, got {data!r}")
+    return int(_I.unpack_from(data, 0)[0])
+
+
+def encode_touches(touches: dict[int, int]) -> bytes:
+    """PING reply data: (long sessionId, int timeout)* -- empty, never null (Learner.ping)."""
+    return b"".join(struct.pack(">qi", s, t) for s, t in touches.items())
+
+
+def decode_touches(data: bytes | None) -> list[tuple[int, int]]:
+    """LearnerHandler reads whole pairs while bytes remain; a torn pair is an EOF error."""
+    if data is None:
+        raise QuorumStreamError("PING reply without data")
+    if len(data) % 12:
+        raise QuorumStreamError(f"PING reply data of {len(data)} bytes is not whole pairs")
+    return [(int(s), int(t)) for s, t in struct.iter_unpack(">qi", data)]
+
+
+# ------------------------------------------------------------------------ encoder
+
+
+def encode_packet(qp: QuorumPacket) -> bytes:
+    """The bytes of one packet on the stream (no framing)."""
+    return qp.encode()
+
+
+def packet(t: int, zxid: int, data: bytes | None = None) -> QuorumPacket:
+    """A QuorumPacket without authinfo (null vector, as every leader/learner packet but REQUEST)."""
+    return QuorumPacket(int(t), zxid, data, None)
+
+
+# ------------------------------------------------------------------------ decoder
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPayload:
+    """The raw snapshot that followed a SNAP packet: Sessions AclCache Nodes (no signature)."""
+
+    body: bytes
+
+
+StreamEvent = QuorumPacket | SnapshotPayload
+
+# A grammar is a generator that yields how many bytes it needs next and receives them.
+_Grammar = Generator[int, bytes, object]
+
+
+class QuorumStreamDecoder:
+    """Incremental decoder: ``feed(bytes)``, then ``next_event()`` until it returns None.
+
+    ``max_packet`` bounds one QuorumPacket (its ``data`` buffer and all of authinfo);
+    ``max_length`` bounds any single buffer/string (``jute.maxbuffer`` + extrasize);
+    ``max_snapshot`` bounds a SNAP payload. Exceeding any raises :class:`QuorumStreamError`.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_packet: int = 2 * DEFAULT_MAX_BUFFER + 4096,
+        max_length: int = 2 * DEFAULT_MAX_BUFFER,
+        max_snapshot: int = 1 << 34,
+        max_auth_ids: int = 1024,
+    ) -> None:
+        self.max_packet = max_packet
+        self.max_length = max_length
+        self.max_snapshot = max_snapshot
+        self.max_auth_ids = max_auth_ids
+        self._buf = bytearray()
+        self._pos = 0
+        self._failed: QuorumStreamError | None = None
+        self._gen: _Grammar | None = None
+        self._need = 0
+        self._taken = 0  # bytes consumed by the current item so far
+        self._snap_parts: list[bytes] = []
+        self._in_snapshot = False
+
+    def feed(self, data: bytes) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def next_event(self) -> StreamEvent | None:
+        """The next packet or snapshot payload, None if more bytes are needed."""
+        if self._failed is not None:
+            raise self._failed
+        try:
+            return self._next()
+        except QuorumStreamError as e:
+            self._failed = e
+            raise
+        except JuteDecodeError as e:
+            self._failed = QuorumStreamError(str(e))
+            raise self._failed from None
+
+    def _start(self) -> None:
+        self._taken = 0
+        if self._in_snapshot:
+            self._snap_parts = []
+            self._gen = self._snapshot_grammar()
+        else:
+            self._gen = self._packet_grammar()
+        self._need = next(self._gen)
+
+    def _next(self) -> StreamEvent | None:
+        if self._gen is None:
+            self._start()
+        gen = self._gen
+        assert gen is not None
+        while True:
+            if len(self._buf) - self._pos < self._need:
+                return None
+            chunk = bytes(self._buf[self._pos : self._pos + self._need])
+            self._pos += self._need
+            self._taken += self._need
+            try:
+                self._need = gen.send(chunk)
+            except StopIteration as stop:
+                self._gen = None
+                result = stop.value
+                if isinstance(result, QuorumPacket) and result.type == PacketType.SNAP:
+                    self._in_snapshot = True
+                elif isinstance(result, SnapshotPayload):
+                    self._in_snapshot = False
+                assert isinstance(result, QuorumPacket | SnapshotPayload)
+                return result
+
+    # Grammars. ``yield n`` returns the next n bytes.
+
+    def _length(self, n: int, what: str) -> int:
+        if n < -1:
+            raise QuorumStreamError(f"negative {what} length {n}")
+        if n > self.max_length:
+            raise QuorumStreamError(f"{what} length {n} over the limit {self.max_length}")
+        return n
+
+    def _packet_grammar(self) -> _Grammar:
+        parts: list[bytes] = []
+        head = yield 16  # type, zxid, data length
+        parts.append(head)
+        n = self._length(_I.unpack_from(head, 12)[0], "packet data")
+        if n > self.max_packet:
+            raise QuorumStreamError(f"packet data of {n} bytes over {self.max_packet}")
+        if n > 0:
+            parts.append((yield n))
+        cnt_b = yield 4
+        parts.append(cnt_b)
+        (count,) = _I.unpack(cnt_b)
+        if count < -1 or count > self.max_auth_ids:
+            raise QuorumStreamError(f"bad authinfo count {count}")
+        for _ in range(max(count, 0)):
+            for what in ("scheme", "id"):
+                lb = yield 4
+                parts.append(lb)
+                k = self._length(_I.unpack(lb)[0], f"authinfo {what}")
+                if k > 0:
+                    parts.append((yield k))
+                if self._taken > self.max_packet:
+                    raise QuorumStreamError(f"packet over {self.max_packet} bytes")
+        return QuorumPacket.decode(b"".join(parts))
+
+    def _snap_take(self, b: bytes) -> bytes:
+        self._snap_parts.append(b)
+        if self._taken > self.max_snapshot:
+            raise QuorumStreamError(f"snapshot over {self.max_snapshot} bytes")
+        return b
+
+    def _snapshot_grammar(self) -> _Grammar:
+        take = self._snap_take
+        (count,) = _I.unpack(take((yield 4)))
+        if count < 0:
+            raise QuorumStreamError(f"bad session count {count}")
+        for _ in range(count):
+            take((yield 12))
+        (count,) = _I.unpack(take((yield 4)))
+        if count < 0:
+            raise QuorumStreamError(f"bad acl cache count {count}")
+        for _ in range(count):
+            take((yield 8))
+            (k,) = _I.unpack(take((yield 4)))
+            if k < 0:
+                raise QuorumStreamError("Incorrect format: missing acls")
+            for _ in range(k):
+                take((yield 4))  # perms
+                for what in ("acl scheme", "acl id"):
+                    (n,) = _I.unpack(take((yield 4)))
+                    n = self._length(n, what)
+                    if n > 0:
+                        take((yield n))
+        while True:
+            (n,) = _I.unpack(take((yield 4)))
+            n = self._length(n, "node path")
+            if n < 0:
+                raise QuorumStreamError("null node path in snapshot")
+            path = take((yield n)) if n else b""
+            if path == b"/":
+                break
+            (n,) = _I.unpack(take((yield 4)))
+            n = self._length(n, "node data")
+            if n > 0:
+                take((yield n))
+            take((yield 8 + STAT_PERSISTED_SIZE))
+        body = b"".join(self._snap_parts)
+        (n,) = _I.unpack((yield 4))
+        sig = SNAP_SIGNATURE.encode()
+        if n != len(sig) or (yield n) != sig:
+            raise QuorumStreamError("Missing signature")
+        return SnapshotPayload(body)
+
+
+def encode_snapshot_payload(body: bytes) -> bytes:
+    """What follows a SNAP packet on the wire: the body, then the signature."""
+    sig = SNAP_SIGNATURE.encode()
+    return body + _I.pack(len(sig)) + sig
+
+
+def encode_ackepoch_data(epoch: int) -> bytes:
+    """ACKEPOCH data: the learner's currentEpoch as a Java int cast, or -1."""
+    v = epoch & 0xFFFFFFFF
+    return _I.pack(v - (1 << 32) if v >= 1 << 31 else v)
+
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SNAP_SIGNATURE",
+    "PacketType",
+    "QuorumStreamDecoder",
+    "QuorumStreamError",
+    "SnapshotPayload",
+    "StreamEvent",
+    "counter_of",
+    "decode_int",
+    "decode_touches",
+    "encode_ackepoch_data",
+    "encode_int",
+    "encode_learner_info",
+    "encode_packet",
+    "encode_snapshot_payload",
+    "encode_touches",
+    "epoch_of",
+    "make_zxid",
+    "packet",
+    "packet_name",
+    "zxid_hex",
+]

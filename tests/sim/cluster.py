@@ -1,0 +1,600 @@
+"""Deterministic simulation of a Zab ensemble (one thread, one seeded RNG, simulated time).
+
+What is simulated
+-----------------
+* Members: ``voters`` participants and ``observers``, each with a simulated disk, a trivial
+  replica (the list of applied (zxid, txn bytes)) and, when not LOOKING, one pure Zab machine
+  (:class:`trizk.quorum.leader.Leader` or :class:`trizk.quorum.learner.Learner`).
+* Disk: every Ready's persistence goes to a volatile copy at once and becomes durable when its
+  fsync completes (a random delay later, in order); a crash keeps only what was durable.
+  Committed entries are applied and ``advance`` is called when the fsync completes, as the
+  Ready contract says. A snapshot install clears the txn log (see the report on ZooKeeper's
+  retained pre-snapshot log files).
+* Network: a learner-leader link is a TCP connection: FIFO per direction with random delays
+  (so packets reorder across links), broken at random, by partitions and by crashes. Partitions
+  split the members into groups; only members of one group reach each other.
+* Clocks: each member's clock runs at its own rate (skew in ticks between members).
+* Election: an oracle standing in for FastLeaderElection: a LOOKING member joins a reachable
+  LEADING member, else when a quorum of reachable voters is LOOKING the best of them by
+  (currentEpoch, lastLoggedZxid, sid) leads and the rest follow.
+* Clients: writes to random members (a learner forwards a REQUEST), syncs, session touches.
+
+Invariants checked (AssertionError with the seed's trace)
+---------------------------------------------------------
+* at most one established leader per epoch;
+* every txn applied by a serving member, and every established leader's history, agrees with
+  the one committed history (``canonical``: zxid -> bytes): committed prefixes agree;
+* an established leader's history contains every txn committed before (no acknowledged write
+  is lost); serving members' histories are exactly the committed prefix up to their last zxid
+  (equal zxid, equal state);
+* a learner's sync answer comes after it applied what the leader had proposed at sync time;
+* epoch files on a restarted member: acceptedEpoch >= currentEpoch >= epoch(last logged zxid).
+"""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+import random
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trizk.jute.records import QuorumPacket
+from trizk.quorum.leader import Leader
+from trizk.quorum.learner import Learner
+from trizk.quorum.zab import Entry, LearnerType, Quorum, Ready, Timing
+from trizk.quorum.zabwire import PacketType, SnapshotPayload, counter_of, epoch_of, make_zxid
+
+P = PacketType
+
+
+@dataclass
+class Disk:
+    accepted: int = 0
+    current: int = 0
+    snap_zxid: int = 0
+    snap_hist: tuple[tuple[int, bytes], ...] = ()
+    log: tuple[Entry, ...] = ()
+
+    def copy(self) -> Disk:
+        return Disk(self.accepted, self.current, self.snap_zxid, self.snap_hist, self.log)
+
+    def history(self, upto: int | None = None) -> list[tuple[int, bytes]]:
+        hist = list(self.snap_hist)
+        for e in self.log:
+            if e.zxid > self.snap_zxid and (upto is None or e.zxid <= upto):
+                hist.append((e.zxid, e.data))
+        return hist
+
+    def last_zxid(self) -> int:
+        z = self.snap_zxid
+        for e in self.log:
+            z = max(z, e.zxid)
+        return z
+
+
+@dataclass
+class Conn:
+    cid: int
+    learner: int
+    leader: int
+    alive: bool = True
+    # last scheduled delivery time per direction, for FIFO
+    last_to_leader: int = 0
+    last_to_learner: int = 0
+
+
+@dataclass
+class Node:
+    sid: int
+    voter: bool
+    rate: float
+    disk: Disk = field(default_factory=Disk)  # volatile view
+    durable: Disk = field(default_factory=Disk)
+    alive: bool = True
+    machine: Leader | Learner | None = None
+    conn: Conn | None = None  # learner's link
+    hist: list[tuple[int, bytes]] = field(default_factory=list)
+    serving: bool = False
+    inflight: Ready | None = None
+    inflight_disk: Disk | None = None
+    incarnation: int = 0
+    next_zxid: int = 0  # leader's sequencer
+    zxid: int = 0  # the replica's last applied zxid (lastProcessedZxid)
+    group: int = 0
+    disk_speed: float = 1.0  # fsync latency multiplier (a slow disk)
+
+    def clock(self, now: int) -> int:
+        return int(now * self.rate)
+
+
+@dataclass
+class SimConfig:
+    voters: int = 3
+    observers: int = 1
+    duration_ms: int = 60_000
+    timing: Timing = field(default_factory=lambda: Timing(tick_ms=100, init_limit=10, sync_limit=5))
+    write_interval_ms: int = 40
+    net_delay_ms: tuple[int, int] = (1, 30)
+    fsync_ms: tuple[int, int] = (1, 50)
+    link_break_prob: float = 0.002
+    crash_interval_ms: int = 4_000
+    power_failure_prob: float = 0.3
+    partition_interval_ms: int = 6_000
+    commit_log_count: int = 20
+    high_counter_prob: float = 0.1
+
+
+class Violation(AssertionError):
+    pass
+
+
+class Sim:
+    def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
+        self.seed = seed
+        self.cfg = cfg or SimConfig()
+        self.rng = random.Random(seed)
+        self.now = 0
+        self._q: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        c = self.cfg
+        sids = list(range(1, c.voters + c.observers + 1))
+        self.voters = frozenset(sids[: c.voters])
+        self.quorum = Quorum.majority_of(self.voters)
+        self.nodes = {s: Node(s, s in self.voters, self.rng.uniform(0.9, 1.1)) for s in sids}
+        for n in self.nodes.values():
+            n.disk_speed = self.rng.choice((0.2, 1.0, 4.0))
+        self.conns: dict[int, Conn] = {}
+        self._cid = 0
+        self.canonical: dict[int, bytes] = {}
+        self.leaders: dict[int, int] = {}  # epoch -> sid
+        self.stats: Counter[str] = Counter()
+        self.trace: deque[str] = deque(maxlen=60)
+        self._write_no = 0
+        self.sync_targets: dict[int, deque[int]] = {}
+
+    # ------------------------------------------------------------------ event loop
+
+    def at(self, delay: int, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._q, (self.now + max(delay, 0), self._seq, fn))
+
+    def log(self, msg: str) -> None:
+        self.trace.append(f"{self.now:7d} {msg}")
+
+    def fail(self, msg: str) -> None:
+        raise Violation(f"seed {self.seed}: {msg}\n" + "\n".join(self.trace))
+
+    def run(self) -> Sim:
+        c = self.cfg
+        for n in self.nodes.values():
+            self.at(self.rng.randint(0, 50), lambda n=n: self.look(n))
+            self.at(10, lambda n=n: self.tick(n))
+        self.at(c.write_interval_ms, self.client)
+        self.at(self.rng.randint(1, c.crash_interval_ms), self.chaos_crash)
+        self.at(self.rng.randint(1, c.partition_interval_ms), self.chaos_partition)
+        steps = 0
+        while self._q:
+            t, _, fn = heapq.heappop(self._q)
+            if t > c.duration_ms:
+                break
+            self.now = t
+            fn()
+            steps += 1
+            if steps % 500 == 0:
+                self.check_prefixes()
+        # quiesce: heal, stop chaos, let it converge
+        self.check_prefixes()
+        return self
+
+    # ------------------------------------------------------------------ membership
+
+    def reachable(self, a: Node, b: Node) -> bool:
+        return a.alive and b.alive and a.group == b.group
+
+    def look(self, n: Node) -> None:
+        """Election oracle for a LOOKING member (FastLeaderElection stand-in)."""
+        if not n.alive or n.machine is not None:
+            return
+        self.at(self.rng.randint(50, 200), lambda: self.look(n))
+        for m in self.nodes.values():
+            if (
+                m is not n
+                and self.reachable(n, m)
+                and isinstance(m.machine, Leader)
+                and not m.machine.done
+            ):
+                self.become_learner(n, m)
+                return
+        looking = [
+            m for m in self.nodes.values() if m.voter and self.reachable(n, m) and m.machine is None
+        ]
+        if not n.voter or not self.quorum.contains_quorum({m.sid for m in looking}):
+            return
+        best = max(looking, key=lambda m: (m.disk.current, m.disk.last_zxid(), m.sid))
+        self.become_leader(best)
+        for m in looking:
+            if m is not best:
+                self.become_learner(m, best)
+
+    def reload(self, n: Node) -> None:
+        n.hist = n.disk.history()
+        n.zxid = n.disk.last_zxid()
+        n.serving = False
+
+    def become_leader(self, n: Node) -> None:
+        self.reload(n)
+        n.next_zxid = 0
+        d = n.disk
+        log = [e for e in d.log if e.zxid > d.snap_zxid][-self.cfg.commit_log_count :]
+
+        def txnlog(peer: int, log: tuple[Entry, ...] = d.log) -> list[Entry]:
+            # FileTxnIterator from peer: must start exactly at peer (ZKDatabase
+            # getProposalsFromTxnLog); a log not reaching back that far yields nothing.
+            out = [e for e in log if e.zxid >= peer]
+            return out if out and out[0].zxid == peer else []
+
+        n.machine = Leader(
+            sid=n.sid,
+            quorum=self.quorum,
+            timing=self.cfg.timing,
+            accepted_epoch=d.accepted,
+            current_epoch=d.current,
+            last_zxid=n.zxid,
+            now_ms=n.clock(self.now),
+            committed_log=log,
+            txnlog=txnlog,
+            commit_log_count=self.cfg.commit_log_count,
+        )
+        self.log(f"{n.sid} LEADING (acc {d.accepted} cur {d.current} last {n.zxid:#x})")
+        self.drain(n)
+
+    def become_learner(self, n: Node, leader: Node) -> None:
+        self.reload(n)
+        d = n.disk
+        lt = LearnerType.PARTICIPANT if n.voter else LearnerType.OBSERVER
+        n.machine = Learner(
+            sid=n.sid,
+            leader=leader.sid,
+            learner_type=lt,
+            timing=self.cfg.timing,
+            accepted_epoch=d.accepted,
+            current_epoch=d.current,
+            last_logged_zxid=n.zxid,
+            now_ms=n.clock(self.now),
+        )
+        self.log(f"{n.sid} {'FOLLOWING' if n.voter else 'OBSERVING'} {leader.sid}")
+        machine = n.machine
+        self.at(self.rng.randint(1, 20), lambda: self.connect(n, leader, machine))
+
+    def connect(self, n: Node, leader: Node, machine: Learner) -> None:
+        if n.machine is not machine or machine.done:
+            return
+        lm = leader.machine
+        if not self.reachable(n, leader) or not isinstance(lm, Leader) or lm.done:
+            machine.link_closed("connect failed")
+            self.drain(n)
+            return
+        self._cid += 1
+        conn = Conn(self._cid, n.sid, leader.sid)
+        self.conns[conn.cid] = conn
+        n.conn = conn
+        lm.connected(conn.cid)
+        machine.connected(n.clock(self.now))
+        self.drain(n)
+
+    def end_role(self, n: Node, reason: str) -> None:
+        self.log(f"{n.sid} -> LOOKING: {reason}")
+        self.stats["role_ends"] += 1
+        n.machine = None
+        n.serving = False
+        if n.conn is not None:
+            self.break_conn(n.conn)
+            n.conn = None
+        for conn in list(self.conns.values()):
+            if conn.leader == n.sid:
+                self.break_conn(conn)
+        self.at(self.rng.randint(0, 100), lambda: self.look(n))
+
+    def break_conn(self, conn: Conn) -> None:
+        if not conn.alive:
+            return
+        conn.alive = False
+        self.conns.pop(conn.cid, None)
+        lrn, ldr = self.nodes[conn.learner], self.nodes[conn.leader]
+        if isinstance(ldr.machine, Leader):
+            ldr.machine.link_closed(conn.cid)
+        if lrn.conn is conn and isinstance(lrn.machine, Learner):
+            lrn.machine.link_closed("connection broken")
+            self.at(0, lambda: self.drain(lrn))
+
+    # ------------------------------------------------------------------ network
+
+    def send(self, src: Node, conn: Conn, ev: QuorumPacket | SnapshotPayload) -> None:
+        if not conn.alive:
+            return
+        if self.rng.random() < self.cfg.link_break_prob:
+            self.break_conn(conn)
+            return
+        lo, hi = self.cfg.net_delay_ms
+        t = self.now + self.rng.randint(lo, hi)
+        to_leader = src.sid == conn.learner
+        if to_leader:
+            t = max(t, conn.last_to_leader)
+            conn.last_to_leader = t
+        else:
+            t = max(t, conn.last_to_learner)
+            conn.last_to_learner = t
+        self.at(t - self.now, lambda: self.deliver(conn, to_leader, ev))
+
+    def deliver(self, conn: Conn, to_leader: bool, ev: QuorumPacket | SnapshotPayload) -> None:
+        if not conn.alive:
+            return
+        dst = self.nodes[conn.leader if to_leader else conn.learner]
+        m = dst.machine
+        if to_leader:
+            assert isinstance(ev, QuorumPacket)
+            if isinstance(m, Leader):
+                m.step(conn.cid, ev, dst.clock(self.now))
+        elif isinstance(m, Learner) and dst.conn is conn:
+            if isinstance(ev, QuorumPacket) and ev.type in (P.DIFF, P.TRUNC, P.SNAP):
+                self.stats[P(ev.type).name] += 1
+            m.step(ev, dst.clock(self.now))
+        self.drain(dst)
+
+    # ------------------------------------------------------------------ Ready handling
+
+    def drain(self, n: Node) -> None:
+        """Take the next Ready if none is in flight: persist (volatile), send, fsync later."""
+        m = n.machine
+        if m is None or n.inflight is not None or not n.alive:
+            return
+        if not m.has_ready():
+            return
+        rd = m.ready()
+        d = n.disk
+        if rd.accepted_epoch is not None:
+            d.accepted = rd.accepted_epoch
+        if rd.current_epoch is not None:
+            d.current = rd.current_epoch
+        if rd.truncate_to is not None:
+            z = rd.truncate_to
+            if d.snap_hist and d.snap_hist[-1][0] > z:
+                # ZooKeeper keeps snapshots on TRUNC (FileTxnSnapLog.truncateLog) and reloads
+                # the newest: one holding txns after z would resurrect them.
+                self.fail(f"{n.sid}: TRUNC to {z:#x} below its snapshot's content")
+            d.log = tuple(e for e in d.log if e.zxid <= z)
+            n.hist = d.history(z)
+            n.zxid = z
+        if rd.snapshot_in is not None:
+            n.hist = list(pickle.loads(rd.snapshot_in.body))
+            # fuzzy: the leader may have applied more by the time it serialised; the
+            # PROPOSAL/COMMITs after SNAP replay those (idempotently)
+            n.zxid = max(rd.snapshot_in.zxid, n.hist[-1][0] if n.hist else 0)
+            self.stats["fuzzy_snaps"] += n.zxid > rd.snapshot_in.zxid
+        if rd.take_snapshot:
+            d.snap_zxid = n.zxid
+            d.snap_hist = tuple(n.hist)
+            d.log = ()
+        if rd.entries:
+            d.log = d.log + tuple(rd.entries)
+        if isinstance(m, Leader):
+            for s in rd.messages:
+                conn = self.conns.get(s.link)
+                if conn is None:
+                    continue
+                self.send(n, conn, s.packet)
+                if s.packet.type == P.SNAP:
+                    self.send(n, conn, SnapshotPayload(pickle.dumps(tuple(n.hist))))
+            for link, _reason in rd.close:
+                conn = self.conns.get(link)
+                if conn is not None:
+                    self.break_conn(conn)
+            if rd.serving is not None:
+                self.on_leader_established(n, m, rd.serving)
+            for link, qp in rd.requests:
+                self.on_request(n, m, link, qp)
+            self.stats["touches"] += len(rd.touches)
+        else:
+            for s in rd.messages:
+                if n.conn is not None:
+                    self.send(n, n.conn, s.packet)
+        n.inflight = rd
+        n.inflight_disk = d.copy()
+        lo, hi = self.cfg.fsync_ms
+        hi = int(hi * n.disk_speed)
+        machine = m
+        self.at(self.rng.randint(lo, hi), lambda: self.fsynced(n, machine, rd))
+
+    def fsynced(self, n: Node, machine: Leader | Learner, rd: Ready) -> None:
+        if n.inflight is not rd or not n.alive:
+            return
+        assert n.inflight_disk is not None
+        n.durable = n.inflight_disk
+        n.inflight = None
+        n.inflight_disk = None
+        for e in rd.committed:
+            if n.hist and e.zxid <= n.hist[-1][0]:
+                # fuzzy snapshot already had it (SNAP sent while the commit was in flight)
+                if dict(n.hist).get(e.zxid) != e.data:
+                    self.fail(f"{n.sid}: replayed {e.zxid:#x} differs")
+                continue
+            n.hist.append((e.zxid, e.data))
+            n.zxid = e.zxid
+            self.stats["applied"] += 1
+        if isinstance(machine, Learner) and rd.serving is not None and n.machine is machine:
+            n.serving = True
+            self.check_history(n, "learner up to date")
+        if n.serving and n.machine is machine:
+            for e in rd.committed:
+                self.check_commit(n, e)
+        if isinstance(machine, Learner) and rd.synced and n.machine is machine:
+            targets = self.sync_targets.get(n.conn.cid if n.conn else -1, deque())
+            for _ in range(rd.synced):
+                if targets:
+                    z = targets.popleft()
+                    z = max((c for c in self.canonical if c <= z), default=0)
+                    if n.zxid < z:
+                        self.fail(f"{n.sid}: sync answered at {n.zxid:#x} < {z:#x}")
+                    self.stats["syncs"] += 1
+        if n.machine is machine:
+            machine.advance(rd)
+            if rd.role is not None:
+                self.end_role(n, rd.role.reason)
+                return
+        self.drain(n)
+
+    # ------------------------------------------------------------------ sequencer + checks
+
+    def on_leader_established(self, n: Node, m: Leader, z: int) -> None:
+        e = epoch_of(z)
+        prev = self.leaders.setdefault(e, n.sid)
+        if prev != n.sid:
+            self.fail(f"two leaders established in epoch {e}: {prev} and {n.sid}")
+        self.stats["leaders"] += 1
+        self.log(f"{n.sid} established epoch {e}")
+        mine = dict(n.hist)
+        for zx, data in self.canonical.items():
+            if mine.get(zx) != data:
+                self.fail(f"new leader {n.sid} lost committed {zx:#x}")
+        for zx, data in n.hist:
+            self.canonical.setdefault(zx, data)
+        n.serving = True
+        n.hist = [h for h in n.hist]
+        hi = self.rng.random() < self.cfg.high_counter_prob
+        n.next_zxid = make_zxid(e, 0xFFFFFFF0 if hi else 1)
+
+    def propose(self, n: Node, m: Leader) -> None:
+        if m.done or not m.established or epoch_of(n.next_zxid) != m.epoch:
+            return  # the sequencer starts when Ready.serving is handled
+        self._write_no += 1
+        z = n.next_zxid
+        n.next_zxid += 1
+        data = f"w{self._write_no}@{n.sid}".encode()
+        if m.propose(z, data):
+            self.stats["proposed"] += 1
+        else:
+            self.stats["rollovers"] += counter_of(z) == 0xFFFFFFFF
+        self.drain(n)
+
+    def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
+        assert qp.data is not None
+        op = int.from_bytes(qp.data[12:16], "big", signed=True)
+        if op == 9:
+            self.sync_targets.setdefault(link, deque()).append(m.last_proposed)
+            m.process_sync(link)
+        else:
+            self.propose(n, m)
+
+    def client(self) -> None:
+        self.at(self.rng.randint(1, 2 * self.cfg.write_interval_ms), self.client)
+        n = self.rng.choice(list(self.nodes.values()))
+        m = n.machine
+        if isinstance(m, Leader):
+            self.propose(n, m)
+        elif isinstance(m, Learner):
+            r = self.rng.random()
+            if r < 0.15:
+                m.forward_request(1, 1, 9, b"\x00\x00\x00\x01/")
+            elif r < 0.3:
+                m.touch(self.rng.randint(1, 5), 4000)
+            else:
+                m.forward_request(1, 1, 1, b"")
+            self.drain(n)
+
+    def tick(self, n: Node) -> None:
+        self.at(self.rng.randint(5, 25), lambda: self.tick(n))
+        if n.alive and n.machine is not None:
+            n.machine.tick(n.clock(self.now))
+            self.drain(n)
+
+    def check_commit(self, n: Node, e: Entry) -> None:
+        prev = self.canonical.setdefault(e.zxid, e.data)
+        if prev != e.data:
+            self.fail(f"{n.sid} applied {e.zxid:#x}={e.data!r}, committed was {prev!r}")
+
+    def check_history(self, n: Node, why: str) -> None:
+        for zx, data in n.hist:
+            prev = self.canonical.setdefault(zx, data)
+            if prev != data:
+                self.fail(f"{n.sid} ({why}) has {zx:#x}={data!r}, committed {prev!r}")
+
+    def check_prefixes(self) -> None:
+        committed = sorted(self.canonical)
+        for n in self.nodes.values():
+            if not (n.alive and n.serving):
+                continue
+            last = n.zxid
+            want = [z for z in committed if z <= last]
+            got = [z for z, _ in n.hist]
+            if got != want:
+                missing = sorted(set(want) - set(got))[:5]
+                extra = sorted(set(got) - set(want))[:5]
+                self.fail(
+                    f"{n.sid} history is not the committed prefix: missing "
+                    f"{[hex(z) for z in missing]} extra {[hex(z) for z in extra]}"
+                )
+
+    # ------------------------------------------------------------------ chaos
+
+    def chaos_crash(self) -> None:
+        self.at(self.rng.randint(1, self.cfg.crash_interval_ms), self.chaos_crash)
+        nodes = list(self.nodes.values())
+        if self.rng.random() < self.cfg.power_failure_prob:
+            # a correlated failure (power loss): several members at the same instant
+            victims = self.rng.sample(nodes, self.rng.randint(2, len(nodes)))
+        else:
+            victims = [self.rng.choice(nodes)]
+        for n in victims:
+            if n.alive:
+                self.crash(n)
+
+    def crash(self, n: Node) -> None:
+        self.log(f"{n.sid} CRASH")
+        self.stats["crashes"] += 1
+        n.alive = False
+        if n.machine is not None:
+            n.machine = None
+            if n.conn is not None:
+                self.break_conn(n.conn)
+            for conn in list(self.conns.values()):
+                if conn.leader == n.sid:
+                    self.break_conn(conn)
+        n.conn = None
+        n.inflight = None
+        n.serving = False
+        n.incarnation += 1
+        self.at(self.rng.randint(100, 2000), lambda: self.restart(n))
+
+    def restart(self, n: Node) -> None:
+        n.disk = n.durable.copy()
+        d = n.disk
+        last = d.last_zxid()
+        if not (d.accepted >= d.current >= epoch_of(last)):
+            self.fail(f"{n.sid}: epoch files {d.accepted}/{d.current} vs last zxid {last:#x}")
+        n.alive = True
+        self.reload(n)
+        self.log(f"{n.sid} RESTART last {last:#x}")
+        self.look(n)
+
+    def chaos_partition(self) -> None:
+        self.at(self.rng.randint(1, self.cfg.partition_interval_ms), self.chaos_partition)
+        nodes = list(self.nodes.values())
+        if self.rng.random() < 0.5:
+            for n in nodes:
+                n.group = 0
+            self.log("HEAL")
+            return
+        for n in nodes:
+            n.group = self.rng.randint(0, 1)
+        self.stats["partitions"] += 1
+        self.log("PARTITION " + " ".join(f"{n.sid}:{n.group}" for n in nodes))
+        for conn in list(self.conns.values()):
+            if self.nodes[conn.learner].group != self.nodes[conn.leader].group:
+                self.break_conn(conn)
+
+
+def run_seed(seed: int, **kw: Any) -> Sim:
+    return Sim(seed, SimConfig(**kw)).run()
