@@ -20,6 +20,7 @@ reaches beyond its own connection.
 from __future__ import annotations
 
 import errno
+import functools
 import itertools
 import logging
 import os
@@ -43,8 +44,11 @@ from . import sasl as saslmod
 from .config import ServerConfig
 from .connection import ClientConnection, State
 from .containers import ContainerSettings, candidates
-from .coreconfig import CoreConfig
+from .core import FrontEnd
+from .coreconfig import CoreConfig, ServerStats
+from .ensemble import EnsembleSpec, NotServing, QuorumPeer
 from .persistence import Persistence, PersistenceSettings
+from .sequencer import Sequencer
 from .standalone import Standalone
 
 log = logging.getLogger("trizk.server")
@@ -72,12 +76,14 @@ class _Peer:
     drained: trio.Event
     #: set when a throttled connection may be read again
     unthrottled: trio.Event
+    #: the front end this connection was accepted by (an ensemble member's role may change)
+    core: FrontEnd
 
 
 class TrizkServer:
-    """A standalone trizk server bound to ``config``."""
+    """A trizk server bound to ``config``: standalone, or an ensemble member (``ensemble``)."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, ensemble: EnsembleSpec | None = None) -> None:
         self.config = config
         # -- durability: recover the data dir first; the core commits through the txn log.
         self.persistence = Persistence(
@@ -85,32 +91,40 @@ class TrizkServer:
         )
         loaded = self.persistence.load()
         self.replica = loaded.replica
-        self.node = Standalone(
-            CoreConfig(
-                tick_time=config.tick_time,
-                min_session_timeout=config.min_session_timeout,
-                max_session_timeout=config.max_session_timeout,
-                max_buffer=config.jute_max_buffer,
-                extended_types=config.extended_types_enabled,
-                enforce_quota=config.enforce_quota,
-                super_digest=config.super_digest,
-                global_outstanding_limit=config.global_outstanding_limit,
-                auth=aclmod.AuthConfig.from_properties(
-                    config.properties, secure_port=config.secure_client_port > 0
-                ),
-                sasl=saslmod.load_sasl_config(config.properties),
+        self.core_config = CoreConfig(
+            tick_time=config.tick_time,
+            min_session_timeout=config.min_session_timeout,
+            max_session_timeout=config.max_session_timeout,
+            max_buffer=config.jute_max_buffer,
+            extended_types=config.extended_types_enabled,
+            enforce_quota=config.enforce_quota,
+            super_digest=config.super_digest,
+            global_outstanding_limit=config.global_outstanding_limit,
+            auth=aclmod.AuthConfig.from_properties(
+                config.properties, secure_port=config.secure_client_port > 0
             ),
-            self.replica,
-            self.persistence,
-            now=_now(),
-            wall=_wall(),
+            sasl=saslmod.load_sasl_config(config.properties),
+            server_id=ensemble.myid if ensemble is not None else 1,
         )
-        #: the front end (connections, reads, replies) and the sequencer (writes, sessions)
-        self.core = self.node.front
-        self.sequencer = self.node.sequencer
-        self.persistence.attach(self.node.commit, self._wake_dirty, _now)
-        self.core.is_four_letter = fourlw.command_name
-        self.core.four_letter = self._four_letter
+        #: the front end (connections, reads, replies) and, on a standalone server or a leader,
+        #: the sequencer (writes, sessions); an ensemble member swaps them with its role
+        self.core: FrontEnd
+        self.sequencer: Sequencer | None = None
+        self.node: Standalone | None = None
+        self.peer: QuorumPeer | None = None
+        if ensemble is None:
+            self.node = Standalone(
+                self.core_config, self.replica, self.persistence, now=_now(), wall=_wall()
+            )
+            self.persistence.attach(self.node.commit, self._wake_dirty, _now)
+            self._install(self.node.front, self.node.sequencer)
+        else:
+            self.peer = QuorumPeer(self, ensemble, self.core_config)
+            self.persistence.attach(lambda batch, now: None, self._wake_dirty, _now)
+            self._install(
+                FrontEnd(self.core_config, self.replica, NotServing(), ServerStats()), None
+            )
+            self.core.serving = False
         self._conn_ids = itertools.count(1)
         self.peers: dict[int, _Peer] = {}
         self.per_ip: Counter[str] = Counter()
@@ -132,6 +146,27 @@ class TrizkServer:
             config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
         )
         self.sessionless_expired = 0
+
+    def _install(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
+        front.is_four_letter = fourlw.command_name
+        front.four_letter = self._four_letter
+        self.core = front
+        self.sequencer = sequencer
+
+    def set_core(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
+        """An ensemble member changed role: serve through ``front`` from now on. Every client
+        connection of the previous role is closed (``Learner.shutdown`` / ``Leader.shutdown``
+        close all client connections; clients reconnect, to this member or another)."""
+        old = self.core
+        for p in list(self.peers.values()):
+            if p.core is old:
+                old.close(p.conn, "the server changed role")
+        self._wake_dirty()
+        self._install(front, sequencer)
+
+    def wake(self) -> None:
+        """Flush what the core wrote (called by an ensemble role after it applied commits)."""
+        self._wake_dirty()
 
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -164,7 +199,11 @@ class TrizkServer:
             self.port,
         )
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.persistence.run)
+            await nursery.start(
+                functools.partial(self.persistence.run, committer=self.peer is None)
+            )
+            if self.peer is not None:
+                await nursery.start(self.peer.run)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._container_reaper)
             nursery.start_soon(self._connection_expirer)
@@ -179,8 +218,13 @@ class TrizkServer:
 
     async def _ticker(self) -> None:
         while True:
-            await trio.sleep(max(self.sequencer.next_tick_in(_now()), 1) / 1000)
-            self.sequencer.tick(_now(), _wall())
+            seq = self.sequencer
+            if seq is None:  # a learner, or LOOKING: the leader expires sessions
+                await trio.sleep(self.config.tick_time / 1000)
+                continue
+            await trio.sleep(max(seq.next_tick_in(_now()), 1) / 1000)
+            if seq is self.sequencer:
+                seq.tick(_now(), _wall())
             self._wake_dirty()
 
     async def _connection_expirer(self) -> None:
@@ -197,7 +241,7 @@ class TrizkServer:
                 c = p.conn
                 timeout = c.session_timeout if c.state is State.OPEN else interval
                 if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
-                    self.core.close(c, f"connection expired (no traffic for {timeout} ms)")
+                    p.core.close(c, f"connection expired (no traffic for {timeout} ms)")
                     self.sessionless_expired += c.state is not State.OPEN
             self._wake_dirty()
 
@@ -206,8 +250,11 @@ class TrizkServer:
         while True:
             await trio.sleep(s.check_interval_ms / 1000)
             for path in candidates(self.replica.tree, _wall(), s):
+                seq = self.sequencer
+                if seq is None:  # only the leader (or a standalone server) deletes containers
+                    break
                 log.info("Attempting to delete candidate container: %s", path)
-                self.sequencer.delete_container(path, _wall())
+                seq.delete_container(path, _wall())
                 self._wake_dirty()
                 await trio.sleep(s.min_interval_ms / 1000)
 
@@ -269,12 +316,13 @@ class TrizkServer:
             next(self._conn_ids), (ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall()
         )
         conn.last_io = _now()  # NIOServerCnxnFactory.createConnection: touchCnxn
-        peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event())
+        core = self.core
+        peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event(), core)
         self.peers[conn.id] = peer
-        self.core.connection_made(conn)
+        core.connection_made(conn)
         if subject is not None:
             conn.x509_subject = subject
-            for ident in aclmod.x509_ids(self.core.auth_config, subject):
+            for ident in aclmod.x509_ids(core.auth_config, subject):
                 conn.auth.add(ident)
             log.info("Authenticated Id '%s' for Scheme 'x509'", subject)
         try:
@@ -289,8 +337,8 @@ class TrizkServer:
             if not per_ip[ip]:
                 del per_ip[ip]
             self.peers.pop(conn.id, None)
-            self.core.connection_lost(conn)
-            self._wake_dirty()
+            core.connection_lost(conn)
+            self._wake_dirty(core)
             with trio.CancelScope(shield=True):
                 await io.aclose()
 
@@ -304,27 +352,28 @@ class TrizkServer:
             if not data:
                 conn.close(conn.close_reason or "client closed the connection")
                 return
-            self._feed(conn, data)
+            self._feed(peer, data)
             while conn.throttled and not conn.closed:
                 # globalOutstandingLimit: read no more until this connection's requests drain
                 peer.unthrottled = trio.Event()
                 await peer.unthrottled.wait()
                 if not conn.throttled:
-                    self._feed(conn, b"")
+                    self._feed(peer, b"")
             if len(conn.out) > OUTBUF_SOFT_LIMIT and not conn.closed:
                 peer.drained = trio.Event()
                 await peer.drained.wait()
 
-    def _feed(self, conn: ClientConnection, data: bytes) -> None:
+    def _feed(self, peer: _Peer, data: bytes) -> None:
         """Hand received bytes (or, for a connection no longer throttled, nothing: its buffered
         frames) to the core."""
+        conn = peer.conn
         try:
-            self.core.data_received(conn, data, _now(), _wall())
+            peer.core.data_received(conn, data, _now(), _wall())
         except Exception:
             # A bug must cost only this connection: the server and other clients go on.
             log.exception("%s: internal error while processing a request", conn)
             conn.close("internal error")
-        self._wake_dirty()
+        self._wake_dirty(peer.core)
 
     async def _writer(self, peer: _Peer, scope: trio.CancelScope) -> None:
         conn, stream = peer.conn, peer.stream
@@ -352,8 +401,8 @@ class TrizkServer:
             conn.close(conn.close_reason or "send failed")
         scope.cancel()
 
-    def _wake_dirty(self) -> None:
-        dirty = self.core.dirty
+    def _wake_dirty(self, core: FrontEnd | None = None) -> None:
+        dirty = (core or self.core).dirty
         if not dirty:
             return
         for c in dirty:
@@ -412,7 +461,8 @@ class TrizkServer:
                 )
             )
         sessions = []
-        for s in self.sequencer.sessions.sessions.values():
+        tracked = self.sequencer.sessions.sessions if self.sequencer is not None else {}
+        for s in tracked.values():
             eph = core.tree.ephemerals.get(s.id)
             sessions.append(
                 fourlw.SessionInfo(
@@ -429,6 +479,8 @@ class TrizkServer:
         return fourlw.SimpleView(
             config=self.config,
             client_port=self.port,
+            serving=core.serving,
+            server_state=self.peer.state if self.peer is not None else "standalone",
             latency=fourlw.LatencyStats(
                 st.latency_count, st.total_latency, max(st.min_latency, 0), st.max_latency
             ),

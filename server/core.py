@@ -184,6 +184,9 @@ class FrontEnd:
         #: over ``globalOutstandingLimit``, a connection with requests of its own in process
         #: stops being read (ServerCnxn.incrOutstandingAndCheckThrottle)
         self.in_process = 0
+        #: False while the server has no role that serves clients (an ensemble member LOOKING):
+        #: handshakes are refused, four-letter words still answered
+        self.serving = True
         #: conn.id -> FIFO of writes in flight and deferred reads
         self._fifo: dict[int, deque[_WriteMark | _SyncMark | _DeferredRead]] = {}
         #: syncs forwarded to the leader, oldest first (FollowerZooKeeperServer.pendingSyncs)
@@ -298,6 +301,11 @@ class FrontEnd:
             log.warning("%s: bad ConnectRequest (%s), closing connection", conn, e)
             self._close(conn, "bad ConnectRequest")
             return
+        if not self.serving:
+            # NIOServerCnxn: "ZooKeeperServer not running" -> the connection is closed
+            log.info("refusing %s: this server is not serving clients (no quorum yet)", conn)
+            self._close(conn, "ZooKeeperServer not running")
+            return
         # ZooKeeperServer.processConnectRequest: a client without the readOnly byte is "old".
         conn.old_client = pos >= len(frame)
         if req.lastZxidSeen > self.tree.last_processed_zxid:
@@ -377,8 +385,10 @@ class FrontEnd:
         conn.outstanding += 1
         self.in_process += 1
         fifo = self._fifo.get(conn.id)
-        if op == OpCode.SYNC and self.write_path.forwards_sync and self._forward_sync(
-            conn, xid, frame, now, wall
+        if (
+            op == OpCode.SYNC
+            and self.write_path.forwards_sync
+            and self._forward_sync(conn, xid, frame, now, wall)
         ):
             return
         if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):

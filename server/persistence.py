@@ -73,6 +73,8 @@ SNAPSHOT_STEP = 2048
 MIN_SNAP_RETAIN_COUNT = 3
 #: Trees at least this big are moved out of the cyclic collector's reach after loading.
 FREEZE_MIN_NODES = 100_000
+#: ``zookeeper.commitLogCount`` default (ZKDatabase.DEFAULT_COMMIT_LOG_COUNT).
+COMMIT_LOG_COUNT = 500
 #: Seconds between progress lines during a long load.
 PROGRESS_EVERY = 2.0
 
@@ -221,6 +223,7 @@ class Persistence:
         self.writer: files.TxnLogWriter | None = None
         #: proposed txns not yet appended to the log
         self._queue: list[Proposal] = []
+        self._recent: list[TxnEntry] = []
         self._sink: Callable[[Sequence[Proposal], int], None] | None = None
         self._wake: Callable[[], None] = lambda: None
         self._now: Callable[[], int] = lambda: int(trio.current_time() * 1000)
@@ -354,6 +357,8 @@ class Persistence:
             t2 - t0,
         )
         self.replica = replica
+        # ZKDatabase.committedLog: the last txns replayed, for a leader's DIFFs
+        self._recent = rec.txns[-COMMIT_LOG_COUNT:]
         if rec.txns:
             # Bound the next recovery: snapshot what was replayed once serving.
             self._snapshot_wanted.set()
@@ -379,6 +384,10 @@ class Persistence:
         if now is not None:
             self._now = now
 
+    def recent_entries(self) -> list[TxnEntry]:
+        """The newest txns of the log as last loaded (up to ``COMMIT_LOG_COUNT``)."""
+        return list(self._recent)
+
     def propose(self, p: Proposal) -> None:
         """Committer: log ``p`` with the next group commit."""
         self._queue.append(p)
@@ -390,16 +399,20 @@ class Persistence:
         return len(self._queue) + self._inflight
 
     # ------------------------------------------------------------------ tasks
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Open the log and run the committer, snapshot and purge tasks until cancelled."""
+    async def run(
+        self, *, committer: bool = True, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Open the log and run the committer (standalone; an ensemble member logs through
+        :meth:`log_entries`), snapshot and purge tasks until cancelled."""
         s = self.settings
-        assert self._sink is not None, "attach() before run()"
+        assert self._sink is not None or not committer, "attach() before run()"
         self.writer = files.TxnLogWriter(
             s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
         )
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._committer)
+                if committer:
+                    nursery.start_soon(self._committer)
                 nursery.start_soon(self._snapshotter)
                 if s.purge_interval_hours > 0:
                     nursery.start_soon(self._purger)
@@ -410,14 +423,14 @@ class Persistence:
             w, self.writer = self.writer, None
             with trio.CancelScope(shield=True):
                 try:
-                    w.close(sync=not self.failed)
+                    if w is not None:
+                        w.close(sync=not self.failed)
                 except OSError as e:
                     log.error("closing the txn log: %s", e)
 
     async def _committer(self) -> None:
         sink = self._sink
-        assert sink is not None and self.writer is not None
-        writer = self.writer
+        assert sink is not None
         digests = self.settings.digest_enabled
         while True:
             if not self._queue:
@@ -426,33 +439,61 @@ class Persistence:
                 continue
             batch, self._queue = self._queue, []
             self._inflight = len(batch)
-            try:
-                writer.append(
+            await self._log(
+                [
                     TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
                     for p in batch
-                )
-                self.txns_logged += len(batch)
-                self._since_snapshot += len(batch)
-                if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
-                    # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
-                    # snapshot in the background.
-                    self._reset_roll()
-                    writer.roll()
-                    self._snapshot_wanted.set()
-                await trio.to_thread.run_sync(writer.sync)
-            except OSError as e:
-                # ZooKeeper: "Severe unrecoverable error, from thread : SyncThread:0", then the
-                # JVM exits with code 1. Nothing of the batch was acknowledged. fsync is never
-                # retried: after a failed fsync the kernel may have dropped the dirty pages, so
-                # a later success would prove nothing (the restart recovers from what is on
-                # disk, torn tail cut).
-                log.critical("cannot write the txn log (%s); stopping the server", e)
-                self.failed = True
-                raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
-            self.syncs += 1
+                ]
+            )
             self._inflight = 0
             sink(batch, self._now())
             self._wake()
+
+    async def log_entries(self, entries: Sequence[TxnEntry]) -> None:
+        """An ensemble member's txns (its leader's proposals, or its own as leader): append and
+        fsync them; they are durable when this returns. Raises :class:`StorageFailure`."""
+        await self._log(list(entries))
+
+    async def _log(self, entries: list[TxnEntry]) -> None:
+        """Append ``entries``, roll the log for a snapshot when it is time, fdatasync."""
+        writer = self.writer
+        assert writer is not None, "run() first"
+        if self.failed:
+            raise StorageFailure(0, "the txn log failed earlier")
+        try:
+            writer.append(entries)
+            self.txns_logged += len(entries)
+            self._since_snapshot += len(entries)
+            if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
+                # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
+                # snapshot in the background.
+                self._reset_roll()
+                writer.roll()
+                self._snapshot_wanted.set()
+            await trio.to_thread.run_sync(writer.sync)
+        except OSError as e:
+            # ZooKeeper: "Severe unrecoverable error, from thread : SyncThread:0", then the
+            # JVM exits with code 1. Nothing of the batch was acknowledged. fsync is never
+            # retried: after a failed fsync the kernel may have dropped the dirty pages, so
+            # a later success would prove nothing (the restart recovers from what is on
+            # disk, torn tail cut).
+            log.critical("cannot write the txn log (%s); stopping the server", e)
+            self.failed = True
+            raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
+        self.syncs += 1
+
+    def truncate(self, zxid: int) -> None:
+        """A learner's TRUNC: cut the txn log right after ``zxid`` (the caller reloads the
+        replica from disk with :meth:`load`)."""
+        s = self.settings
+        if self.writer is not None:
+            self.writer.close()
+        gone = files.truncate_log(s.txnlog_dir, zxid)
+        log.info("truncated the txn log after %#x (%d later files removed)", zxid, len(gone))
+        if self.writer is not None:
+            self.writer = files.TxnLogWriter(
+                s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
+            )
 
     def _reset_roll(self) -> None:
         self._since_snapshot = 0

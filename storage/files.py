@@ -529,3 +529,33 @@ def _cut(path: Path, offset: int, why: str, really: bool) -> tuple[Path, int, st
     if really:
         truncate_file(path, offset)
     return path, offset, why
+
+
+# ------------------------------------------------------------------------------ TRUNC
+
+
+def truncate_log(log_dir: Path, zxid: int) -> list[Path]:
+    """Cut the txn log right after the entry ``zxid`` and delete the log files after it
+    (``FileTxnLog.truncate``, a learner's TRUNC). Returns the files deleted. The writer must
+    be closed meanwhile; the next append starts a new file."""
+    logs = list_logs(log_dir)
+    deleted: list[Path] = []
+    for start, path in reversed(logs):
+        if start <= zxid:
+            break
+        path.unlink()
+        deleted.append(path)
+    kept = [(s, p) for s, p in logs if s <= zxid]
+    if kept:
+        _, path = kept[-1]
+        data = read_bytes(path)
+        cut: int | None = None
+        for se in LogScanner(data, decode=False):
+            if se.entry.zxid > zxid:
+                cut = se.offset
+                break
+        if cut is not None:
+            truncate_file(path, cut)
+    if deleted:
+        fsync_dir(log_dir)
+    return deleted

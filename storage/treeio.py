@@ -59,7 +59,10 @@ __all__ = [
     "SnapshotLoadError",
     "canonical",
     "content_from_tree",
+    "current_txn",
     "replay",
+    "replica_from_snapshot_body",
+    "snapshot_body",
     "tree_from_snapshot",
 ]
 
@@ -70,6 +73,7 @@ _QIQ = struct.Struct(">qiq")
 _STAT = struct.Struct(">qqqqiiiqq")  # StatPersisted
 _NULL = _I.pack(-1)
 _SLASH = b"\x00\x00\x00\x01/"
+_FILE_HEADER = struct.Struct(">iiq")  # FileHeader: magic, version, dbid
 
 
 class SnapshotLoadError(ValueError):
@@ -180,7 +184,8 @@ class ReplayResult:
     last_zxid: int | None = None
 
 
-def _as_current(entry: TxnEntry) -> r.Record | None:
+def current_txn(entry: TxnEntry) -> r.Record | None:
+    """The txn record of a logged entry as it applies today (old formats upgraded)."""
     txn = entry.txn
     if isinstance(txn, r.CreateTxnV0):
         # SerializeUtils.deserializeTxn: a V0 create is a CreateTxn with parentCVersion -1.
@@ -211,7 +216,7 @@ def replay(
         fuzzy = None
     for entry in entries:
         hdr = entry.header
-        rc = replica.apply(hdr, _as_current(entry))
+        rc = replica.apply(hdr, current_txn(entry))
         if rc.err:
             res.errors += 1
         res.applied += 1
@@ -374,3 +379,27 @@ def canonical(tree: DataTree) -> dict[str, tuple[object, ...]]:
     for path, n in tree.iter_nodes():
         out[path] = (n.data, n.acl, n.stat_persisted(), tuple(sorted(n.child_names())))
     return out
+
+
+# ----------------------------------------------------------------------------- SNAP body
+
+
+def snapshot_body(replica: Replica) -> bytes:
+    """A quorum SNAP payload's body (``ZKDatabase.serializeSnapshot``): Sessions AclCache Nodes,
+    i.e. a snapshot file without its FileHeader, seal and digest section."""
+    fs = FuzzySnapshot(replica.tree, replica.sessions, digest=False)
+    while not fs.step(1 << 30):
+        pass
+    parts = fs.finish()  # header+sessions+acls, nodes..., "/", seal
+    return b"".join(parts[:-1])[_FILE_HEADER.size :]
+
+
+def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> Replica:
+    """The replica a SNAP payload describes, at ``zxid`` (the SNAP packet's; the leader's
+    snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
+    :class:`~trizk.storage.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
+    data = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode() + body
+    data += _Q.pack(zlib.adler32(data)) + _SLASH
+    content = snap.parse(data)
+    tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
+    return Replica(tree, dict(content.sessions))

@@ -14,6 +14,7 @@ import trio
 
 from trizk.server.app import TrizkServer
 from trizk.server.config import ServerConfig
+from trizk.server.ensemble import EnsembleSpec
 
 
 def free_port() -> int:
@@ -25,8 +26,9 @@ def free_port() -> int:
 class ThreadedServer:
     """A TrizkServer running in a background thread; ``stop()`` cancels it and joins."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, ensemble: EnsembleSpec | None = None) -> None:
         self.config = config
+        self.ensemble = ensemble
         self.port = 0
         self.server: TrizkServer | None = None
         self._ready = threading.Event()
@@ -40,7 +42,7 @@ class ThreadedServer:
             with trio.CancelScope() as scope:
                 self._scope = scope
                 self._token = trio.lowlevel.current_trio_token()
-                self.server = TrizkServer(self.config)
+                self.server = TrizkServer(self.config, self.ensemble)
                 async with trio.open_nursery() as nursery:
                     self.port = await nursery.start(self.server.run)
                     self._ready.set()

@@ -1,0 +1,578 @@
+"""An ensemble member (``QuorumPeer``): leader election, then a Zab role, then election again.
+
+Theory of operation
+-------------------
+A member loops through ZooKeeper's states::
+
+    LOOKING --FastLeaderElection--> LEADING | FOLLOWING | OBSERVING --(role ends)--> LOOKING
+
+* **LOOKING.** The replica is reloaded from the data directory (snapshot + the whole txn log:
+  ``getLastLoggedZxid`` counts proposals logged but never committed), the epoch files are read,
+  and the election port (:class:`trizk.quorum.peers.ElectionPort`) runs an election with
+  (last logged zxid, currentEpoch). Clients are refused (the front end is not serving; a
+  four-letter word still gets "not currently serving").
+* **LEADING.** A :class:`trizk.quorum.leader.Leader` runs discovery and synchronisation with the
+  learners that connect to the quorum port. Once established (``Ready.serving``) the member is
+  ZooKeeper's leader: front end + sequencer + replica, the sequencer's committer being Zab
+  (:class:`ZabCommitter`: PROPOSAL to the followers, logged and ACKed by itself, COMMIT once a
+  quorum acked). Learners' REQUESTs enter the sequencer like local writes, their PING touches
+  keep their sessions alive, REVALIDATE asks are answered from the session tracker.
+* **FOLLOWING / OBSERVING.** A :class:`trizk.quorum.learner.Learner` connects to the leader's
+  quorum port, syncs (DIFF, TRUNC or SNAP), and once UPTODATE serves clients: front end + replica,
+  the write path being :class:`~trizk.server.learner.LearnerWritePath` (REQUESTs to the leader).
+  Committed txns are applied to the replica and answered through ``FrontEnd.on_committed``.
+
+Each role is driven by one *pump* task in the Ready order the Zab machines require: persist
+(epoch files, TRUNC, SNAP install, snapshot, txn log append + fsync), send, apply the committed
+txns, then ``advance``. Readers feed packets in (``step``), a ticker feeds time (``tick``).
+When a role ends (lost quorum, leader gone, a protocol error) every client connection is closed
+and the member is LOOKING again.
+
+Bounds: each quorum link's unsent output is capped (:data:`LINK_OUTPUT_LIMIT`); the packet and
+snapshot decoders cap what a peer can make us buffer; a peer that sends garbage loses its link.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..jute import records as r
+from ..jute.codes import OpCode
+from ..quorum.election import ElectionView
+from ..quorum.leader import Leader
+from ..quorum.learner import Learner
+from ..quorum.messages import ServerState as ElectionState
+from ..quorum.peers import ElectionPort
+from ..quorum.zab import Entry, LearnerType, Quorum, Ready, Timing
+from ..quorum.zabwire import (
+    PacketType,
+    QuorumStreamDecoder,
+    QuorumStreamError,
+    encode_packet,
+    encode_snapshot_payload,
+    epoch_of,
+)
+from ..storage import epochs as epochfiles
+from ..storage import treeio, txnlog
+from ..storage.replica import Replica
+from ..storage.txnlog import TxnEntry
+from .committer import Proposal
+from .core import FrontEnd
+from .coreconfig import CoreConfig, ServerStats
+from .learner import LearnerWritePath
+from .sequencer import Sequencer
+
+if TYPE_CHECKING:
+    from .app import TrizkServer
+
+__all__ = ["EnsembleSpec", "Member", "NotServing", "QuorumPeer", "ZabCommitter"]
+
+log = logging.getLogger("trizk.quorum")
+
+#: Unsent bytes a quorum link may hold before the link is dropped (a learner that stopped
+#: reading; ZooKeeper's LearnerHandler queue is unbounded, its syncLimit check catches it).
+LINK_OUTPUT_LIMIT = 256 * 1024 * 1024
+RECEIVE_SIZE = 256 * 1024
+#: Learner.connectToLeader: the pause between tries (leaderConnectDelayDuringRetryMs).
+CONNECT_PAUSE = 0.1
+
+
+def _now() -> int:
+    return int(trio.current_time() * 1000)
+
+
+def _wall() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One ``server.N`` line: quorum and election addresses, participant or observer."""
+
+    sid: int
+    quorum: tuple[str, int]
+    election: tuple[str, int]
+    observer: bool = False
+
+
+@dataclass(frozen=True)
+class EnsembleSpec:
+    """What a member needs to know of its ensemble (a static configuration)."""
+
+    myid: int
+    members: Mapping[int, Member]
+    timing: Timing
+    #: ``QuorumVerifier.toString()``: sent in notifications and NEWLEADER
+    config: bytes = b"version=0"
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return frozenset(s for s, m in self.members.items() if not m.observer)
+
+    @property
+    def observer(self) -> bool:
+        return self.members[self.myid].observer
+
+    def quorum(self) -> Quorum:
+        return Quorum.majority_of(self.voters, self.config)
+
+    def election_view(self) -> ElectionView:
+        return ElectionView(self.voters, self.config)
+
+
+class ZabCommitter:
+    """The leader sequencer's :class:`~trizk.server.committer.Committer`: each proposal goes to
+    Zab as the bytes a txn log entry holds (``Util.marshallTxnEntry``), encoded once."""
+
+    def __init__(self, leader: Leader, kick: Callable[[], None], digests: bool) -> None:
+        self.leader = leader
+        self.kick = kick
+        self.digests = digests
+        #: proposals by zxid until their commit is applied
+        self.inflight: dict[int, Proposal] = {}
+
+    def propose(self, p: Proposal) -> None:
+        digest = txnlog.make_digest(p.digest) if self.digests else None
+        data = txnlog.encode_payload(TxnEntry(p.hdr, p.txn, digest))
+        self.inflight[p.hdr.zxid] = p
+        if not self.leader.propose(p.hdr.zxid, data):
+            log.warning("proposal %#x not taken: the leader stepped down", p.hdr.zxid)
+        self.kick()
+
+
+class _Link:
+    """A quorum-port connection's output: packets queued by the pump, sent by one task."""
+
+    def __init__(self, link: int, stream: trio.SocketStream) -> None:
+        self.link = link
+        self.stream = stream
+        self.out = bytearray()
+        self.ready = trio.Event()
+        self.closed = False
+
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.out += data
+        if len(self.out) > LINK_OUTPUT_LIMIT:
+            log.warning("quorum link %d: %d bytes unsent, closing it", self.link, len(self.out))
+            self.close()
+        self.ready.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+
+    async def writer(self) -> None:
+        try:
+            while True:
+                if self.out:
+                    data = bytes(self.out)
+                    self.out.clear()
+                    await self.stream.send_all(data)
+                    continue
+                if self.closed:
+                    return
+                self.ready = trio.Event()
+                await self.ready.wait()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.closed = True
+
+
+class NotServing:
+    """The write path while no role serves clients: every handshake is refused."""
+
+    forwards_sync = False
+
+    def submit(self, req: Any, now: int, wall: int) -> None:
+        raise AssertionError("no write path while not serving")
+
+    def create_session(self, timeout: int, now: int, wall: int) -> int:
+        raise AssertionError("no sessions while not serving")
+
+    def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool:
+        return False
+
+    def revalidate(
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
+    ) -> None:
+        done(False)
+
+
+class QuorumPeer:
+    """One ensemble member; see the module docstring."""
+
+    def __init__(self, shell: TrizkServer, spec: EnsembleSpec, core_config: CoreConfig) -> None:
+        self.shell = shell
+        self.spec = spec
+        self.core_config = core_config
+        self.persistence = shell.persistence
+        assert self.persistence.replica is not None, "load() first"
+        self.replica: Replica = self.persistence.replica
+        self.epoch_dir: Path = self.persistence.settings.snap_dir
+        self.state = "looking"
+        self.leader: Leader | None = None
+        self.learner: Learner | None = None
+        self.election = ElectionPort(
+            spec.myid,
+            spec.election_view(),
+            {sid: m.election for sid, m in spec.members.items()},
+            handshake_timeout=spec.timing.sync_ms / 1000,
+        )
+        self._kick = trio.Event()
+        self._links: dict[int, _Link] = {}
+        self._next_link = 0
+
+    # ------------------------------------------------------------------ main loop
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.election.serve)
+            task_status.started()
+            while True:
+                await self._round()
+
+    def _not_serving(self) -> None:
+        front = FrontEnd(self.core_config, self.replica, NotServing(), ServerStats())
+        front.serving = False
+        self.shell.set_core(front, None)
+
+    async def _round(self) -> None:
+        self.state = "looking"
+        self._not_serving()
+        self._reload()
+        ep = epochfiles.load(self.epoch_dir, self.replica.last_zxid)
+        log.info(
+            "LOOKING: last logged zxid %#x, currentEpoch %d, acceptedEpoch %d",
+            self.replica.last_zxid,
+            ep.current,
+            ep.accepted,
+        )
+        self.election.look(self.replica.last_zxid, ep.current)
+        decision = await self.election.wait_decision()
+        leader = decision.vote.leader
+        try:
+            if decision.state == ElectionState.LEADING:
+                self.state = "leader"
+                reason = await self._lead(ep)
+            else:
+                self.state = "observer" if self.spec.observer else "follower"
+                reason = await self._learn(leader, ep)
+        finally:
+            self.leader = self.learner = None
+            for link in self._links.values():
+                link.close()
+            self._links.clear()
+        log.warning("%s: leaving the %s role: %s", self.spec.myid, self.state, reason)
+
+    def _reload(self) -> None:
+        """The replica as the data directory has it (``ZKDatabase.fastForwardDataBase``)."""
+        loaded = self.persistence.load()
+        self.replica.reset(loaded.replica.tree, loaded.replica.sessions)
+        self.persistence.replica = self.replica
+
+    def kick(self) -> None:
+        self._kick.set()
+
+    async def _wait_kick(self) -> None:
+        await self._kick.wait()
+        self._kick = trio.Event()
+
+    # ------------------------------------------------------------------ leading
+    async def _lead(self, ep: epochfiles.Epochs) -> str:
+        spec = self.spec
+        recent = self.persistence.recent_entries()
+        leader = self.leader = Leader(
+            sid=spec.myid,
+            quorum=spec.quorum(),
+            timing=spec.timing,
+            accepted_epoch=ep.accepted,
+            current_epoch=ep.current,
+            last_zxid=self.replica.last_zxid,
+            now_ms=_now(),
+            committed_log=[Entry(e.zxid, txnlog.encode_payload(e)) for e in recent],
+        )
+        committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
+        host, port = spec.members[spec.myid].quorum
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        role = _LeaderRole(self, leader, committer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, role.accept, listeners)
+            nursery.start_soon(self._ticker, leader.tick)
+            reason = await role.pump()
+            nursery.cancel_scope.cancel()
+        return reason
+
+    # ------------------------------------------------------------------ learning
+    async def _learn(self, leader_sid: int, ep: epochfiles.Epochs) -> str:
+        spec = self.spec
+        learner = self.learner = Learner(
+            sid=spec.myid,
+            leader=leader_sid,
+            learner_type=LearnerType.OBSERVER if spec.observer else LearnerType.PARTICIPANT,
+            timing=spec.timing,
+            accepted_epoch=ep.accepted,
+            current_epoch=ep.current,
+            last_logged_zxid=self.replica.last_zxid,
+            now_ms=_now(),
+        )
+        stream = await self._connect(spec.members[leader_sid].quorum)
+        if stream is None:
+            return f"cannot connect to leader {leader_sid}"
+        link = _Link(0, stream)
+        learner.connected(_now())
+        role = _LearnerRole(self, learner, link)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.writer)
+            nursery.start_soon(role.reader)
+            nursery.start_soon(self._ticker, learner.tick)
+            reason = await role.pump()
+            nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        return reason
+
+    async def _connect(self, addr: tuple[str, int]) -> trio.SocketStream | None:
+        """Learner.connectToLeader: retry every 100 ms within initLimit ticks (ZooKeeper gives
+        up after 5 tries; the leader opens its quorum port only once it has won, so a follower
+        deciding first would otherwise often go back to LOOKING)."""
+        deadline = trio.current_time() + self.spec.timing.init_ms / 1000
+        while True:
+            try:
+                with trio.fail_at(deadline):
+                    return await trio.open_tcp_stream(*addr)
+            except (OSError, trio.TooSlowError) as e:
+                if trio.current_time() + CONNECT_PAUSE >= deadline:
+                    log.warning("cannot connect to the leader at %s:%d: %s", addr[0], addr[1], e)
+                    return None
+                await trio.sleep(CONNECT_PAUSE)
+
+    async def _ticker(self, tick: Callable[[int], None]) -> None:
+        step = max(self.spec.timing.tick_ms // 2, 1) / 1000
+        while True:
+            await trio.sleep(step)
+            tick(_now())
+            self.kick()
+
+    # ------------------------------------------------------------------ shared Ready handling
+    async def persist(self, rd: Ready) -> None:
+        """Ready step 1 (both roles): epoch files, TRUNC, SNAP install, snapshot, txn log."""
+        if rd.accepted_epoch is not None:
+            await trio.to_thread.run_sync(
+                epochfiles.write, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, rd.accepted_epoch
+            )
+        if rd.current_epoch is not None:
+            await trio.to_thread.run_sync(
+                epochfiles.write, self.epoch_dir, epochfiles.CURRENT_EPOCH, rd.current_epoch
+            )
+        if rd.truncate_to is not None:
+            self.persistence.truncate(rd.truncate_to)
+            self._reload()
+            log.info("TRUNC: the replica is at %#x", self.replica.last_zxid)
+        if rd.snapshot_in is not None:
+            got = treeio.replica_from_snapshot_body(
+                rd.snapshot_in.body,
+                rd.snapshot_in.zxid,
+                extended_types=self.core_config.extended_types,
+            )
+            self.replica.reset(got.tree, got.sessions)
+            log.info("SNAP: loaded the leader's snapshot at %#x", rd.snapshot_in.zxid)
+        if rd.take_snapshot:
+            await self.persistence.take_snapshot()
+        if rd.entries:
+            await self.persistence.log_entries([txnlog.decode_payload(e.data) for e in rd.entries])
+
+    def apply(self, e: Entry, p: Proposal | None) -> tuple[r.TxnHeader, r.Record | None, Any]:
+        """Ready step 3: one committed txn into the replica: (header, txn, apply result)."""
+        if p is not None:
+            hdr, txn = p.hdr, p.txn
+        else:
+            te = txnlog.decode_payload(e.data)
+            hdr, txn = te.header, treeio.current_txn(te)
+        return hdr, txn, self.replica.apply(hdr, txn)
+
+
+class _LeaderRole:
+    """LEADING: quorum-port links, the pump, the sequencer once established."""
+
+    def __init__(self, peer: QuorumPeer, leader: Leader, committer: ZabCommitter) -> None:
+        self.peer = peer
+        self.leader = leader
+        self.committer = committer
+        self.sequencer: Sequencer | None = None
+        self.front: FrontEnd | None = None
+
+    async def accept(self, stream: trio.SocketStream) -> None:
+        peer = self.peer
+        peer._next_link += 1
+        link = _Link(peer._next_link, stream)
+        peer._links[link.link] = link
+        self.leader.connected(link.link)
+        decoder = QuorumStreamDecoder()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(link.writer)
+                while not link.closed:
+                    try:
+                        data = await stream.receive_some(RECEIVE_SIZE)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        data = b""
+                    if not data:
+                        break
+                    try:
+                        decoder.feed(data)
+                        while (ev := decoder.next_event()) is not None:
+                            if isinstance(ev, r.QuorumPacket):
+                                self.leader.step(link.link, ev, _now())
+                    except QuorumStreamError as e:
+                        log.warning("quorum link %d: %s; closing it", link.link, e)
+                        break
+                    peer.kick()
+                link.close()
+                nursery.cancel_scope.cancel()
+        finally:
+            peer._links.pop(link.link, None)
+            self.leader.link_closed(link.link)
+            peer.kick()
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def pump(self) -> str:
+        peer, leader = self.peer, self.leader
+        while True:
+            while leader.has_ready():
+                rd = leader.ready()
+                await peer.persist(rd)
+                for s in rd.messages:
+                    link = peer._links.get(s.link)
+                    if link is None:
+                        continue
+                    link.send(encode_packet(s.packet))
+                    if s.packet.type == PacketType.SNAP:
+                        link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
+                for lk, why in rd.close:
+                    link = peer._links.get(lk)
+                    if link is not None:
+                        log.warning("closing quorum link %d: %s", lk, why)
+                        link.close()
+                now, wall = _now(), _wall()
+                for e in rd.committed:
+                    hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
+                    if self.sequencer is not None and self.front is not None:
+                        self.sequencer.committed(hdr, txn, now)
+                        self.front.on_committed(hdr, rc, now)
+                if rd.serving is not None:
+                    self._establish(rd.serving, now, wall)
+                seq = self.sequencer
+                if seq is not None:
+                    for lk, qp in rd.requests:
+                        try:
+                            op = seq.submit_learner_request(qp.data or b"", qp.authinfo, now, wall)
+                        except Exception as e:  # a bad REQUEST costs its link only
+                            log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
+                            link = peer._links.get(lk)
+                            if link is not None:
+                                link.close()
+                            continue
+                        if op == OpCode.SYNC:
+                            leader.process_sync(lk)
+                    for sid, timeout in rd.touches:
+                        seq.touch(sid, now, timeout)
+                    for lk, sid, timeout in rd.revalidate:
+                        leader.revalidated(lk, sid, seq.touch(sid, now, timeout))
+                leader.advance(rd)
+                peer.shell.wake()
+                if rd.role is not None:
+                    return rd.role.reason
+            await peer._wait_kick()
+
+    def _establish(self, zxid: int, now: int, wall: int) -> None:
+        """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""
+        peer = self.peer
+        peer.replica.tree.last_processed_zxid = zxid
+        stats = ServerStats(started=now)
+        seq = self.sequencer = Sequencer(
+            peer.core_config, peer.replica, self.committer, stats, now, wall
+        )
+        seq.last_zxid = zxid
+        self.front = FrontEnd(peer.core_config, peer.replica, seq, stats)
+        peer.shell.set_core(self.front, seq)
+        peer.election.update_peer_epoch(epoch_of(zxid))
+        log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
+
+
+class _LearnerRole:
+    """FOLLOWING / OBSERVING: the leader link's reader and the pump."""
+
+    def __init__(self, peer: QuorumPeer, learner: Learner, link: _Link) -> None:
+        self.peer = peer
+        self.learner = learner
+        self.link = link
+        self.path: LearnerWritePath | None = None
+        self.front: FrontEnd | None = None
+
+    async def reader(self) -> None:
+        decoder = QuorumStreamDecoder()
+        stream = self.link.stream
+        reason = "connection closed by the leader"
+        while True:
+            try:
+                data = await stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                reason = f"connection to the leader broke: {e}"
+                data = b""
+            if not data:
+                break
+            try:
+                decoder.feed(data)
+                while (ev := decoder.next_event()) is not None:
+                    self.learner.step(ev, _now())
+            except QuorumStreamError as e:
+                reason = f"bad stream from the leader: {e}"
+                break
+            self.peer.kick()
+        self.learner.link_closed(reason)
+        self.peer.kick()
+
+    async def pump(self) -> str:
+        peer, learner = self.peer, self.learner
+        while True:
+            while learner.has_ready():
+                rd = learner.ready()
+                await peer.persist(rd)
+                for s in rd.messages:
+                    self.link.send(encode_packet(s.packet))
+                now, wall = _now(), _wall()
+                for e in rd.committed:
+                    hdr, _txn, rc = peer.apply(e, None)
+                    if self.front is not None:
+                        if hdr.type == OpCode.CLOSESESSION and self.path is not None:
+                            self.path.session_closed(hdr.clientId)
+                        self.front.on_committed(hdr, rc, now)
+                if rd.serving is not None:
+                    self._serve(rd.serving, wall)
+                if self.path is not None:
+                    for sid, valid in rd.revalidated:
+                        self.path.revalidated(sid, valid)
+                if self.front is not None:
+                    for _ in range(rd.synced):
+                        self.front.on_synced()
+                learner.advance(rd)
+                peer.shell.wake()
+                if rd.role is not None:
+                    return rd.role.reason
+            await peer._wait_kick()
+
+    def _serve(self, zxid: int, wall: int) -> None:
+        peer = self.peer
+        self.path = LearnerWritePath(self.learner, peer.spec.myid, wall)
+        self.front = FrontEnd(peer.core_config, peer.replica, self.path, ServerStats())
+        peer.shell.set_core(self.front, None)
+        peer.election.update_peer_epoch(epoch_of(zxid))
+        log.info("%s: serving clients (epoch %d)", peer.state.upper(), epoch_of(zxid))
