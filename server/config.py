@@ -165,6 +165,12 @@ KEYS: Mapping[str, KeySpec] = {
     "digest.enabled": KeySpec(_P),
     "snapshot.compression.method": KeySpec(_P),
     "snapshot.trust.empty": KeySpec(_P),
+    # the AdminServer (trizk.server.admin; admin.portUnification/forceHttps are not served)
+    "admin.enableServer": KeySpec(_P),
+    "admin.serverAddress": KeySpec(_P),
+    "admin.serverPort": KeySpec(_P),
+    "admin.commandURL": KeySpec(_P),
+    "admin.idleTimeout": KeySpec(_P),
     # -- access control (acl.py, sasl.py) and TLS (tls.py) --
     "secureClientPort": KeySpec(_F),
     "secureClientPortAddress": KeySpec(_F),
@@ -229,7 +235,6 @@ KEYS: Mapping[str, KeySpec] = {
     "maxCnxns": KeySpec(_UP, "0"),
     # trizk serves TLS without Netty: the factory ZooKeeper needs for TLS changes nothing here
     "serverCnxnFactory": KeySpec(_UP, "org.apache.zookeeper.server.NettyServerCnxnFactory"),
-    "admin.enableServer": KeySpec(_UP, "false"),
     "admin.": KeySpec(_UP),
     "ssl.": KeySpec(_UP),
     "sessionRequireClientSASLAuth": KeySpec(_UP, "false"),
@@ -300,6 +305,9 @@ class ServerConfig:
     snap_retain_count: int = 3
     #: ``autopurge.purgeInterval`` in hours; 0 = no automatic purge.
     purge_interval: int = 0
+    #: The zoo.cfg text as read (the AdminServer's ``initial_configuration``, as
+    #: ``ZooKeeperServer.getInitialConfig``); ``None`` when not started from a file.
+    initial_config: str | None = field(default=None, compare=False)
 
     # -- constructors --------------------------------------------------------------------
 
@@ -324,15 +332,15 @@ class ServerConfig:
         *,
         properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     ) -> ServerConfig:
-        """A ready development server: 127.0.0.1:2181, tickTime 2000, every 4lw enabled,
-        everything else ZooKeeper's default. The caller creates ``data_dir``."""
+        """A ready development server: 127.0.0.1:2181, tickTime 2000, every 4lw enabled, the
+        AdminServer on 127.0.0.1:8080, everything else ZooKeeper's default. The caller creates ``data_dir``."""
         return cls.create(
             data_dir,
             properties=properties,
             tickTime=2000,
             clientPort=DEFAULT_CLIENT_PORT,
             clientPortAddress="127.0.0.1",
-            **{"4lw.commands.whitelist": "*"},
+            **{"4lw.commands.whitelist": "*", "admin.serverAddress": "127.0.0.1"},
         )
 
     def replace(self, **changes: object) -> ServerConfig:
@@ -624,7 +632,8 @@ def parse_config(
     entries = parse_properties(text)
     if overrides:
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
-    return config_from_entries(entries, properties=properties)
+    config = config_from_entries(entries, properties=properties)
+    return dataclasses.replace(config, initial_config=text)
 
 
 def load_config(

@@ -75,6 +75,7 @@ __all__ = [
     "expiry_bucket",
     "is_known",
     "java_double",
+    "mntr_values",
     "not_whitelisted",
     "parse_whitelist",
     "process_environment",
@@ -608,7 +609,9 @@ def _envi(view: FourLetterView) -> str:
     return out + "".join(f"{k}={v}\n" for k, v in view.environment)
 
 
-def _mntr(view: FourLetterView) -> str:
+def mntr_values(view: FourLetterView) -> list[tuple[str, int | float | str]]:
+    """mntr's (name without ``zk_``, typed value) pairs in ZooKeeper's order: the 4lw prints
+    them as ``zk_<name>\t<value>`` lines, the AdminServer's ``monitor`` as JSON members."""
     lat = view.latency
     values: dict[str, int | float | str] = dict(_MNTR_IDLE)
     values.update(
@@ -636,12 +639,15 @@ def _mntr(view: FourLetterView) -> str:
     names += [k for k in view.metrics if k not in known]
     # DefaultMetricsProvider.dump: gauges, then gauge sets, then counters, then counter sets.
     extra = {_LAST_GAUGE: view.quota_gauges, _LAST_COUNTER: view.quota_counters}
-    out: list[str] = []
+    out: list[tuple[str, int | float | str]] = []
     for name in names:
-        out.append(f"zk_{name}\t{_metric_text(values[name])}\n")
-        for key, value in extra.get(name, ()):
-            out.append(f"zk_{key}\t{value}\n")
-    return "".join(out)
+        out.append((name, values[name]))
+        out.extend(extra.get(name, ()))
+    return out
+
+
+def _mntr(view: FourLetterView) -> str:
+    return "".join(f"zk_{name}\t{_metric_text(value)}\n" for name, value in mntr_values(view))
 
 
 _NEEDS_SERVING = frozenset(

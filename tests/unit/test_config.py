@@ -243,7 +243,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "syncLimit=2\n"
         "autopurge.purgeInterval=1\n"
         "snapCount=1000\n"
-        "admin.enableServer=false\n"  # trizk has no admin server: nothing is lost
+        "admin.enableServer=false\n"  # the AdminServer is served (trizk.server.admin)
         "standaloneEnabled=true\n"
         "autopurge.snapRetainCount=3\n"
         "observerMasterPort=2281\n"
@@ -265,7 +265,8 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
     assert "zookeeper.initLimit" not in c.properties
     assert c.properties["zookeeper.snapCount"] == "1000"
     assert c.properties["zookeeper.admin.enableServer"] == "false"
-    assert parse("admin.enableServer=true\n").unsupported == ("admin.enableServer",)
+    assert parse("admin.enableServer=true\n").unsupported == ()
+    assert parse("admin.forceHttps=true\n").unsupported == ("admin.forceHttps",)
 
 
 def test_keys_table_is_consistent() -> None:
