@@ -333,7 +333,8 @@ class ServerConfig:
         properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     ) -> ServerConfig:
         """A ready development server: 127.0.0.1:2181, tickTime 2000, every 4lw enabled, the
-        AdminServer on 127.0.0.1:8080, everything else ZooKeeper's default. The caller creates ``data_dir``."""
+        AdminServer on 127.0.0.1:8080, everything else ZooKeeper's default. The caller creates
+        ``data_dir``."""
         return cls.create(
             data_dir,
             properties=properties,
