@@ -81,11 +81,13 @@ __all__ = [
     "Command",
     "HttpAnswer",
     "command_links",
+    "handle_http",
     "jackson_json",
     "lookup",
     "route",
     "run_command",
     "serve_admin",
+    "serve_http",
 ]
 
 log = logging.getLogger("trizk.server.admin")
@@ -667,9 +669,14 @@ def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> Htt
     return HttpAnswer(a.status, a.headers, body.encode())
 
 
-async def _handle(stream: trio.SocketStream, hooks: AdminHooks, settings: AdminSettings) -> None:
+Responder = Callable[[str, str], HttpAnswer]
+
+
+async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeout_ms: int) -> None:
+    """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
+    client closes, ``idle_timeout_ms`` passes without a request, or the request bound."""
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
-    idle = max(settings.idle_timeout_ms, 1) / 1000
+    idle = max(idle_timeout_ms, 1) / 1000
     try:
         for _ in range(MAX_REQUESTS_PER_CONNECTION):
             request: h11.Request | None = None
@@ -691,7 +698,7 @@ async def _handle(stream: trio.SocketStream, hooks: AdminHooks, settings: AdminS
                 return  # idle timeout (Jetty closes idle connections) or nothing to answer
             method = request.method.decode("ascii", "replace")
             target = request.target.decode("latin-1")
-            result = answer(hooks, method, target, settings.command_url)
+            result = respond(method, target)
             headers = [
                 ("Date", formatdate(usegmt=True)),
                 *result.headers,
@@ -730,7 +737,7 @@ async def _handle(stream: trio.SocketStream, hooks: AdminHooks, settings: AdminS
         pass
     except Exception:
         # A bug costs this request only: the server and the other probes go on.
-        log.exception("AdminServer: internal error")
+        log.exception("HTTP server: internal error")
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()
@@ -750,24 +757,55 @@ async def serve_admin(
     where = (
         f"address {settings.address}, port {settings.port} and command URL {settings.command_url}"
     )
-    try:
-        listeners = await trio.open_tcp_listeners(settings.port, host=settings.address)
-    except OSError as e:
-        reason = "address in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
-        log.error("Problem starting AdminServer on %s: %s; carrying on without it", where, reason)
-        task_status.started(None)
-        return
-    port = listeners[0].socket.getsockname()[1]
-    log.info(
-        "Started AdminServer on address %s, port %d and command URL %s",
+
+    def respond(method: str, target: str) -> HttpAnswer:
+        return answer(hooks, method, target, settings.command_url)
+
+    def started(port: int) -> None:
+        log.info(
+            "Started AdminServer on address %s, port %d and command URL %s",
+            settings.address,
+            port,
+            settings.command_url,
+        )
+
+    await serve_http(
         settings.address,
-        port,
-        settings.command_url,
+        settings.port,
+        respond,
+        settings.idle_timeout_ms,
+        on_error=f"Problem starting AdminServer on {where}",
+        on_started=started,
+        task_status=task_status,
     )
 
+
+async def serve_http(
+    host: str,
+    port: int,
+    respond: Responder,
+    idle_timeout_ms: int,
+    *,
+    on_error: str,
+    on_started: Callable[[int], None] = lambda port: None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on ``host:port`` and serve ``respond`` until cancelled; ``task_status.started``
+    with the bound port (after ``on_started(port)``), or None when the port cannot be bound:
+    logged as ``on_error``, the server carries on without this listener."""
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as e:
+        reason = "address in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        log.error("%s: %s; carrying on without it", on_error, reason)
+        task_status.started(None)
+        return
+    bound = int(listeners[0].socket.getsockname()[1])
+    on_started(bound)
+
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, hooks, settings)
+        await handle_http(stream, respond, idle_timeout_ms)
 
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, handler, listeners)
-        task_status.started(port)
+        task_status.started(bound)

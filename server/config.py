@@ -220,7 +220,9 @@ KEYS: Mapping[str, KeySpec] = {
     "jvm.pause.warn-threshold.ms": KeySpec(_U),
     "jvm.pause.sleep.time.ms": KeySpec(_U),
     "jvm.pause.monitor": KeySpec(_U, "false"),
-    "metricsProvider.": KeySpec(_U),
+    # metricsProvider.className (the default provider, or the Prometheus one that
+    # trizk.server.metrics serves) and metricsProvider.<setting> (QuorumPeerConfig fields)
+    "metricsProvider.": KeySpec(_F),
     "multiAddress.enabled": KeySpec(_U, "false"),
     "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
     "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
@@ -308,6 +310,8 @@ class ServerConfig:
     #: The zoo.cfg text as read (the AdminServer's ``initial_configuration``, as
     #: ``ZooKeeperServer.getInitialConfig``); ``None`` when not started from a file.
     initial_config: str | None = field(default=None, compare=False)
+    #: ``metricsProvider.*`` keys without the prefix (``className``, ``httpPort``...).
+    metrics_provider: dict[str, str] = field(default_factory=dict, hash=False)
 
     # -- constructors --------------------------------------------------------------------
 
@@ -616,10 +620,31 @@ def config_from_entries(
             ("zookeeper.globalOutstandingLimit",), DEFAULT_GLOBAL_OUTSTANDING_LIMIT
         ),
         properties=props,
-        unsupported=tuple(unsupported),
+        unsupported=tuple(unsupported + _unknown_metrics_provider(fields)),
+        metrics_provider={
+            k[len(_METRICS_PREFIX) :]: e.value
+            for k, e in fields.items()
+            if k.startswith(_METRICS_PREFIX)
+        },
         snap_retain_count=int_field("autopurge.snapRetainCount", 3),
         purge_interval=int_field("autopurge.purgeInterval", 0),
     )
+
+
+_METRICS_PREFIX = "metricsProvider."
+#: ``metricsProvider.className`` values trizk serves (``MetricsProviderBootstrap`` would fail
+#: to load any other class; trizk names it in the unsupported-keys warning instead).
+KNOWN_METRICS_PROVIDERS = (
+    "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider",
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider",
+)
+
+
+def _unknown_metrics_provider(fields: Mapping[str, Entry]) -> list[str]:
+    e = fields.get(_METRICS_PREFIX + "className")
+    if e is None or e.value in KNOWN_METRICS_PROVIDERS:
+        return []
+    return [e.key]
 
 
 def parse_config(

@@ -256,7 +256,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "initLimit",
         "syncLimit",
         "observerMasterPort",
-        "metricsProvider.className",
+        "metricsProvider.className",  # x.Y: neither of the providers trizk serves
     )
     # durability settings are supported (trizk.server.persistence)
     assert (c.purge_interval, c.snap_retain_count) == (1, 3)
@@ -269,13 +269,25 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
     assert parse("admin.forceHttps=true\n").unsupported == ("admin.forceHttps",)
 
 
+def test_metrics_provider_keys() -> None:
+    c = parse(
+        "metricsProvider.className=org.apache.zookeeper.metrics.prometheus."
+        "PrometheusMetricsProvider\nmetricsProvider.httpPort=7001\n"
+    )
+    assert c.metrics_provider == {
+        "className": "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider",
+        "httpPort": "7001",
+    }
+    assert c.unsupported == () and "zookeeper.metricsProvider.httpPort" not in c.properties
+
+
 def test_keys_table_is_consistent() -> None:
     fields = {k for k, s in KEYS.items() if s.support is Support.FIELD}
     assert fields == {
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
         "autopurge.snapRetainCount", "autopurge.purgeInterval",
-        "secureClientPort", "secureClientPortAddress",
+        "secureClientPort", "secureClientPortAddress", "metricsProvider.",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (
