@@ -81,6 +81,7 @@ __all__ = [
     "Command",
     "HttpAnswer",
     "command_links",
+    "error_page",
     "handle_http",
     "jackson_json",
     "lookup",
@@ -547,7 +548,7 @@ class HttpAnswer:
 _REASONS = {403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed"}
 
 
-def _error_page(status: int, path: str, message: str) -> HttpAnswer:
+def error_page(status: int, path: str, message: str) -> HttpAnswer:
     # Jetty's ErrorHandler page, in short.
     body = (
         "<html>\n<head>\n"
@@ -582,9 +583,9 @@ def route(method: str, target: str, command_url: str) -> HttpAnswer:
         return HttpAnswer(403, (), b"")
     base = command_url.rstrip("/")
     if path != base and not path.startswith(base + "/"):
-        return _error_page(404, path, "Not Found")
+        return error_page(404, path, "Not Found")
     if method not in ("GET", "HEAD"):
-        return _error_page(405, path, "HTTP method " + method + " is not supported by this URL")
+        return error_page(405, path, "HTTP method " + method + " is not supported by this URL")
     rest = path[len(base) + 1 :]
     if not rest:
         return HttpAnswer(200, (), command_links(base).encode())

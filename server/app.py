@@ -36,7 +36,7 @@ import trizk
 from ..jute.primitives import LIMITS, set_max_buffer
 from ..storage import quota
 from . import acl as aclmod
-from . import admin, fourlw, tls
+from . import admin, fourlw, metrics, tls
 from . import sasl as saslmod
 from .config import ServerConfig
 from .connection import ClientConnection
@@ -118,6 +118,8 @@ class TrizkServer:
         self.started = _now()
         #: the AdminServer's bound port, None when it is off or its port was taken
         self.admin_port: int | None = None
+        #: the Prometheus /metrics port, None when that provider is off or its port was taken
+        self.metrics_port: int | None = None
         self.trace_mask = 306  # ZooTrace's default mask
         self.containers = ContainerSettings.from_properties(config.properties)
 
@@ -172,6 +174,11 @@ class TrizkServer:
                     last_snapshot=lambda: self.persistence.last_snapshot,
                     properties=lambda: self.config.properties,
                 ),
+            )
+            self.metrics_port = await nursery.start(
+                metrics.serve_metrics,
+                metrics.MetricsSettings.from_config(self.config),
+                lambda: self._view(None),
             )
             task_status.started(self.port)
 
