@@ -145,6 +145,10 @@ class TrizkServer:
                 ) from None
             raise
         self.port = listeners[0].socket.getsockname()[1]
+        # NIOServerCnxnFactory.configure's line (InetSocketAddress.toString); container wait
+        # strategies look for "binding to port".
+        shown = f"/{host}" if host else "0.0.0.0/0.0.0.0"
+        log.info("binding to port %s:%d", shown, self.port)
         if self.config.enforce_quota:
             log.info("zookeeper.enforceQuota = true, Quota Enforce enables")
         log.info(

@@ -496,9 +496,16 @@ def config_from_entries(
     entries: Iterable[Entry],
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    my_id: int | None = None,
 ) -> ServerConfig:
     """Sort entries out against :data:`KEYS`, merge ``properties`` (full names, the ``-D``
-    options) over the file's, and derive ZooKeeper's defaults. Later entries win."""
+    options) over the file's, and derive ZooKeeper's defaults. Later entries win.
+
+    ``my_id`` is the dataDir's ``myid``: the client address of this server's own
+    ``server.<id>=host:port:port;[addr:]clientPort`` line then replaces ``clientPort`` and
+    ``clientPortAddress`` (``QuorumPeerConfig.setupClientPort``; the official Docker image
+    writes only such a line)."""
+    entries = list(entries)
     fields: dict[str, Entry] = {}
     props: dict[str, str] = {}
     prop_lines: dict[str, Entry] = {}
@@ -556,6 +563,11 @@ def config_from_entries(
 
     client_port = int_field("clientPort", 0)
     address = fields["clientPortAddress"].value if "clientPortAddress" in fields else None
+    own = _own_client_address(entries, my_id)
+    if own is not None:
+        own_address, client_port = own
+        # an address written in the server line wins; the wildcard keeps zoo.cfg's
+        address = own_address if own_address is not None else address
     if client_port == 0:
         if address is not None:
             # QuorumPeerConfig: "clientPortAddress is set but clientPort is not set".
@@ -631,6 +643,27 @@ def config_from_entries(
     )
 
 
+def _own_client_address(
+    entries: Iterable[Entry], my_id: int | None
+) -> tuple[str | None, int] | None:
+    """(address or None for the wildcard, port) of ``server.<my_id>``'s client part
+    (``...;[addr:]port``), or None when there is no such line or part."""
+    if my_id is None:
+        return None
+    line = None
+    for e in entries:
+        if e.key == f"server.{my_id}":
+            line = e
+    if line is None or ";" not in line.value:
+        return None
+    client = line.value.split(";", 1)[1].strip()
+    host, sep, port = client.rpartition(":")
+    where = line.line_no or None
+    n = _parse_int(port.strip(), where, f"server.{my_id} client port", line.text)
+    host = host.strip().strip("[]") if sep else ""
+    return (host if host and host != "0.0.0.0" else None), n
+
+
 _METRICS_PREFIX = "metricsProvider."
 #: ``metricsProvider.className`` values trizk serves (``MetricsProviderBootstrap`` would fail
 #: to load any other class; trizk names it in the unsupported-keys warning instead).
@@ -652,13 +685,15 @@ def parse_config(
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     overrides: Mapping[str, str] | None = None,
+    my_id: int | None = None,
 ) -> ServerConfig:
     """Parse zoo.cfg text. ``overrides`` are zoo.cfg keys that replace the file's (the
-    command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name."""
+    command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name;
+    ``my_id`` the dataDir's ``myid`` (see :func:`config_from_entries`)."""
     entries = parse_properties(text)
     if overrides:
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
-    config = config_from_entries(entries, properties=properties)
+    config = config_from_entries(entries, properties=properties, my_id=my_id)
     return dataclasses.replace(config, initial_config=text)
 
 
@@ -678,4 +713,26 @@ def load_config(
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")  # what java.util.Properties.load(InputStream) assumes
-    return parse_config(text, properties=properties, overrides=overrides)
+    return parse_config(
+        text, properties=properties, overrides=overrides, my_id=_read_my_id(text, overrides)
+    )
+
+
+def _read_my_id(text: str, overrides: Mapping[str, str] | None) -> int | None:
+    """``QuorumPeerConfig.setupMyId``: the first line of ``<dataDir>/myid``, if that file
+    exists (a standalone server needs none)."""
+    data_dir = (overrides or {}).get("dataDir")
+    if data_dir is None:
+        for e in parse_properties(text):
+            if e.key == "dataDir":
+                data_dir = e.value
+    if data_dir is None:
+        return None
+    try:
+        first = (Path(data_dir) / "myid").read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        return int(first[0].strip()) if first else None
+    except ValueError:
+        raise ConfigError(None, f"serverid {first[0]!r} is not a number") from None

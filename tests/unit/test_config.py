@@ -347,3 +347,26 @@ def test_parse_property_option() -> None:
     assert parse_property_option("flag") == ("flag", "")
     with pytest.raises(ConfigError):
         parse_property_option("=1")
+
+
+def test_client_port_from_the_own_server_line() -> None:
+    # QuorumPeerConfig.setupClientPort: myid picks the server line; ";[addr:]port" is the
+    # client address (the official Docker image's zoo.cfg has no clientPort).
+    text = "dataDir=/d\nserver.1=localhost:2888:3888;2181\nserver.2=h:1:2;10.0.0.2:2182\n"
+    c = parse_config(text, my_id=1)
+    assert (c.client_port, c.client_port_address) == (2181, None)
+    c = parse_config(text, my_id=2)
+    assert (c.client_port, c.client_port_address) == (2182, "10.0.0.2")
+    with pytest.raises(ConfigError, match="clientPort is not set"):
+        parse_config(text)  # no myid: no client port
+
+
+def test_load_config_reads_myid(tmp_path: Path) -> None:
+    (tmp_path / "myid").write_text("1\n")
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}\nserver.1=localhost:2888:3888;127.0.0.1:2190\n")
+    c = load_config(cfg)
+    assert (c.client_port, c.client_port_address) == (2190, "127.0.0.1")
+    (tmp_path / "myid").write_text("x\n")
+    with pytest.raises(ConfigError, match="serverid"):
+        load_config(cfg)
