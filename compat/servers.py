@@ -217,6 +217,35 @@ def start(
     raise ServerStartError(last_err)
 
 
+def restart(srv: Server, *, ready_timeout: float = 30.0) -> Server:
+    """Start ``srv``'s kind again on its port, zoo.cfg and data directory (``srv`` must be
+    stopped with ``keep_dir``); wait until a session works. The new server keeps the directory
+    too (``keep_dir``): the caller removes it."""
+    if srv.alive():
+        raise ServerStartError(f"{srv.kind} on port {srv.port} is still running")
+    log = open(srv.workdir / "server.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=srv.workdir,
+        )
+    finally:
+        log.close()
+    new = Server(srv.kind, srv.port, srv.workdir, proc, dict(srv.cfg), keep_dir=True)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if not new.alive():
+            break
+        if handshake_ok(new.host, new.port, timeout=2.0):
+            return new
+        time.sleep(0.05)  # polling interval of a bounded readiness loop
+    new.stop()
+    raise ServerStartError(f"{srv.kind} did not restart on port {srv.port}\n{new.log_tail()}")
+
+
 @contextlib.contextmanager
 def running(
     kind: str, extra_cfg: Mapping[str, str] | None = None, **kw: object
