@@ -8,6 +8,7 @@ have() {
     [ -r /usr/share/java/zookeeper.jar ] \
         && [ -x /usr/share/zookeeper/bin/zkCli.sh ] \
         && [ -x /usr/lib/zookeeper/bin/cli_mt ] \
+        && [ -r /usr/share/java/servlet-api.jar ] \
         && command -v java >/dev/null 2>&1
 }
 
@@ -33,10 +34,10 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper zookeeper-bin default-jre-headless
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper zookeeper-bin libservlet-api-java default-jre-headless
 
 if ! have; then
-    echo "zookeeper: installation did not provide zookeeper.jar, zkCli.sh, cli_mt and java" >&2
+    echo "zookeeper: installation did not provide zookeeper.jar, zkCli.sh, cli_mt, servlet-api.jar and java" >&2
     exit 1
 fi
 echo "zookeeper: installed"

@@ -9,7 +9,8 @@ Two kinds of server speak the ZooKeeper protocol here:
 * ``trizk`` — ``sys.executable -m trizk.server zoo.cfg``.
 
 Both get the same generated ``zoo.cfg`` (:func:`make_cfg`): a free loopback port
-(``clientPortAddress=127.0.0.1``), their own temporary ``dataDir``, the AdminServer off, every
+(``clientPortAddress=127.0.0.1``), their own temporary ``dataDir``, the AdminServer off (the
+product default is on, port 8080; a test turns it on with ``admin.serverPort`` free), every
 four-letter word allowed, ``tickTime=200`` so a minimal session (2 ticks) expires in well under a
 second, and a generous ``maxSessionTimeout`` so the suite's long-lived sessions never expire while
 a scenario runs (the raw client never pings on its own). Extra keys (``extendedTypesEnabled``
@@ -48,6 +49,9 @@ ZK_JARS = (
     "/usr/share/java/slf4j-log4j12.jar",
     "/usr/share/java/log4j-1.2.jar",
 )
+#: Jetty (the AdminServer) comes through zookeeper.jar's manifest Class-Path; the servlet API
+#: it needs does not (libservlet-api-java), so it is added when present.
+ZK_ADMIN_JARS = ("/usr/share/java/servlet-api.jar",)
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 KINDS = ("zookeeper", "trizk")
 
@@ -157,7 +161,7 @@ def _command(kind: str, cfg_path: Path, workdir: Path) -> list[str]:
             f"-Dlog4j.configuration=file:{log4j}",
             "-Dzookeeper.jmx.log4j.disable=true",
             "-cp",
-            ":".join(ZK_JARS),
+            ":".join([*ZK_JARS, *(j for j in ZK_ADMIN_JARS if os.path.exists(j))]),
             ZK_MAIN,
             str(cfg_path),
         ]
@@ -211,6 +215,35 @@ def start(
         srv.keep_dir = False
         srv.stop()
     raise ServerStartError(last_err)
+
+
+def restart(srv: Server, *, ready_timeout: float = 30.0) -> Server:
+    """Start ``srv``'s kind again on its port, zoo.cfg and data directory (``srv`` must be
+    stopped with ``keep_dir``); wait until a session works. The new server keeps the directory
+    too (``keep_dir``): the caller removes it."""
+    if srv.alive():
+        raise ServerStartError(f"{srv.kind} on port {srv.port} is still running")
+    log = open(srv.workdir / "server.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=srv.workdir,
+        )
+    finally:
+        log.close()
+    new = Server(srv.kind, srv.port, srv.workdir, proc, dict(srv.cfg), keep_dir=True)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if not new.alive():
+            break
+        if handshake_ok(new.host, new.port, timeout=2.0):
+            return new
+        time.sleep(0.05)  # polling interval of a bounded readiness loop
+    new.stop()
+    raise ServerStartError(f"{srv.kind} did not restart on port {srv.port}\n{new.log_tail()}")
 
 
 @contextlib.contextmanager

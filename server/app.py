@@ -39,7 +39,7 @@ import trizk
 from ..jute.primitives import reset_limits, set_max_buffer
 from ..storage import quota
 from . import acl as aclmod
-from . import fourlw, tls
+from . import admin, fourlw, metrics, tls
 from . import sasl as saslmod
 from .config import ServerConfig
 from .connection import ClientConnection, State
@@ -140,6 +140,10 @@ class TrizkServer:
         self.port = config.client_port
         self.started_wall = _wall()
         self.started = _now()
+        #: the AdminServer's bound port, None when it is off or its port was taken
+        self.admin_port: int | None = None
+        #: the Prometheus /metrics port, None when that provider is off or its port was taken
+        self.metrics_port: int | None = None
         self.trace_mask = 306  # ZooTrace's default mask
         self.containers = ContainerSettings.from_properties(config.properties)
         self.sessionless_timeout = _positive_int_property(
@@ -189,6 +193,10 @@ class TrizkServer:
                 ) from None
             raise
         self.port = listeners[0].socket.getsockname()[1]
+        # NIOServerCnxnFactory.configure's line (InetSocketAddress.toString); container wait
+        # strategies look for "binding to port".
+        shown = f"/{host}" if host else "0.0.0.0/0.0.0.0"
+        log.info("binding to port %s:%d", shown, self.port)
         if self.config.enforce_quota:
             log.info("zookeeper.enforceQuota = true, Quota Enforce enables")
         log.info(
@@ -214,6 +222,21 @@ class TrizkServer:
                 self.secure_port = secure[0].socket.getsockname()[1]
                 log.info("serving TLS clients on %s:%d", shost or "0.0.0.0", self.secure_port)
                 await nursery.start(trio.serve_listeners, self._handle_secure, secure)
+            self.admin_port = await nursery.start(
+                admin.serve_admin,
+                admin.AdminSettings.from_config(self.config),
+                admin.AdminHooks(
+                    view=lambda: self._view(None),
+                    act=self._side_effect,
+                    last_snapshot=lambda: self.persistence.last_snapshot,
+                    properties=lambda: self.config.properties,
+                ),
+            )
+            self.metrics_port = await nursery.start(
+                metrics.serve_metrics,
+                metrics.MetricsSettings.from_config(self.config),
+                lambda: self._view(None),
+            )
             task_status.started(self.port)
 
     async def _ticker(self) -> None:
@@ -417,6 +440,11 @@ class TrizkServer:
     def _four_letter(self, word: str, conn: ClientConnection, arg: bytes) -> bytes | None:
         if not fourlw.allowed(word, self.config.four_letter_words):
             return fourlw.not_whitelisted(word)
+        self._side_effect(word, arg)
+        return fourlw.respond(word, self._view(conn))
+
+    def _side_effect(self, word: str, arg: bytes) -> None:
+        """The state change of ``crst``/``srst``/``stmk`` (4lw and AdminServer alike)."""
         if word == "stmk":
             (self.trace_mask,) = struct.unpack(">q", arg)
         elif word == "srst":
@@ -424,9 +452,8 @@ class TrizkServer:
         elif word == "crst":
             for p in self.peers.values():
                 p.conn.reset_stats()
-        return fourlw.respond(word, self._view(conn))
 
-    def _view(self, asking: ClientConnection) -> fourlw.SimpleView:
+    def _view(self, asking: ClientConnection | None) -> fourlw.SimpleView:
         core = self.core
         st = core.stats
         wall_offset = _wall() - _now()

@@ -165,6 +165,12 @@ KEYS: Mapping[str, KeySpec] = {
     "digest.enabled": KeySpec(_P),
     "snapshot.compression.method": KeySpec(_P),
     "snapshot.trust.empty": KeySpec(_P),
+    # the AdminServer (trizk.server.admin; admin.portUnification/forceHttps are not served)
+    "admin.enableServer": KeySpec(_P),
+    "admin.serverAddress": KeySpec(_P),
+    "admin.serverPort": KeySpec(_P),
+    "admin.commandURL": KeySpec(_P),
+    "admin.idleTimeout": KeySpec(_P),
     # -- access control (acl.py, sasl.py) and TLS (tls.py) --
     "secureClientPort": KeySpec(_F),
     "secureClientPortAddress": KeySpec(_F),
@@ -214,7 +220,9 @@ KEYS: Mapping[str, KeySpec] = {
     "jvm.pause.warn-threshold.ms": KeySpec(_U),
     "jvm.pause.sleep.time.ms": KeySpec(_U),
     "jvm.pause.monitor": KeySpec(_U, "false"),
-    "metricsProvider.": KeySpec(_U),
+    # metricsProvider.className (the default provider, or the Prometheus one that
+    # trizk.server.metrics serves) and metricsProvider.<setting> (QuorumPeerConfig fields)
+    "metricsProvider.": KeySpec(_F),
     "multiAddress.enabled": KeySpec(_U, "false"),
     "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
     "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
@@ -229,7 +237,6 @@ KEYS: Mapping[str, KeySpec] = {
     "maxCnxns": KeySpec(_UP, "0"),
     # trizk serves TLS without Netty: the factory ZooKeeper needs for TLS changes nothing here
     "serverCnxnFactory": KeySpec(_UP, "org.apache.zookeeper.server.NettyServerCnxnFactory"),
-    "admin.enableServer": KeySpec(_UP, "false"),
     "admin.": KeySpec(_UP),
     "ssl.": KeySpec(_UP),
     "sessionRequireClientSASLAuth": KeySpec(_UP, "false"),
@@ -300,6 +307,11 @@ class ServerConfig:
     snap_retain_count: int = 3
     #: ``autopurge.purgeInterval`` in hours; 0 = no automatic purge.
     purge_interval: int = 0
+    #: The zoo.cfg text as read (the AdminServer's ``initial_configuration``, as
+    #: ``ZooKeeperServer.getInitialConfig``); ``None`` when not started from a file.
+    initial_config: str | None = field(default=None, compare=False)
+    #: ``metricsProvider.*`` keys without the prefix (``className``, ``httpPort``...).
+    metrics_provider: dict[str, str] = field(default_factory=dict, hash=False)
 
     # -- constructors --------------------------------------------------------------------
 
@@ -324,15 +336,16 @@ class ServerConfig:
         *,
         properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     ) -> ServerConfig:
-        """A ready development server: 127.0.0.1:2181, tickTime 2000, every 4lw enabled,
-        everything else ZooKeeper's default. The caller creates ``data_dir``."""
+        """A ready development server: 127.0.0.1:2181, tickTime 2000, every 4lw enabled, the
+        AdminServer on 127.0.0.1:8080, everything else ZooKeeper's default. The caller creates
+        ``data_dir``."""
         return cls.create(
             data_dir,
             properties=properties,
             tickTime=2000,
             clientPort=DEFAULT_CLIENT_PORT,
             clientPortAddress="127.0.0.1",
-            **{"4lw.commands.whitelist": "*"},
+            **{"4lw.commands.whitelist": "*", "admin.serverAddress": "127.0.0.1"},
         )
 
     def replace(self, **changes: object) -> ServerConfig:
@@ -483,9 +496,16 @@ def config_from_entries(
     entries: Iterable[Entry],
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    my_id: int | None = None,
 ) -> ServerConfig:
     """Sort entries out against :data:`KEYS`, merge ``properties`` (full names, the ``-D``
-    options) over the file's, and derive ZooKeeper's defaults. Later entries win."""
+    options) over the file's, and derive ZooKeeper's defaults. Later entries win.
+
+    ``my_id`` is the dataDir's ``myid``: the client address of this server's own
+    ``server.<id>=host:port:port;[addr:]clientPort`` line then replaces ``clientPort`` and
+    ``clientPortAddress`` (``QuorumPeerConfig.setupClientPort``; the official Docker image
+    writes only such a line)."""
+    entries = list(entries)
     fields: dict[str, Entry] = {}
     props: dict[str, str] = {}
     prop_lines: dict[str, Entry] = {}
@@ -543,6 +563,11 @@ def config_from_entries(
 
     client_port = int_field("clientPort", 0)
     address = fields["clientPortAddress"].value if "clientPortAddress" in fields else None
+    own = _own_client_address(entries, my_id)
+    if own is not None:
+        own_address, client_port = own
+        # an address written in the server line wins; the wildcard keeps zoo.cfg's
+        address = own_address if own_address is not None else address
     if client_port == 0:
         if address is not None:
             # QuorumPeerConfig: "clientPortAddress is set but clientPort is not set".
@@ -607,10 +632,52 @@ def config_from_entries(
             ("zookeeper.globalOutstandingLimit",), DEFAULT_GLOBAL_OUTSTANDING_LIMIT
         ),
         properties=props,
-        unsupported=tuple(unsupported),
+        unsupported=tuple(unsupported + _unknown_metrics_provider(fields)),
+        metrics_provider={
+            k[len(_METRICS_PREFIX) :]: e.value
+            for k, e in fields.items()
+            if k.startswith(_METRICS_PREFIX)
+        },
         snap_retain_count=int_field("autopurge.snapRetainCount", 3),
         purge_interval=int_field("autopurge.purgeInterval", 0),
     )
+
+
+def _own_client_address(
+    entries: Iterable[Entry], my_id: int | None
+) -> tuple[str | None, int] | None:
+    """(address or None for the wildcard, port) of ``server.<my_id>``'s client part
+    (``...;[addr:]port``), or None when there is no such line or part."""
+    if my_id is None:
+        return None
+    line = None
+    for e in entries:
+        if e.key == f"server.{my_id}":
+            line = e
+    if line is None or ";" not in line.value:
+        return None
+    client = line.value.split(";", 1)[1].strip()
+    host, sep, port = client.rpartition(":")
+    where = line.line_no or None
+    n = _parse_int(port.strip(), where, f"server.{my_id} client port", line.text)
+    host = host.strip().strip("[]") if sep else ""
+    return (host if host and host != "0.0.0.0" else None), n
+
+
+_METRICS_PREFIX = "metricsProvider."
+#: ``metricsProvider.className`` values trizk serves (``MetricsProviderBootstrap`` would fail
+#: to load any other class; trizk names it in the unsupported-keys warning instead).
+KNOWN_METRICS_PROVIDERS = (
+    "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider",
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider",
+)
+
+
+def _unknown_metrics_provider(fields: Mapping[str, Entry]) -> list[str]:
+    e = fields.get(_METRICS_PREFIX + "className")
+    if e is None or e.value in KNOWN_METRICS_PROVIDERS:
+        return []
+    return [e.key]
 
 
 def parse_config(
@@ -618,13 +685,16 @@ def parse_config(
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     overrides: Mapping[str, str] | None = None,
+    my_id: int | None = None,
 ) -> ServerConfig:
     """Parse zoo.cfg text. ``overrides`` are zoo.cfg keys that replace the file's (the
-    command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name."""
+    command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name;
+    ``my_id`` the dataDir's ``myid`` (see :func:`config_from_entries`)."""
     entries = parse_properties(text)
     if overrides:
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
-    return config_from_entries(entries, properties=properties)
+    config = config_from_entries(entries, properties=properties, my_id=my_id)
+    return dataclasses.replace(config, initial_config=text)
 
 
 def load_config(
@@ -643,4 +713,26 @@ def load_config(
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")  # what java.util.Properties.load(InputStream) assumes
-    return parse_config(text, properties=properties, overrides=overrides)
+    return parse_config(
+        text, properties=properties, overrides=overrides, my_id=_read_my_id(text, overrides)
+    )
+
+
+def _read_my_id(text: str, overrides: Mapping[str, str] | None) -> int | None:
+    """``QuorumPeerConfig.setupMyId``: the first line of ``<dataDir>/myid``, if that file
+    exists (a standalone server needs none)."""
+    data_dir = (overrides or {}).get("dataDir")
+    if data_dir is None:
+        for e in parse_properties(text):
+            if e.key == "dataDir":
+                data_dir = e.value
+    if data_dir is None:
+        return None
+    try:
+        first = (Path(data_dir) / "myid").read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        return int(first[0].strip()) if first else None
+    except ValueError:
+        raise ConfigError(None, f"serverid {first[0]!r} is not a number") from None

@@ -62,6 +62,8 @@ __all__ = [
     "FOUR_LETTER_WORDS",
     "FULL_VERSION",
     "LAST_OP_NAMES",
+    "MNTR_GAUGES_AND_COUNTERS",
+    "MNTR_SUMMARIES",
     "NOT_SERVING",
     "SIDE_EFFECTS",
     "TELNET_CLOSE",
@@ -75,6 +77,7 @@ __all__ = [
     "expiry_bucket",
     "is_known",
     "java_double",
+    "mntr_values",
     "not_whitelisted",
     "parse_whitelist",
     "process_environment",
@@ -608,7 +611,24 @@ def _envi(view: FourLetterView) -> str:
     return out + "".join(f"{k}={v}\n" for k, v in view.environment)
 
 
-def _mntr(view: FourLetterView) -> str:
+def mntr_values(
+    view: FourLetterView, *, provider_dump: bool = True
+) -> list[tuple[str, int | float | str]]:
+    """mntr's (name without ``zk_``, typed value) pairs in ZooKeeper's order: the 4lw prints
+    them as ``zk_<name>\t<value>`` lines, the AdminServer's ``monitor`` as JSON members.
+
+    With the Prometheus metrics provider configured (and ``provider_dump``), the pairs after
+    ``version`` and ``server_state`` are that provider's samples (``PrometheusMetricsProvider
+    .dump``), as in ZooKeeper; ``provider_dump=False`` always gives the default provider's."""
+    if provider_dump and view.config.metrics_provider.get("className") == _PROMETHEUS:
+        from . import metrics  # metrics builds on this module
+
+        settings = metrics.MetricsSettings.from_config(view.config)
+        head: list[tuple[str, int | float | str]] = [
+            ("version", FULL_VERSION),
+            ("server_state", view.server_state),
+        ]
+        return head + list(metrics.dump_pairs(metrics.all_families(view, settings.export_jvm_info)))
     lat = view.latency
     values: dict[str, int | float | str] = dict(_MNTR_IDLE)
     values.update(
@@ -636,12 +656,15 @@ def _mntr(view: FourLetterView) -> str:
     names += [k for k in view.metrics if k not in known]
     # DefaultMetricsProvider.dump: gauges, then gauge sets, then counters, then counter sets.
     extra = {_LAST_GAUGE: view.quota_gauges, _LAST_COUNTER: view.quota_counters}
-    out: list[str] = []
+    out: list[tuple[str, int | float | str]] = []
     for name in names:
-        out.append(f"zk_{name}\t{_metric_text(values[name])}\n")
-        for key, value in extra.get(name, ()):
-            out.append(f"zk_{key}\t{value}\n")
-    return "".join(out)
+        out.append((name, values[name]))
+        out.extend(extra.get(name, ()))
+    return out
+
+
+def _mntr(view: FourLetterView) -> str:
+    return "".join(f"zk_{name}\t{_metric_text(value)}\n" for name, value in mntr_values(view))
 
 
 _NEEDS_SERVING = frozenset(
@@ -896,6 +919,11 @@ _MNTR_SUMMARIES: tuple[tuple[str, bool], ...] = (
 )
 
 _PERCENTILES = ("p50", "p95", "p99", "p999")
+_PROMETHEUS = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+#: mntr's gauges and counters (names without ``zk_``) and summaries (name, has percentiles =
+#: ``DetailLevel.ADVANCED``) in ZooKeeper's order; the Prometheus families are built from them.
+MNTR_GAUGES_AND_COUNTERS = _MNTR_GAUGES
+MNTR_SUMMARIES = _MNTR_SUMMARIES
 
 
 def _summary_names() -> list[str]:

@@ -82,6 +82,9 @@ def make_config(tmp_path: Path, **keys: Any) -> ServerConfig:
         "clientPortAddress": "127.0.0.1",
         "tickTime": 2000,
         "4lw.commands.whitelist": "*",
+        # The product default is ZooKeeper's (AdminServer on 0.0.0.0:8080); test servers run
+        # by the dozen, so they keep it off unless a test asks (admin.serverPort=free_port()).
+        "admin.enableServer": "false",
     }
     base.update(keys)
     return ServerConfig.create(tmp_path / "data", **base)

@@ -243,7 +243,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "syncLimit=2\n"
         "autopurge.purgeInterval=1\n"
         "snapCount=1000\n"
-        "admin.enableServer=false\n"  # trizk has no admin server: nothing is lost
+        "admin.enableServer=false\n"  # the AdminServer is served (trizk.server.admin)
         "standaloneEnabled=true\n"
         "autopurge.snapRetainCount=3\n"
         "observerMasterPort=2281\n"
@@ -256,7 +256,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "initLimit",
         "syncLimit",
         "observerMasterPort",
-        "metricsProvider.className",
+        "metricsProvider.className",  # x.Y: neither of the providers trizk serves
     )
     # durability settings are supported (trizk.server.persistence)
     assert (c.purge_interval, c.snap_retain_count) == (1, 3)
@@ -265,7 +265,20 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
     assert "zookeeper.initLimit" not in c.properties
     assert c.properties["zookeeper.snapCount"] == "1000"
     assert c.properties["zookeeper.admin.enableServer"] == "false"
-    assert parse("admin.enableServer=true\n").unsupported == ("admin.enableServer",)
+    assert parse("admin.enableServer=true\n").unsupported == ()
+    assert parse("admin.forceHttps=true\n").unsupported == ("admin.forceHttps",)
+
+
+def test_metrics_provider_keys() -> None:
+    c = parse(
+        "metricsProvider.className=org.apache.zookeeper.metrics.prometheus."
+        "PrometheusMetricsProvider\nmetricsProvider.httpPort=7001\n"
+    )
+    assert c.metrics_provider == {
+        "className": "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider",
+        "httpPort": "7001",
+    }
+    assert c.unsupported == () and "zookeeper.metricsProvider.httpPort" not in c.properties
 
 
 def test_keys_table_is_consistent() -> None:
@@ -274,7 +287,7 @@ def test_keys_table_is_consistent() -> None:
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
         "autopurge.snapRetainCount", "autopurge.purgeInterval",
-        "secureClientPort", "secureClientPortAddress",
+        "secureClientPort", "secureClientPortAddress", "metricsProvider.",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (
@@ -334,3 +347,26 @@ def test_parse_property_option() -> None:
     assert parse_property_option("flag") == ("flag", "")
     with pytest.raises(ConfigError):
         parse_property_option("=1")
+
+
+def test_client_port_from_the_own_server_line() -> None:
+    # QuorumPeerConfig.setupClientPort: myid picks the server line; ";[addr:]port" is the
+    # client address (the official Docker image's zoo.cfg has no clientPort).
+    text = "dataDir=/d\nserver.1=localhost:2888:3888;2181\nserver.2=h:1:2;10.0.0.2:2182\n"
+    c = parse_config(text, my_id=1)
+    assert (c.client_port, c.client_port_address) == (2181, None)
+    c = parse_config(text, my_id=2)
+    assert (c.client_port, c.client_port_address) == (2182, "10.0.0.2")
+    with pytest.raises(ConfigError, match="clientPort is not set"):
+        parse_config(text)  # no myid: no client port
+
+
+def test_load_config_reads_myid(tmp_path: Path) -> None:
+    (tmp_path / "myid").write_text("1\n")
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}\nserver.1=localhost:2888:3888;127.0.0.1:2190\n")
+    c = load_config(cfg)
+    assert (c.client_port, c.client_port_address) == (2190, "127.0.0.1")
+    (tmp_path / "myid").write_text("x\n")
+    with pytest.raises(ConfigError, match="serverid"):
+        load_config(cfg)
