@@ -22,9 +22,10 @@ A member loops through ZooKeeper's states::
   the write path being :class:`~trizk.server.learner.LearnerWritePath` (REQUESTs to the leader).
   Committed txns are applied to the replica and answered through ``FrontEnd.on_committed``.
 
-Each role is driven by one *pump* task in the Ready order the Zab machines require: persist
-(epoch files, TRUNC, SNAP install, snapshot, txn log append + fsync), send, apply the committed
-txns, then ``advance``. Readers feed packets in (``step``), a ticker feeds time (``tick``).
+Each role is driven by one *pump* task in the Ready order the Zab machines require: send the
+messages (none of them waits for this Ready's persistence: what promises durability only comes
+out of ``advance``), persist (epoch files, TRUNC, SNAP install, snapshot, txn log append +
+fsync), apply the committed txns, then ``advance``. Readers feed packets in (``step``), a ticker feeds time (``tick``).
 When a role ends (lost quorum, leader gone, a protocol error) every client connection is closed
 and the member is LOOKING again.
 
@@ -448,7 +449,8 @@ class _LeaderRole:
         while True:
             while leader.has_ready():
                 rd = leader.ready()
-                await peer.persist(rd)
+                # Messages never wait for this Ready's persistence (what needs it comes from
+                # advance): PROPOSALs go out while the leader's own fsync runs.
                 for s in rd.messages:
                     link = peer._links.get(s.link)
                     if link is None:
@@ -461,6 +463,7 @@ class _LeaderRole:
                     if link is not None:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
+                await peer.persist(rd)
                 now, wall = _now(), _wall()
                 for e in rd.committed:
                     hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
@@ -545,9 +548,9 @@ class _LearnerRole:
         while True:
             while learner.has_ready():
                 rd = learner.ready()
-                await peer.persist(rd)
                 for s in rd.messages:
                     self.link.send(encode_packet(s.packet))
+                await peer.persist(rd)
                 now, wall = _now(), _wall()
                 for e in rd.committed:
                     hdr, _txn, rc = peer.apply(e, None)
