@@ -39,6 +39,7 @@ from .messages import (
     OBSERVER_ID,
     ElectionWireError,
     FrameDecoder,
+    InitialMessage,
     decode_notification,
     encode_frame,
     encode_initial_message,
@@ -75,6 +76,8 @@ class ElectionPort:
         *,
         connect_timeout: float = 5.0,
         handshake_timeout: float = 5.0,
+        listen_on_all_ips: bool = False,
+        max_handshakes: int = 64,
     ) -> None:
         self.myid = myid
         self.view = view
@@ -82,6 +85,9 @@ class ElectionPort:
         self.election = FastLeaderElection(myid, view)
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
+        self.listen_on_all_ips = listen_on_all_ips
+        self.max_handshakes = max_handshakes
+        self._handshakes = 0
         self.decision: Decision | None = None
         self.port = 0
         self._links: dict[int, _Link] = {}
@@ -99,7 +105,10 @@ class ElectionPort:
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on our election address and run until cancelled; ``started`` gives the port."""
         host, port = self.addresses[self.myid]
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        # quorumListenOnAllIPs binds the wildcard with the configured port (Listener)
+        listeners = await trio.open_tcp_listeners(
+            port, host=None if self.listen_on_all_ips else host
+        )
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -167,7 +176,8 @@ class ElectionPort:
     def _connect_one(self, sid: int, addr: tuple[str, int] | None = None) -> None:
         if sid in self._links or sid in self._connecting or self._nursery is None:
             return
-        target = addr or self._learned.get(sid) or self.addresses.get(sid)
+        # connectOne(sid, electionAddr) after a handshake; else the configured address
+        target = addr or self.addresses.get(sid) or self._learned.get(sid)
         if target is None:
             log.warning("election %d: invalid server id %d (no address)", self.myid, sid)
             return
@@ -199,22 +209,18 @@ class ElectionPort:
 
     # ------------------------------------------------------------------ receiving
     async def _accepted(self, stream: trio.SocketStream) -> None:
-        buf = bytearray()
-        try:
-            with trio.fail_after(self.handshake_timeout):
-                while True:
-                    parsed = parse_initial_message(buf)
-                    if parsed is not None:
-                        break
-                    data = await stream.receive_some(MAX_INITIAL_MESSAGE - len(buf))
-                    if not data:
-                        raise ElectionWireError("connection closed during the initial message")
-                    buf += data
-        except (ElectionWireError, trio.TooSlowError, OSError, trio.BrokenResourceError) as e:
-            log.warning("election %d: closing incoming connection: %s", self.myid, e)
+        if self._handshakes >= self.max_handshakes:
+            log.warning("election %d: too many connections in handshake, closing one", self.myid)
             await stream.aclose()
             return
-        msg, used = parsed
+        self._handshakes += 1
+        try:
+            parsed = await self._read_initial(stream)
+        finally:
+            self._handshakes -= 1
+        if parsed is None:
+            return
+        msg, rest = parsed
         sid = msg.sid
         if sid == OBSERVER_ID:
             sid = self._observer_ids
@@ -223,9 +229,7 @@ class ElectionPort:
             self._learned[sid] = msg.addresses[0]
         if sid < self.myid:
             # we win the challenge: close and connect back (handleConnection)
-            old = self._links.get(sid)
-            if old is not None:
-                old.cancel.cancel()
+            self._drop_link(sid)  # Java finishes the SendWorker it has for that sid
             await stream.aclose()
             self._connect_one(sid, msg.addresses[0] if msg.addresses else None)
             return
@@ -233,14 +237,31 @@ class ElectionPort:
             log.warning("election %d: connection from a server with our own id", self.myid)
             await stream.aclose()
             return
-        await self._run_link(sid, stream, FrameDecoder(), bytes(buf[used:]))
+        await self._run_link(sid, stream, FrameDecoder(), rest)
+
+    async def _read_initial(self, stream: trio.SocketStream) -> tuple[InitialMessage, bytes] | None:
+        """The initial message (bounded in size and time) and the bytes read after it."""
+        buf = bytearray()
+        try:
+            with trio.fail_after(self.handshake_timeout):
+                while True:
+                    parsed = parse_initial_message(buf)
+                    if parsed is not None:
+                        msg, used = parsed
+                        return msg, bytes(buf[used:])
+                    data = await stream.receive_some(MAX_INITIAL_MESSAGE - len(buf))
+                    if not data:
+                        raise ElectionWireError("connection closed during the initial message")
+                    buf += data
+        except (ElectionWireError, trio.TooSlowError, OSError, trio.BrokenResourceError) as e:
+            log.warning("election %d: closing incoming connection: %s", self.myid, e)
+            await stream.aclose()
+            return None
 
     async def _run_link(
         self, sid: int, stream: trio.SocketStream, decoder: FrameDecoder, rest: bytes
     ) -> None:
-        old = self._links.get(sid)
-        if old is not None:
-            old.cancel.cancel()
+        self._drop_link(sid)
         link = _Link(sid, stream)
         self._links[sid] = link
         try:
@@ -253,6 +274,11 @@ class ElectionPort:
                 del self._links[sid]
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    def _drop_link(self, sid: int) -> None:
+        old = self._links.pop(sid, None)
+        if old is not None:
+            old.cancel.cancel()
 
     async def _guarded(self, link: _Link, work: Coroutine[Any, Any, None]) -> None:
         """Run one half of a link; its end (EOF, error, garbage) ends the whole link."""
