@@ -54,8 +54,9 @@ finalize wait is not cancelled by a vote for a non-voter. Dynamic reconfig (last
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .messages import NOTIFICATION_VERSION, Notification, ServerState
 
@@ -69,6 +70,15 @@ LONG_MIN = -(1 << 63)
 _STATES = {int(s): s for s in ServerState}
 
 
+class VerifierLike(Protocol):
+    """The part of a QuorumVerifier (quorum/verifier.py) the election reads."""
+
+    @property
+    def voting_members(self) -> Mapping[int, object]: ...
+
+    def to_string(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class ElectionView:
     """What the election needs of the quorum configuration (the lead plugs the QuorumVerifier in
@@ -77,6 +87,11 @@ class ElectionView:
 
     voters: frozenset[int]
     config: bytes = b"version=0"
+
+    @classmethod
+    def from_verifier(cls, qv: VerifierLike) -> ElectionView:
+        """The voters of ``qv`` and its ``QuorumMaj.toString`` (sent as UTF-8, as buildMsg)."""
+        return cls(frozenset(qv.voting_members), qv.to_string().encode("utf-8"))
 
     def quorum(self, acks: Iterable[int]) -> bool:
         """QuorumMaj.containsQuorum over the voters among ``acks`` (SyncedLearnerTracker)."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -49,6 +49,31 @@ from .messages import (
 log = logging.getLogger("trizk.quorum.election")
 
 _READ = 65536
+
+
+class _AddressLike(Protocol):
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class _ServerLike(Protocol):
+    @property
+    def election_addr(self) -> _AddressLike: ...
+
+
+class MembersLike(Protocol):
+    """The part of a QuorumVerifier (quorum/verifier.py) the shell reads."""
+
+    @property
+    def members(self) -> Mapping[int, _ServerLike]: ...
+
+
+def election_addresses(qv: MembersLike) -> dict[int, tuple[str, int]]:
+    """sid -> (host, port) of every member's election address (voters and observers)."""
+    return {sid: (m.election_addr.host, m.election_addr.port) for sid, m in qv.members.items()}
 
 
 @dataclass

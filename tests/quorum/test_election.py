@@ -165,3 +165,15 @@ def test_vote_equality_rules() -> None:
     assert not a.matches(Vote(3, 5, 1, 3, ServerState.LEADING, 2))
     assert a.matches(Vote(3, 5, 1, 3, ServerState.LEADING, 0))  # version 0 on one side: id
     assert not a.matches(Vote(3, 99, 1, 2))  # LOOKING: all four numbers
+
+
+def test_view_from_a_verifier() -> None:
+    class Qv:
+        voting_members = {1: object(), 3: object()}
+
+        def to_string(self) -> str:
+            return "server.1=h:1:2:participant\nversion=0"
+
+    view = ElectionView.from_verifier(Qv())
+    assert view.voters == {1, 3} and view.config == b"server.1=h:1:2:participant\nversion=0"
+    assert view.quorum({1, 3, 9}) and not view.quorum({1, 9})
