@@ -45,6 +45,18 @@ Invariants
   from the initial vote.
 * Memory is bounded by the voter count: recvset/outofelection are keyed by voter sid.
 
+Interop notes (checked against ZooKeeper 3.8.0 members, tests/quorum/test_java_election.py)
+--------------------------------------------------------------------------------------------
+* The embedded config must carry a version no higher than the receiver's (``version=0`` with
+  static configs): a higher one makes a LOOKING Java member log "Received version" and, when
+  the members differ too (``QuorumMaj.equals``), shut its election down ("restarting leader
+  election"). The tests fail on either line in the Java log.
+* During the finalize wait Java drops every notification that does not beat the proposal, even
+  one of a higher round; only a better one is re-queued. We do the same.
+* Which member leads is not a function of the votes alone: members that started a few hundred
+  ms apart (JVM start-up) can finalize before the best vote reaches them. Only agreement is
+  guaranteed, and safety comes from Zab's epochs.
+
 Deviations from Java (documented): QuorumMaj.getWeight is 1 for any sid, so Java's
 totalOrderPredicate alone would let a non-voter win; the main loop then ignores it
 (``validVoter(n.leader)``). We give non-voters weight 0 (as hierarchical quorums do) so the
