@@ -300,6 +300,9 @@ class FastLeaderElection:
         # bounded: each pass handles what the previous one queued; a vote to self can only
         # change the proposal once more per pass, and never when it equals the proposal
         for _ in range(8):
+            # a reply addressed to ourselves is looped back too (QuorumCnxManager.toSend)
+            loop += [s.notification for s in out.sends if s.to == self.myid]
+            out.sends[:] = [s for s in out.sends if s.to != self.myid]
             if not loop:
                 return
             batch, loop[:] = list(loop), []

@@ -177,3 +177,68 @@ def test_view_from_a_verifier() -> None:
     view = ElectionView.from_verifier(Qv())
     assert view.voters == {1, 3} and view.config == b"server.1=h:1:2:participant\nversion=0"
     assert view.quorum({1, 3, 9}) and not view.quorum({1, 9})
+
+
+# --------------------------------------------------------------------------- properties
+
+import os  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+inputs = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("note"),
+            st.sampled_from([1, 2, 3, 9]),  # 9 is not a member
+            st.builds(
+                Notification,
+                state=st.integers(-1, 4),
+                leader=st.sampled_from([1, 2, 3, 9, LONG_MIN]),
+                zxid=st.integers(-1, 4),
+                election_epoch=st.integers(0, 4),
+                peer_epoch=st.integers(-1, 3),
+                version=st.sampled_from([0, 2]),
+            ),
+        ),
+        st.tuples(st.just("tick"), st.integers(0, 5000), st.none()),
+        st.tuples(st.just("look"), st.integers(0, 4), st.integers(0, 3)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=int(os.environ.get("TRIZK_PROP_EXAMPLES", "300")), deadline=None)
+@given(st.sampled_from([1, 2, 3, 7]), inputs)
+def test_any_input_sequence_keeps_the_rules(myid: int, steps: list) -> None:
+    fle = FastLeaderElection(myid, VIEW)
+    now = 0
+    fle.look(now, 2, 1)
+    for kind, a, b in steps:
+        now += 7
+        before_clock, before_prop, was_looking = fle.logicalclock, fle.proposed, fle.looking
+        if kind == "note":
+            out = fle.on_notification(now, a, b)
+        elif kind == "tick":
+            now += a
+            out = fle.tick(now)
+        else:
+            out = fle.look(now, a, b)
+            assert fle.logicalclock == before_clock + 1
+            continue
+        assert len(out.sends) <= len(VIEW.voters) + 1
+        for send in out.sends:
+            assert send.to != myid and send.notification.config == VIEW.config
+        if was_looking:
+            assert fle.logicalclock >= before_clock
+            if fle.logicalclock == before_clock and fle.proposed != before_prop:
+                assert fle.beats(fle.proposed, before_prop)  # only better within a round
+        if out.decision is not None:
+            d = out.decision
+            assert was_looking and not fle.looking and fle.deadline is None
+            assert d.vote.leader in VIEW.voters
+            assert (d.state == ServerState.LEADING) == (d.vote.leader == myid)
+            if myid not in VIEW.voters:
+                assert d.state == ServerState.OBSERVING
+        if fle.looking:
+            assert fle.deadline is not None  # a shell always has a time to call tick at
