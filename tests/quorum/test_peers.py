@@ -195,3 +195,41 @@ async def test_last_message_is_resent_on_reconnect(mock_clock: trio.testing.Mock
     assert got[0] == got[1]
     assert members[1].election.not_timeout == 200  # no poll timed out meanwhile
     assert (got[0].leader, got[0].zxid, got[0].peer_epoch) == (1, 9, 2)
+
+
+async def test_leader_crash_reelection_and_rejoin() -> None:
+    """Kill the leader's election port; the others look again and elect among themselves; a
+    fresh port for the old leader then joins them from their FOLLOWING/LEADING answers."""
+    zxids = {1: 0x100000001, 2: 0x100000002, 3: 0x100000003}
+    members, addrs = make_ports([1, 2, 3], {1, 2, 3}, zxids)
+    scopes: dict[int, trio.CancelScope] = {}
+
+    async def run(port: ElectionPort, *, task_status: trio.TaskStatus[None]) -> None:
+        with trio.CancelScope() as scope:
+            scopes[port.myid] = scope
+            await port.serve(task_status=task_status)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for m in members.values():
+                await nursery.start(run, m)
+            for sid, m in members.items():
+                m.look(zxids[sid], 1)
+            first = {sid: await m.wait_decision() for sid, m in members.items()}
+            (leader,) = {d.vote.leader for d in first.values()}
+            scopes[leader].cancel()  # the leader's process dies
+            rest = [sid for sid in members if sid != leader]
+            for sid in rest:
+                members[sid].look(zxids[sid], 1)  # its followers lose it and look again
+            second = {sid: await members[sid].wait_decision() for sid in rest}
+            (new_leader,) = {d.vote.leader for d in second.values()}
+            assert new_leader != leader
+            view = members[leader].view
+            reborn = ElectionPort(leader, view, addrs)
+            await nursery.start(run, reborn)
+            reborn.look(zxids[leader], 1)
+            third = await reborn.wait_decision()
+            nursery.cancel_scope.cancel()
+    assert {d.state for d in second.values()} == {ServerState.LEADING, ServerState.FOLLOWING}
+    assert second[new_leader].state == ServerState.LEADING
+    assert third.state == ServerState.FOLLOWING and third.vote.leader == new_leader
