@@ -120,7 +120,6 @@ class ElectionPort:
         self._slot: dict[int, bytes] = {}  # the capacity-1 send queue per sid
         self._last_sent: dict[int, bytes] = {}
         self._slot_ready: dict[int, trio.Event] = {}
-        self._learned: dict[int, tuple[str, int]] = {}  # addresses from initial messages
         self._observer_ids = -1  # QuorumCnxManager.observerCounter
         self._wake = trio.Event()
         self._decided = trio.Event()
@@ -201,8 +200,9 @@ class ElectionPort:
     def _connect_one(self, sid: int, addr: tuple[str, int] | None = None) -> None:
         if sid in self._links or sid in self._connecting or self._nursery is None:
             return
-        # connectOne(sid, electionAddr) after a handshake; else the configured address
-        target = addr or self.addresses.get(sid) or self._learned.get(sid)
+        # connectOne(sid, electionAddr) after a handshake; else the configured address (Java
+        # remembers no announced address: a later send to an unknown sid is "Invalid server id")
+        target = addr or self.addresses.get(sid)
         if target is None:
             log.warning("election %d: invalid server id %d (no address)", self.myid, sid)
             return
@@ -250,8 +250,6 @@ class ElectionPort:
         if sid == OBSERVER_ID:
             sid = self._observer_ids
             self._observer_ids -= 1
-        if msg.addresses:
-            self._learned[sid] = msg.addresses[0]
         if sid < self.myid:
             # we win the challenge: close and connect back (handleConnection)
             self._drop_link(sid)  # Java finishes the SendWorker it has for that sid
@@ -297,6 +295,11 @@ class ElectionPort:
         finally:
             if self._links.get(sid) is link:
                 del self._links[sid]
+                if sid not in self.addresses:
+                    # an unknown sid (or an observer numbered -1, -2, ...) leaves nothing
+                    # behind, so a peer cycling through sids cannot grow our tables
+                    for table in (self._slot, self._last_sent, self._slot_ready):
+                        table.pop(sid, None)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 

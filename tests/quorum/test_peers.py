@@ -233,3 +233,30 @@ async def test_leader_crash_reelection_and_rejoin() -> None:
     assert {d.state for d in second.values()} == {ServerState.LEADING, ServerState.FOLLOWING}
     assert second[new_leader].state == ServerState.LEADING
     assert third.state == ServerState.FOLLOWING and third.vote.leader == new_leader
+
+
+async def test_unknown_sids_leave_no_state_behind() -> None:
+    members, addrs = make_ports([2], {1, 2}, {})
+    port = members[2]
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(port.serve)
+            port.look(5, 1)
+            # QuorumPeer.OBSERVER_ID becomes -1, a lower sid: closed and called back (in vain)
+            s = await trio.open_tcp_stream(*addrs[2])
+            await s.send_all(encode_initial_message((1 << 63) - 1, "127.0.0.1", 1))
+            assert await s.receive_some(100) == b""
+            await s.aclose()
+            for sid in (100, 101, 102):
+                s = await trio.open_tcp_stream(*addrs[2])
+                await s.send_all(encode_initial_message(sid, "127.0.0.1", 1))
+                await s.send_all(encode_frame(Notification(0, 2, 5, 1, 1).encode()))
+                answer = decode_notification(await _read_frame(s, bytearray()))
+                assert answer.leader == 2
+                await s.aclose()
+            # each link ends when the peer closes; wait until all are gone (bounded above)
+            while any(sid not in (1, 2) for sid in port._links):
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    leftovers = set(port._slot) | set(port._last_sent) | set(port._slot_ready)
+    assert leftovers <= {1}
