@@ -2,15 +2,17 @@
 
 Usage: ``python -m trizk.compat.capture_election OUTDIR``
 
-Two Java members (sids 2 and 3) are started with a three-member config whose member 1 is this
-recorder. Having the higher sids, both Java members connect to us and keep the connection: we
-record their initial message and every frame. Once they have elected (log line ``LEADING``), we
-send each a LOOKING notification of round 1 and record the answers, which carry their
-FOLLOWING / LEADING state. Files written to OUTDIR:
+Two Java voters (sids 2 and 3) and a Java observer (sid 4) are started with a config whose
+voter 1 is this recorder. Having higher sids, all Java members connect to us and keep the
+connection: we record their initial message and every frame. Once they have elected and the
+observer observes, we send the voters a LOOKING notification of round 1 and record the answers
+(their FOLLOWING / LEADING state), and we connect to voter 2 as the unknown sid 9 with a LOOKING
+notification and record the answer a non-voter gets. Files written to OUTDIR:
 
 * ``initial_<sid>.bin``  -- the initial message bytes as received;
 * ``frames_<sid>.bin``   -- the framed stream after it (int length + payload, as received);
-* ``capture.json``       -- ports, the config string we expect, the sids' final states.
+* ``nonvoter_9_from_2.bin`` -- voter 2's framed answer to sid 9;
+* ``capture.json``       -- ports, the config string, the number of frames per sid.
 """
 
 from __future__ import annotations
@@ -22,13 +24,19 @@ from typing import Any
 
 import trio
 
-from trizk.quorum.messages import FrameDecoder, Notification, encode_frame, parse_initial_message
+from trizk.quorum.messages import (
+    FrameDecoder,
+    Notification,
+    encode_frame,
+    encode_initial_message,
+    parse_initial_message,
+)
 
 from .javaquorum import allocate, config_string, start_java_member, wait_log
 
 
 async def _capture(out: Path) -> None:
-    members = allocate([1, 2, 3])
+    members = allocate([1, 2, 3, 4], observers=frozenset({4}))
     cfg = config_string(members).encode()
     servers = []
     streams: dict[int, bytearray] = {}
@@ -58,21 +66,33 @@ async def _capture(out: Path) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, handle, listeners)
-            servers = [start_java_member(sid, members) for sid in (2, 3)]
+            servers = [start_java_member(sid, members) for sid in (2, 3, 4)]
             for srv in servers:
                 await trio.to_thread.run_sync(
-                    wait_log, srv, r"\] QuorumPeer.*: (LEADING|FOLLOWING)"
+                    wait_log, srv, r"\] QuorumPeer.*: (LEADING|FOLLOWING|OBSERVING)"
                 )
             with trio.fail_after(10):
-                while len(conns) < 2:
+                while len(conns) < 3:
                     await trio.sleep(0.05)
             note = Notification(0, 1, 0, 1, 0, config=cfg)
             before = {sid: len(b) for sid, b in streams.items()}
-            for stream in conns.values():
-                await stream.send_all(encode_frame(note.encode()))
+            for sid in (2, 3):
+                await conns[sid].send_all(encode_frame(note.encode()))
             with trio.fail_after(10):
-                while any(len(streams[s]) == before[s] for s in before):
+                while any(len(streams[s]) == before[s] for s in (2, 3)):
                     await trio.sleep(0.05)
+            probe = await trio.open_tcp_stream("127.0.0.1", members[2].election_port)
+            await probe.send_all(encode_initial_message(9, "127.0.0.1", 1))
+            await probe.send_all(encode_frame(note.encode()))
+            answer = b""
+            with trio.fail_after(10):
+                while len(answer) < 4 or len(FrameDecoder().feed(answer)) < 1:
+                    chunk = await probe.receive_some(65536)
+                    if not chunk:
+                        break
+                    answer += chunk
+            await probe.aclose()
+            (out / "nonvoter_9_from_2.bin").write_bytes(answer)
             await trio.sleep(0.5)  # a capture tool: let late frames arrive
             nursery.cancel_scope.cancel()
     finally:

@@ -45,6 +45,18 @@ Invariants
   from the initial vote.
 * Memory is bounded by the voter count: recvset/outofelection are keyed by voter sid.
 
+Interop notes (checked against ZooKeeper 3.8.0 members, tests/quorum/test_java_election.py)
+--------------------------------------------------------------------------------------------
+* The embedded config must carry a version no higher than the receiver's (``version=0`` with
+  static configs): a higher one makes a LOOKING Java member log "Received version" and, when
+  the members differ too (``QuorumMaj.equals``), shut its election down ("restarting leader
+  election"). The tests fail on either line in the Java log.
+* During the finalize wait Java drops every notification that does not beat the proposal, even
+  one of a higher round; only a better one is re-queued. We do the same.
+* Which member leads is not a function of the votes alone: members that started a few hundred
+  ms apart (JVM start-up) can finalize before the best vote reaches them. Only agreement is
+  guaranteed, and safety comes from Zab's epochs.
+
 Deviations from Java (documented): QuorumMaj.getWeight is 1 for any sid, so Java's
 totalOrderPredicate alone would let a non-voter win; the main loop then ignores it
 (``validVoter(n.leader)``). We give non-voters weight 0 (as hierarchical quorums do) so the
@@ -54,8 +66,9 @@ finalize wait is not cancelled by a vote for a non-voter. Dynamic reconfig (last
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .messages import NOTIFICATION_VERSION, Notification, ServerState
 
@@ -69,6 +82,15 @@ LONG_MIN = -(1 << 63)
 _STATES = {int(s): s for s in ServerState}
 
 
+class VerifierLike(Protocol):
+    """The part of a QuorumVerifier (quorum/verifier.py) the election reads."""
+
+    @property
+    def voting_members(self) -> Mapping[int, object]: ...
+
+    def to_string(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class ElectionView:
     """What the election needs of the quorum configuration (the lead plugs the QuorumVerifier in
@@ -77,6 +99,11 @@ class ElectionView:
 
     voters: frozenset[int]
     config: bytes = b"version=0"
+
+    @classmethod
+    def from_verifier(cls, qv: VerifierLike) -> ElectionView:
+        """The voters of ``qv`` and its ``QuorumMaj.toString`` (sent as UTF-8, as buildMsg)."""
+        return cls(frozenset(qv.voting_members), qv.to_string().encode("utf-8"))
 
     def quorum(self, acks: Iterable[int]) -> bool:
         """QuorumMaj.containsQuorum over the voters among ``acks`` (SyncedLearnerTracker)."""
@@ -273,6 +300,9 @@ class FastLeaderElection:
         # bounded: each pass handles what the previous one queued; a vote to self can only
         # change the proposal once more per pass, and never when it equals the proposal
         for _ in range(8):
+            # a reply addressed to ourselves is looped back too (QuorumCnxManager.toSend)
+            loop += [s.notification for s in out.sends if s.to == self.myid]
+            out.sends[:] = [s for s in out.sends if s.to != self.myid]
             if not loop:
                 return
             batch, loop[:] = list(loop), []

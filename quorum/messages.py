@@ -50,8 +50,6 @@ OBSERVER_ID = (1 << 63) - 1
 #: FastLeaderElection.Notification.CURRENTVERSION.
 NOTIFICATION_VERSION = 2
 
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
 
 _HEAD = struct.Struct(">qqi")  # protocolVersion, sid, len
 _NOTE28 = struct.Struct(">iqqq")  # state, leader, zxid, electionEpoch
@@ -269,7 +267,3 @@ def decode_notification(buf: bytes) -> Notification:
                 raise ElectionWireError(f"partial notification config: {n} of {cap - 44} bytes")
             config = bytes(buf[44 : 44 + n])
     return Notification(state, leader, zxid, election_epoch, peer_epoch, version, config)
-
-
-def is_long(v: int) -> bool:
-    return _I64_MIN <= v <= _I64_MAX

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -39,6 +39,7 @@ from .messages import (
     OBSERVER_ID,
     ElectionWireError,
     FrameDecoder,
+    InitialMessage,
     decode_notification,
     encode_frame,
     encode_initial_message,
@@ -48,6 +49,31 @@ from .messages import (
 log = logging.getLogger("trizk.quorum.election")
 
 _READ = 65536
+
+
+class _AddressLike(Protocol):
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class _ServerLike(Protocol):
+    @property
+    def election_addr(self) -> _AddressLike: ...
+
+
+class MembersLike(Protocol):
+    """The part of a QuorumVerifier (quorum/verifier.py) the shell reads."""
+
+    @property
+    def members(self) -> Mapping[int, _ServerLike]: ...
+
+
+def election_addresses(qv: MembersLike) -> dict[int, tuple[str, int]]:
+    """sid -> (host, port) of every member's election address (voters and observers)."""
+    return {sid: (m.election_addr.host, m.election_addr.port) for sid, m in qv.members.items()}
 
 
 @dataclass
@@ -75,6 +101,8 @@ class ElectionPort:
         *,
         connect_timeout: float = 5.0,
         handshake_timeout: float = 5.0,
+        listen_on_all_ips: bool = False,
+        max_handshakes: int = 64,
     ) -> None:
         self.myid = myid
         self.view = view
@@ -82,6 +110,9 @@ class ElectionPort:
         self.election = FastLeaderElection(myid, view)
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
+        self.listen_on_all_ips = listen_on_all_ips
+        self.max_handshakes = max_handshakes
+        self._handshakes = 0
         self.decision: Decision | None = None
         self.port = 0
         self._links: dict[int, _Link] = {}
@@ -89,7 +120,6 @@ class ElectionPort:
         self._slot: dict[int, bytes] = {}  # the capacity-1 send queue per sid
         self._last_sent: dict[int, bytes] = {}
         self._slot_ready: dict[int, trio.Event] = {}
-        self._learned: dict[int, tuple[str, int]] = {}  # addresses from initial messages
         self._observer_ids = -1  # QuorumCnxManager.observerCounter
         self._wake = trio.Event()
         self._decided = trio.Event()
@@ -99,7 +129,10 @@ class ElectionPort:
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on our election address and run until cancelled; ``started`` gives the port."""
         host, port = self.addresses[self.myid]
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        # quorumListenOnAllIPs binds the wildcard with the configured port (Listener)
+        listeners = await trio.open_tcp_listeners(
+            port, host=None if self.listen_on_all_ips else host
+        )
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -167,7 +200,9 @@ class ElectionPort:
     def _connect_one(self, sid: int, addr: tuple[str, int] | None = None) -> None:
         if sid in self._links or sid in self._connecting or self._nursery is None:
             return
-        target = addr or self._learned.get(sid) or self.addresses.get(sid)
+        # connectOne(sid, electionAddr) after a handshake; else the configured address (Java
+        # remembers no announced address: a later send to an unknown sid is "Invalid server id")
+        target = addr or self.addresses.get(sid)
         if target is None:
             log.warning("election %d: invalid server id %d (no address)", self.myid, sid)
             return
@@ -199,33 +234,25 @@ class ElectionPort:
 
     # ------------------------------------------------------------------ receiving
     async def _accepted(self, stream: trio.SocketStream) -> None:
-        buf = bytearray()
-        try:
-            with trio.fail_after(self.handshake_timeout):
-                while True:
-                    parsed = parse_initial_message(buf)
-                    if parsed is not None:
-                        break
-                    data = await stream.receive_some(MAX_INITIAL_MESSAGE - len(buf))
-                    if not data:
-                        raise ElectionWireError("connection closed during the initial message")
-                    buf += data
-        except (ElectionWireError, trio.TooSlowError, OSError, trio.BrokenResourceError) as e:
-            log.warning("election %d: closing incoming connection: %s", self.myid, e)
+        if self._handshakes >= self.max_handshakes:
+            log.warning("election %d: too many connections in handshake, closing one", self.myid)
             await stream.aclose()
             return
-        msg, used = parsed
+        self._handshakes += 1
+        try:
+            parsed = await self._read_initial(stream)
+        finally:
+            self._handshakes -= 1
+        if parsed is None:
+            return
+        msg, rest = parsed
         sid = msg.sid
         if sid == OBSERVER_ID:
             sid = self._observer_ids
             self._observer_ids -= 1
-        if msg.addresses:
-            self._learned[sid] = msg.addresses[0]
         if sid < self.myid:
             # we win the challenge: close and connect back (handleConnection)
-            old = self._links.get(sid)
-            if old is not None:
-                old.cancel.cancel()
+            self._drop_link(sid)  # Java finishes the SendWorker it has for that sid
             await stream.aclose()
             self._connect_one(sid, msg.addresses[0] if msg.addresses else None)
             return
@@ -233,14 +260,31 @@ class ElectionPort:
             log.warning("election %d: connection from a server with our own id", self.myid)
             await stream.aclose()
             return
-        await self._run_link(sid, stream, FrameDecoder(), bytes(buf[used:]))
+        await self._run_link(sid, stream, FrameDecoder(), rest)
+
+    async def _read_initial(self, stream: trio.SocketStream) -> tuple[InitialMessage, bytes] | None:
+        """The initial message (bounded in size and time) and the bytes read after it."""
+        buf = bytearray()
+        try:
+            with trio.fail_after(self.handshake_timeout):
+                while True:
+                    parsed = parse_initial_message(buf)
+                    if parsed is not None:
+                        msg, used = parsed
+                        return msg, bytes(buf[used:])
+                    data = await stream.receive_some(MAX_INITIAL_MESSAGE - len(buf))
+                    if not data:
+                        raise ElectionWireError("connection closed during the initial message")
+                    buf += data
+        except (ElectionWireError, trio.TooSlowError, OSError, trio.BrokenResourceError) as e:
+            log.warning("election %d: closing incoming connection: %s", self.myid, e)
+            await stream.aclose()
+            return None
 
     async def _run_link(
         self, sid: int, stream: trio.SocketStream, decoder: FrameDecoder, rest: bytes
     ) -> None:
-        old = self._links.get(sid)
-        if old is not None:
-            old.cancel.cancel()
+        self._drop_link(sid)
         link = _Link(sid, stream)
         self._links[sid] = link
         try:
@@ -251,8 +295,18 @@ class ElectionPort:
         finally:
             if self._links.get(sid) is link:
                 del self._links[sid]
+                if sid not in self.addresses:
+                    # an unknown sid (or an observer numbered -1, -2, ...) leaves nothing
+                    # behind, so a peer cycling through sids cannot grow our tables
+                    for table in (self._slot, self._last_sent, self._slot_ready):
+                        table.pop(sid, None)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    def _drop_link(self, sid: int) -> None:
+        old = self._links.pop(sid, None)
+        if old is not None:
+            old.cancel.cancel()
 
     async def _guarded(self, link: _Link, work: Coroutine[Any, Any, None]) -> None:
         """Run one half of a link; its end (EOF, error, garbage) ends the whole link."""

@@ -44,9 +44,33 @@ def java_vote(srv: Server, timeout: float = 40.0) -> tuple[str, int]:
     if found.group(1) == "LEADING":
         return "LEADING", myid
     text = srv.log_path.read_text(errors="replace")[: found.start()]
+    if found.group(1) == "OBSERVING":  # an observer's own votes are not looped back
+        heard = re.findall(r"Notification: .*n\.leader:(\d+)", text)
+        assert heard, text[-3000:]
+        return "OBSERVING", int(heard[-1])
     own = re.findall(rf"n\.sid:{myid}, n\.state:LOOKING, n\.leader:(\d+)", text)
     assert own, text[-3000:]
     return found.group(1), int(own[-1])
+
+
+#: What Java logs when our election bytes displease it (QuorumCnxManager, WorkerReceiver).
+WIRE_COMPLAINTS = (
+    "Initial message parsing error",
+    "Unreasonable buffer length",
+    "Received packet with invalid packet",
+    "Got a short response",
+    "partial / malformed response",
+    "Something went wrong while processing config",
+    "restarting leader election",
+    "Received version:",  # our config version is above theirs (static configs send 0)
+    "Backward compatibility mode",
+)
+
+
+def assert_java_content(srv: Server) -> None:
+    text = srv.log_path.read_text(errors="replace")
+    for complaint in WIRE_COMPLAINTS:
+        assert complaint not in text, f"{complaint!r} in the Java log:\n{srv.log_tail(60)}"
 
 
 def start_java(sid: int, members: dict) -> Server:
@@ -76,11 +100,16 @@ async def test_trizk_beside_two_java_members_started_together() -> None:
                 decision = await me.wait_decision()
                 votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
                 nursery.cancel_scope.cancel()
+        for j in javas:
+            assert_java_content(j)
     finally:
         for j in javas:
             j.stop()
-    assert sorted(votes) == [("FOLLOWING", 3), ("LEADING", 3)]
-    assert decision.state == ServerState.FOLLOWING and decision.vote.leader == 3
+    # all three agree; which Java member leads depends on how far apart the JVMs started (a
+    # quorum that hears nothing better for 200 ms decides), but never the worse-sid trizk one
+    (leader,) = {leader for _, leader in votes}
+    assert sorted(votes) == [("FOLLOWING", leader), ("LEADING", leader)]
+    assert decision.state == ServerState.FOLLOWING and decision.vote.leader == leader
 
 
 async def test_trizk_joins_an_established_java_ensemble() -> None:
@@ -96,6 +125,8 @@ async def test_trizk_joins_an_established_java_ensemble() -> None:
                 me.look(0x500000000, 5)  # a better vote than theirs must not matter now
                 decision = await me.wait_decision()
                 nursery.cancel_scope.cancel()
+        for j in javas:
+            assert_java_content(j)
     finally:
         for j in javas:
             j.stop()
@@ -115,6 +146,7 @@ async def test_one_java_member_beside_two_trizk_members() -> None:
                 decisions = [await m.wait_decision() for m in mine]
                 vote = await trio.to_thread.run_sync(java_vote, java)
                 nursery.cancel_scope.cancel()
+        assert_java_content(java)
     finally:
         java.stop()
     assert vote == ("FOLLOWING", 3)
@@ -122,3 +154,45 @@ async def test_one_java_member_beside_two_trizk_members() -> None:
         (ServerState.FOLLOWING, 3),
         (ServerState.LEADING, 3),
     ]
+
+
+async def test_trizk_observer_beside_two_java_voters() -> None:
+    members = allocate([1, 2, 3], observers=frozenset({3}))
+    javas = [start_java(1, members), start_java(2, members)]
+    try:
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                me = await _trizk_member(3, members, nursery)
+                me.look(0, 0)
+                decision = await me.wait_decision()
+                votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
+                nursery.cancel_scope.cancel()
+        for j in javas:
+            assert_java_content(j)
+    finally:
+        for j in javas:
+            j.stop()
+    assert sorted(votes) == [("FOLLOWING", 2), ("LEADING", 2)]
+    assert decision.state == ServerState.OBSERVING and decision.vote.leader == 2
+
+
+async def test_java_observer_beside_two_trizk_voters() -> None:
+    members = allocate([1, 2, 3], observers=frozenset({3}))
+    java = start_java(3, members)
+    try:
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                mine = [await _trizk_member(s, members, nursery) for s in (1, 2)]
+                for m in mine:
+                    m.look(0, 0)
+                decisions = [await m.wait_decision() for m in mine]
+                vote = await trio.to_thread.run_sync(java_vote, java)
+                nursery.cancel_scope.cancel()
+        assert_java_content(java)
+    finally:
+        java.stop()
+    assert [(d.state, d.vote.leader) for d in decisions] == [
+        (ServerState.FOLLOWING, 2),
+        (ServerState.LEADING, 2),
+    ]
+    assert vote == ("OBSERVING", 2)

@@ -37,7 +37,7 @@ ints = st.integers(-(1 << 31), (1 << 31) - 1)
 # --------------------------------------------------------------------------- golden
 
 
-@pytest.mark.parametrize("sid", [2, 3])
+@pytest.mark.parametrize("sid", [2, 3, 4])
 def test_golden_initial_message(sid: int) -> None:
     raw = (DATA / f"initial_{sid}.bin").read_bytes()
     election_port = CAPTURE["ports"][str(sid)][1]
@@ -68,6 +68,26 @@ def test_golden_notifications(sid: int) -> None:
     last = notes[-1]
     want = ServerState.LEADING if sid == 3 else ServerState.FOLLOWING
     assert (last.state, last.leader) == (want, 3)
+
+
+def test_golden_observer_votes_min_then_adopts() -> None:
+    raw = (DATA / "frames_4.bin").read_bytes()
+    notes = [decode_notification(f) for f in FrameDecoder().feed(raw)]
+    assert len(notes) == CAPTURE["frames"]["4"]
+    low = -(1 << 63)
+    first = notes[0]
+    assert (first.state, first.leader, first.zxid, first.peer_epoch) == (0, low, low, low)
+    assert first.election_epoch == 1 and first.encode() == FrameDecoder().feed(raw)[0]
+    assert notes[-1].leader == 3  # adopted from the voters' answers
+
+
+def test_golden_answer_to_a_non_voter() -> None:
+    raw = (DATA / "nonvoter_9_from_2.bin").read_bytes()
+    (frame,) = FrameDecoder().feed(raw)
+    n = decode_notification(frame)
+    # a decided voter answers any non-voter with its vote, its logical clock and its state
+    assert (n.state, n.leader, n.election_epoch) == (ServerState.FOLLOWING, 3, 1)
+    assert n.config == CAPTURE["config"].encode() and n.encode() == frame
 
 
 # --------------------------------------------------------------------------- legacy forms
