@@ -154,6 +154,8 @@ class Sim:
         self.trace: deque[str] = deque(maxlen=60)
         self._write_no = 0
         self.sync_targets: dict[int, deque[int]] = {}
+        #: the learner machine class (tests swap in deliberately broken ones)
+        self.learner_cls: type[Learner] = Learner
 
     # ------------------------------------------------------------------ event loop
 
@@ -255,7 +257,7 @@ class Sim:
         self.reload(n)
         d = n.disk
         lt = LearnerType.PARTICIPANT if n.voter else LearnerType.OBSERVER
-        n.machine = Learner(
+        n.machine = self.learner_cls(
             sid=n.sid,
             leader=leader.sid,
             learner_type=lt,
