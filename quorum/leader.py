@@ -224,7 +224,7 @@ class Leader:
         self._next_half_tick = 0
         self._tick_skip = True
         # The leader is its own first connecting follower.
-        self._get_epoch_to_propose(sid, accepted_epoch, is_self=True)
+        self._get_epoch_to_propose(sid, accepted_epoch)
 
     # ------------------------------------------------------------------ queries
 
@@ -368,7 +368,7 @@ class Leader:
 
     # ------------------------------------------------------------------ discovery
 
-    def _get_epoch_to_propose(self, sid: int, accepted: int, *, is_self: bool = False) -> None:
+    def _get_epoch_to_propose(self, sid: int, accepted: int) -> None:
         if not self._waiting_for_new_epoch:
             return
         if accepted >= self.epoch:

@@ -522,3 +522,43 @@ def test_sync_cross_epoch_trunc_is_snap() -> None:
 
 def test_sync_txn_log_gap_is_snap() -> None:
     assert plan(3, 8, [7, 8], mock_txnlog([2, 3, 4]))[0] is True
+
+
+def test_trunc_below_own_snapshot_wipes_and_rejoins() -> None:
+    lr = Learner(
+        sid=2,
+        leader=1,
+        learner_type=LearnerType.OBSERVER,
+        timing=TIMING,
+        accepted_epoch=3,
+        current_epoch=3,
+        last_logged_zxid=make_zxid(2, 14),
+        now_ms=0,
+        snapshot_zxid=make_zxid(2, 14),
+    )
+    lr.connected(0)
+    lr.ready()
+    lr.step(QuorumPacket(int(P.LEADERINFO), make_zxid(4, 0), struct.pack(">i", 0x10000), None), 0)
+    lr.advance(lr.ready())
+    lr.ready()
+    lr.step(QuorumPacket(int(P.TRUNC), make_zxid(2, 11), None, None), 0)
+    rd = lr.ready()
+    assert rd.wipe and rd.truncate_to is None
+    assert rd.role is not None and "wiped" in rd.role.reason
+    # a TRUNC at or above the snapshot is an ordinary truncation
+    lr = Learner(
+        sid=2,
+        leader=1,
+        learner_type=LearnerType.PARTICIPANT,
+        timing=TIMING,
+        accepted_epoch=4,
+        current_epoch=3,
+        last_logged_zxid=make_zxid(2, 14),
+        now_ms=0,
+        snapshot_zxid=make_zxid(2, 3),
+    )
+    lr.connected(0)
+    lr.step(QuorumPacket(int(P.LEADERINFO), make_zxid(4, 0), struct.pack(">i", 0x10000), None), 0)
+    lr.step(QuorumPacket(int(P.TRUNC), make_zxid(2, 11), None, None), 0)
+    rd = lr.ready()
+    assert not rd.wipe and rd.truncate_to == make_zxid(2, 11) and rd.role is None
