@@ -176,3 +176,42 @@ def test_our_leader_sends_what_the_java_leader_sent() -> None:
         ldr.step(4, qp, 0)
         flush()
     assert b"".join(p.encode() for p in out) == b"".join(p.encode() for p in java[:10])
+
+
+def test_our_observer_follows_the_java_leader() -> None:
+    """OBSERVERINFO, in sync: empty DIFF, then the write arrives as INFORM (never PROPOSAL)."""
+    assert names(events("observer.leader.bin")) == [
+        "LEADERINFO", "DIFF", "NEWLEADER", "UPTODATE", "INFORM", "PING", "PING",
+    ]  # fmt: skip
+    peer = META["diff"]["late_zxid"]
+    lr = Learner(
+        sid=5,
+        leader=3,
+        learner_type=LearnerType.OBSERVER,
+        timing=TIMING,
+        accepted_epoch=0,
+        current_epoch=0,
+        last_logged_zxid=peer,
+        now_ms=0,
+    )
+    sent: list[QuorumPacket] = []
+    committed: list[Entry] = []
+
+    def flush() -> None:
+        while lr.has_ready():
+            rd = lr.ready()
+            sent.extend(m.packet for m in rd.messages)
+            committed.extend(rd.committed)
+            lr.advance(rd)
+
+    lr.connected(0)
+    flush()
+    for ev in events("observer.leader.bin"):
+        lr.step(ev, 0)
+        flush()
+    assert not lr.done and lr.zab_state == "BROADCAST"
+    accepted = packets((DATA / "observer.learner.bin").read_bytes())
+    assert sent == [*accepted, accepted[-1]]  # a Java observer answers both PINGs
+    assert [e.zxid for e in committed] == [META["observer"]["inform_zxid"]]
+    entry = txnlog.decode_payload(committed[0].data)
+    assert entry.zxid == META["observer"]["inform_zxid"]

@@ -8,7 +8,8 @@ config, so it does not vote):
 
 * ``diff``: ACKEPOCH with the zxid of the first write -> DIFF + PROPOSAL/COMMIT + NEWLEADER;
   after UPTODATE one more write arrives as PROPOSAL/COMMIT, and a PING is answered;
-* ``snap``: ACKEPOCH with zxid 0 -> SNAP + snapshot + NEWLEADER + UPTODATE.
+* ``snap``: ACKEPOCH with zxid 0 -> SNAP + snapshot + NEWLEADER + UPTODATE;
+* ``observer``: OBSERVERINFO as sid 5, in sync -> empty DIFF ...; a write arrives as INFORM.
 
 Each run's bytes from the leader are saved raw (``<name>.leader.bin``), what we sent as
 ``<name>.learner.bin``, plus ``meta.json`` (the epoch, config and zxids). Every process started
@@ -89,9 +90,12 @@ class Link:
                 return seen
 
 
-def session(port: int, peer_zxid: int, zk: KazooClient | None) -> tuple[Link, dict[str, int]]:
+def session(
+    port: int, peer_zxid: int, zk: KazooClient | None, observer: bool = False
+) -> tuple[Link, dict[str, int]]:
     ln = Link(port)
-    ln.send(packet(P.FOLLOWERINFO, 0, encode_learner_info(4)))
+    kind = P.OBSERVERINFO if observer else P.FOLLOWERINFO
+    ln.send(packet(kind, 0, encode_learner_info(5 if observer else 4)))
     li = ln.next()
     assert isinstance(li, QuorumPacket) and li.type == P.LEADERINFO, li
     ln.send(packet(P.ACKEPOCH, peer_zxid, encode_ackepoch_data(0)))
@@ -102,7 +106,12 @@ def session(port: int, peer_zxid: int, zk: KazooClient | None) -> tuple[Link, di
     ln.until(P.UPTODATE)
     ln.send(packet(P.ACK, nl.zxid))
     info = {"newleader_zxid": nl.zxid}
-    if zk is not None:
+    if zk is not None and observer:
+        zk.create("/golden/observed", b"seen")
+        inform = ln.until(P.INFORM)[-1]
+        assert isinstance(inform, QuorumPacket)
+        info["inform_zxid"] = inform.zxid
+    elif zk is not None:
         zk.create("/golden/after", b"late")
         prop = ln.until(P.PROPOSAL)[-1]
         assert isinstance(prop, QuorumPacket)
@@ -169,9 +178,10 @@ def main() -> None:
         qport = members[leader][1]
         diff, dinfo = session(qport, min(zxids), zk)
         snap, sinfo = session(qport, 0, None)
+        obs, oinfo = session(qport, dinfo["late_zxid"], zk, observer=True)
         zk.stop()
         zk.close()
-        for name, ln in (("diff", diff), ("snap", snap)):
+        for name, ln in (("diff", diff), ("snap", snap), ("observer", obs)):
             (out / f"{name}.leader.bin").write_bytes(bytes(ln.rx))
             (out / f"{name}.learner.bin").write_bytes(bytes(ln.tx))
         meta = {
@@ -181,6 +191,7 @@ def main() -> None:
             "diff_peer_zxid": min(zxids),
             "diff": dinfo,
             "snap": sinfo,
+            "observer": oinfo,
         }
         (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         print(json.dumps(meta, indent=1))
