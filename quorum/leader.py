@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
@@ -224,7 +224,7 @@ class Leader:
         self._next_half_tick = 0
         self._tick_skip = True
         # The leader is its own first connecting follower.
-        self._get_epoch_to_propose(sid, accepted_epoch, is_self=True)
+        self._get_epoch_to_propose(sid, accepted_epoch)
 
     # ------------------------------------------------------------------ queries
 
@@ -368,7 +368,7 @@ class Leader:
 
     # ------------------------------------------------------------------ discovery
 
-    def _get_epoch_to_propose(self, sid: int, accepted: int, *, is_self: bool = False) -> None:
+    def _get_epoch_to_propose(self, sid: int, accepted: int) -> None:
         if not self._waiting_for_new_epoch:
             return
         if accepted >= self.epoch:
@@ -436,7 +436,7 @@ class Leader:
         self.applied_zxid = z
         self.last_proposed = z
         self._rd.serving = z
-        self._next_half_tick = self._now
+        self._next_half_tick = self._now + max(self.timing.tick_ms // 2, 1)
         for h in self._links.values():
             if h.phase is _Phase.WAIT_STARTUP:
                 self._send_uptodate(h)
@@ -544,8 +544,9 @@ class Leader:
 
     def _sync_learner(self, h: _Handler) -> None:
         """``LearnerHandler.syncFollower`` + ``Leader.startForwarding`` + NEWLEADER."""
-        out: list[QuorumPacket] = []
-        need_snap, current = self._sync_follower(h.peer_last_zxid, out)
+        need_snap, current, out = sync_follower(
+            h.peer_last_zxid, self.applied_zxid, self._committed_log, self.txnlog, self.force_snap
+        )
         if need_snap:
             h.sync_mode = SyncMode.SNAP
             current = self.applied_zxid
@@ -568,82 +569,6 @@ class Leader:
         self._send(h, packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.quorum.config))
         h.newleader_sent = True
         h.phase = _Phase.WAIT_NEWLEADER_ACK
-
-    def _sync_follower(self, peer: int, out: list[QuorumPacket]) -> tuple[bool, int]:
-        """(need_snap, zxid queued up to); fills ``out`` with DIFF/TRUNC + PROPOSAL/COMMIT."""
-        new_epoch_peer = counter_of(peer) == 0
-        log = self._committed_log
-        last = self.applied_zxid
-        if log:
-            min_log, max_log = log[0].zxid, log[-1].zxid
-        else:
-            min_log = max_log = last
-        if self.force_snap:
-            return True, peer
-        if last == peer:
-            out.append(packet(P.DIFF, peer))
-            return False, peer
-        if peer > max_log and not new_epoch_peer:
-            out.append(packet(P.TRUNC, max_log))
-            return False, max_log
-        if min_log <= peer <= max_log:
-            op, current = self._queue_committed(iter(log), peer, None, max_log, out, True)
-            return op, current
-        if peer < min_log and self.txnlog is not None:
-            it = iter(self.txnlog(peer))
-            first = next(it, None)
-            if first is not None:
-                it = _chain_one(first, it)
-                need_op, current = self._queue_committed(it, peer, min_log, max_log, out, True)
-                if need_op or current < min_log:
-                    out.clear()
-                    return True, peer
-                return self._queue_committed(iter(log), current, None, max_log, out, False)
-        return True, peer
-
-    @staticmethod
-    def _queue_committed(
-        it: Iterator[Entry],
-        peer: int,
-        max_zxid: int | None,
-        last_committed: int,
-        out: list[QuorumPacket],
-        need_op: bool,
-    ) -> tuple[bool, int]:
-        """``queueCommittedProposals``: returns (still need an op packet -> SNAP, queued zxid)."""
-        new_epoch_peer = counter_of(peer) == 0
-        queued = peer
-        prev = -1
-        for e in it:
-            z = e.zxid
-            if max_zxid is not None and z > max_zxid:
-                break
-            if z < peer:
-                prev = z
-                continue
-            if need_op:
-                if z == peer:
-                    out.append(packet(P.DIFF, last_committed))
-                    need_op = False
-                    continue
-                if new_epoch_peer:
-                    out.append(packet(P.DIFF, last_committed))
-                    need_op = False
-                elif z > peer:
-                    if epoch_of(z) != epoch_of(peer):
-                        # "Cannot send TRUNC to peer ... from different epoch" -> SNAP
-                        return True, queued
-                    out.append(packet(P.TRUNC, prev))
-                    need_op = False
-            if z <= queued:
-                continue
-            out.append(packet(P.PROPOSAL, z, e.data))
-            out.append(packet(P.COMMIT, z))
-            queued = z
-        if need_op and new_epoch_peer:
-            out.append(packet(P.DIFF, last_committed))
-            need_op = False
-        return need_op, queued
 
     # ------------------------------------------------------------------ broadcast
 
@@ -731,6 +656,93 @@ class Leader:
         for h in list(self._links.values()):
             self._close(h, "leader shutting down")
         self._rd.role = RoleChange(ServerState.LOOKING, reason)
+
+
+def sync_follower(
+    peer: int,
+    last_processed: int,
+    committed_log: Sequence[Entry],
+    txnlog: TxnLogSource | None,
+    force_snap: bool = False,
+) -> tuple[bool, int, list[QuorumPacket]]:
+    """``LearnerHandler.syncFollower``: (need SNAP, zxid queued up to, DIFF/TRUNC + pairs).
+
+    ``last_processed`` is the leader's lastProcessedZxid; ``committed_log`` its committedLog
+    (oldest first); ``txnlog`` None when on-disk sync is off (snapshotSizeFactor < 0).
+    """
+    out: list[QuorumPacket] = []
+    new_epoch_peer = counter_of(peer) == 0
+    if committed_log:
+        min_log, max_log = committed_log[0].zxid, committed_log[-1].zxid
+    else:
+        min_log = max_log = last_processed
+    if force_snap:
+        return True, peer, []
+    if last_processed == peer:
+        return False, peer, [packet(P.DIFF, peer)]
+    if peer > max_log and not new_epoch_peer:
+        return False, max_log, [packet(P.TRUNC, max_log)]
+    if min_log <= peer <= max_log:
+        need_op, current = _queue_committed(iter(committed_log), peer, None, max_log, out, True)
+        return need_op, current, out
+    if peer < min_log and txnlog is not None:
+        it = iter(txnlog(peer))
+        first = next(it, None)
+        if first is not None:
+            need_op, current = _queue_committed(
+                _chain_one(first, it), peer, min_log, max_log, out, True
+            )
+            if need_op or current < min_log:
+                return True, peer, []  # "Detected gap between end of txnlog and committedLog"
+            need_op, current = _queue_committed(
+                iter(committed_log), current, None, max_log, out, False
+            )
+            return need_op, current, out
+    return True, peer, []
+
+
+def _queue_committed(
+    it: Iterator[Entry],
+    peer: int,
+    max_zxid: int | None,
+    last_committed: int,
+    out: list[QuorumPacket],
+    need_op: bool,
+) -> tuple[bool, int]:
+    """``queueCommittedProposals``: (still need an op packet -> SNAP, zxid queued up to)."""
+    new_epoch_peer = counter_of(peer) == 0
+    queued = peer
+    prev = -1
+    for e in it:
+        z = e.zxid
+        if max_zxid is not None and z > max_zxid:
+            break
+        if z < peer:
+            prev = z
+            continue
+        if need_op:
+            if z == peer:
+                out.append(packet(P.DIFF, last_committed))
+                need_op = False
+                continue
+            if new_epoch_peer:
+                out.append(packet(P.DIFF, last_committed))
+                need_op = False
+            elif z > peer:
+                if epoch_of(z) != epoch_of(peer):
+                    # "Cannot send TRUNC to peer ... from different epoch" -> SNAP
+                    return True, queued
+                out.append(packet(P.TRUNC, prev))
+                need_op = False
+        if z <= queued:
+            continue  # a duplicate txn, or already queued
+        out.append(packet(P.PROPOSAL, z, e.data))
+        out.append(packet(P.COMMIT, z))
+        queued = z
+    if need_op and new_epoch_peer:
+        out.append(packet(P.DIFF, last_committed))
+        need_op = False
+    return need_op, queued
 
 
 def _chain_one(first: Entry, rest: Iterator[Entry]) -> Iterator[Entry]:

@@ -100,6 +100,7 @@ class Learner:
         last_logged_zxid: int,
         now_ms: int,
         config_version: int = 0,
+        snapshot_zxid: int = 0,
     ) -> None:
         self.sid = sid
         self.leader = leader
@@ -109,6 +110,8 @@ class Learner:
         self.current_epoch = current_epoch
         self.last_logged = last_logged_zxid
         self.config_version = config_version
+        #: zxid of the newest durable snapshot (what a TRUNC cannot cut into)
+        self.snapshot_zxid = snapshot_zxid
         self.state = (
             ServerState.FOLLOWING
             if learner_type is LearnerType.PARTICIPANT
@@ -272,6 +275,19 @@ class Learner:
             self.sync_mode = SyncMode.TRUNC
             if qp.zxid > self.last_logged:
                 raise ZabError(f"TRUNC to {zxid_hex(qp.zxid)} beyond our last zxid")
+            if qp.zxid < self.snapshot_zxid:
+                # Our newest snapshot was taken at a NEWLEADER whose leader never became
+                # established (its history beyond z was never committed). ZooKeeper
+                # truncates the log and reloads that snapshot, resurrecting those txns
+                # (FileTxnSnapLog.truncateLog keeps snapshots). We cannot rebuild state(z):
+                # drop our data and rejoin empty. Safe: we ACKed nothing of this epoch yet,
+                # and all we hold up to z is committed in the leader's history.
+                self._rd.wipe = True
+                self.last_logged = 0
+                raise ZabError(
+                    f"TRUNC to {zxid_hex(qp.zxid)} below our snapshot "
+                    f"{zxid_hex(self.snapshot_zxid)}: local data wiped, rejoining empty"
+                )
             self._rd.truncate_to = qp.zxid
             self.last_logged = self._last_queued = qp.zxid
             self._phase = _Phase.SYNCING

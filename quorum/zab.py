@@ -28,7 +28,8 @@ The Ready contract
 ------------------
 ``machine.ready()`` hands over everything produced since the last call. The shell:
 
-1. **persists**, in this order: ``accepted_epoch`` / ``current_epoch`` files, ``truncate_to``
+1. **persists**, in this order: ``accepted_epoch`` / ``current_epoch`` files, ``wipe``,
+   ``truncate_to``
    (cut the txn log after that zxid and reload the replica), ``snapshot_in`` (load the replica
    from the leader's snapshot), ``take_snapshot`` (write a snapshot of the replica),
    ``entries`` (append to the txn log and fsync);
@@ -177,6 +178,9 @@ class Ready:
 
     accepted_epoch: int | None = None
     current_epoch: int | None = None
+    #: learner: delete every snapshot and txn log (keep the epoch files); the replica is
+    #: empty at zxid 0. Comes with ``role`` (rejoin from scratch).
+    wipe: bool = False
     truncate_to: int | None = None
     snapshot_in: SnapshotIn | None = None
     take_snapshot: bool = False
@@ -207,6 +211,7 @@ class Ready:
         return bool(
             self.accepted_epoch is not None
             or self.current_epoch is not None
+            or self.wipe
             or self.truncate_to is not None
             or self.snapshot_in is not None
             or self.take_snapshot

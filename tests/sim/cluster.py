@@ -125,6 +125,7 @@ class SimConfig:
     partition_interval_ms: int = 6_000
     commit_log_count: int = 20
     high_counter_prob: float = 0.1
+    random_leader: bool = False
 
 
 class Violation(AssertionError):
@@ -154,6 +155,8 @@ class Sim:
         self.trace: deque[str] = deque(maxlen=60)
         self._write_no = 0
         self.sync_targets: dict[int, deque[int]] = {}
+        #: the learner machine class (tests swap in deliberately broken ones)
+        self.learner_cls: type[Learner] = Learner
 
     # ------------------------------------------------------------------ event loop
 
@@ -213,7 +216,11 @@ class Sim:
         ]
         if not n.voter or not self.quorum.contains_quorum({m.sid for m in looking}):
             return
-        best = max(looking, key=lambda m: (m.disk.current, m.disk.last_zxid(), m.sid))
+        if self.cfg.random_leader:
+            # not FLE: any looking voter; Zab's discovery alone must keep it safe
+            best = self.rng.choice(looking)
+        else:
+            best = max(looking, key=lambda m: (m.disk.current, m.disk.last_zxid(), m.sid))
         self.become_leader(best)
         for m in looking:
             if m is not best:
@@ -255,7 +262,7 @@ class Sim:
         self.reload(n)
         d = n.disk
         lt = LearnerType.PARTICIPANT if n.voter else LearnerType.OBSERVER
-        n.machine = Learner(
+        n.machine = self.learner_cls(
             sid=n.sid,
             leader=leader.sid,
             learner_type=lt,
@@ -264,6 +271,7 @@ class Sim:
             current_epoch=d.current,
             last_logged_zxid=n.zxid,
             now_ms=n.clock(self.now),
+            snapshot_zxid=d.snap_zxid,
         )
         self.log(f"{n.sid} {'FOLLOWING' if n.voter else 'OBSERVING'} {leader.sid}")
         machine = n.machine
@@ -359,6 +367,10 @@ class Sim:
             d.accepted = rd.accepted_epoch
         if rd.current_epoch is not None:
             d.current = rd.current_epoch
+        if rd.wipe:
+            d.snap_zxid, d.snap_hist, d.log = 0, (), ()
+            n.hist, n.zxid = [], 0
+            self.stats["wipes"] += 1
         if rd.truncate_to is not None:
             z = rd.truncate_to
             if d.snap_hist and d.snap_hist[-1][0] > z:
