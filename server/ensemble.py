@@ -25,9 +25,9 @@ A member loops through ZooKeeper's states::
 Each role is driven by one *pump* task in the Ready order the Zab machines require: send the
 messages (none of them waits for this Ready's persistence: what promises durability only comes
 out of ``advance``), persist (epoch files, TRUNC, SNAP install, snapshot, txn log append +
-fsync), apply the committed txns, then ``advance``. Readers feed packets in (``step``), a ticker feeds time (``tick``).
-When a role ends (lost quorum, leader gone, a protocol error) every client connection is closed
-and the member is LOOKING again.
+fsync), apply the committed txns, then ``advance``. Readers feed packets in (``step``), a
+ticker feeds time (``tick``). When a role ends (lost quorum, leader gone, a protocol error)
+every client connection is closed and the member is LOOKING again.
 
 Bounds: each quorum link's unsent output is capped (:data:`LINK_OUTPUT_LIMIT`); the packet and
 snapshot decoders cap what a peer can make us buffer; a peer that sends garbage loses its link.
