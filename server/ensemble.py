@@ -322,6 +322,7 @@ class QuorumPeer:
             current_epoch=ep.current,
             last_logged_zxid=self.replica.last_zxid,
             now_ms=_now(),
+            snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
         stream = await self._connect(spec.members[leader_sid].quorum)
         if stream is None:
@@ -363,7 +364,7 @@ class QuorumPeer:
 
     # ------------------------------------------------------------------ shared Ready handling
     async def persist(self, rd: Ready) -> None:
-        """Ready step 1 (both roles): epoch files, TRUNC, SNAP install, snapshot, txn log."""
+        """Ready step 1 (both roles): epoch files, wipe, TRUNC, SNAP install, snapshot, txn log."""
         if rd.accepted_epoch is not None:
             await trio.to_thread.run_sync(
                 epochfiles.write, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, rd.accepted_epoch
@@ -372,6 +373,9 @@ class QuorumPeer:
             await trio.to_thread.run_sync(
                 epochfiles.write, self.epoch_dir, epochfiles.CURRENT_EPOCH, rd.current_epoch
             )
+        if rd.wipe:
+            self.persistence.wipe()
+            self._reload()
         if rd.truncate_to is not None:
             self.persistence.truncate(rd.truncate_to)
             self._reload()

@@ -456,6 +456,9 @@ class Persistence:
 
     async def _log(self, entries: list[TxnEntry]) -> None:
         """Append ``entries``, roll the log for a snapshot when it is time, fdatasync."""
+        # A checkpoint first: when the server is being cancelled, run() may already have closed
+        # the writer; this raises Cancelled rather than finding it gone.
+        await trio.lowlevel.checkpoint()
         writer = self.writer
         assert writer is not None, "run() first"
         if self.failed:
@@ -481,6 +484,30 @@ class Persistence:
             self.failed = True
             raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
         self.syncs += 1
+
+    def newest_snapshot_zxid(self) -> int:
+        """The zxid in the name of the newest snapshot on disk (0: none)."""
+        snaps = files.list_snapshots(self.settings.snap_dir)
+        return snaps[-1][0] if snaps else 0
+
+    def wipe(self) -> None:
+        """A learner that cannot rebuild the state its leader asks for drops every snapshot
+        and txn log (the epoch files stay) and rejoins empty (see trizk.quorum.learner)."""
+        s = self.settings
+        if self.writer is not None:
+            self.writer.close()
+        gone = [p for _, p in files.list_snapshots(s.snap_dir)]
+        gone += [p for _, p in files.list_logs(s.txnlog_dir)]
+        for p in gone:
+            p.unlink(missing_ok=True)
+        files.fsync_dir(s.snap_dir)
+        if s.txnlog_dir != s.snap_dir:
+            files.fsync_dir(s.txnlog_dir)
+        log.warning("wiped the data directory (%d files): rejoining the ensemble empty", len(gone))
+        if self.writer is not None:
+            self.writer = files.TxnLogWriter(
+                s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
+            )
 
     def truncate(self, zxid: int) -> None:
         """A learner's TRUNC: cut the txn log right after ``zxid`` (the caller reloads the
