@@ -40,6 +40,16 @@ from trizk.server.config import (
     parse_config,
     parse_properties,
 )
+from trizk.storage.epochs import (
+    ACCEPTED_EPOCH,
+    CURRENT_EPOCH,
+    EpochError,
+    Epochs,
+    load_epochs,
+    read_epoch,
+    write_epoch,
+)
+from trizk.storage.files import UnrecoverableDataDir
 
 DATA = Path(__file__).parent / "data"
 QDATA = DATA / "quorum"
@@ -413,3 +423,56 @@ def test_create_with_server_lines() -> None:
         **{f"server.{i}": f"127.0.0.1:{2887 + i}:{3887 + i}" for i in (1, 2, 3)},
     )  # fmt: skip
     assert c.is_quorum and c.my_id == 2 and len(c.quorum or ()) == 3
+
+
+# -- epoch files (storage/epochs.py); messages as ZooKeeper 3.8.0 logged them ----------------
+
+Z1 = (1 << 32) | 6  # the last zxid of the data dir ZooKeeper was started on
+
+
+def test_epoch_files_round_trip(tmp_path: Path) -> None:
+    assert read_epoch(tmp_path, CURRENT_EPOCH) is None
+    write_epoch(tmp_path, CURRENT_EPOCH, 5)
+    assert (tmp_path / CURRENT_EPOCH).read_bytes() == b"5"  # as ZooKeeper: no newline
+    assert not (tmp_path / (CURRENT_EPOCH + ".tmp")).exists()
+    write_epoch(tmp_path, CURRENT_EPOCH, 2**40)
+    assert read_epoch(tmp_path, CURRENT_EPOCH) == 2**40
+    (tmp_path / ACCEPTED_EPOCH).write_text("7\nrest")  # first line only
+    assert read_epoch(tmp_path, ACCEPTED_EPOCH) == 7
+    with pytest.raises(ValueError):
+        write_epoch(tmp_path, CURRENT_EPOCH, 2**63)
+
+
+@pytest.mark.parametrize(("content", "shown"), [(b"abc", "abc"), (b"", "null"), (b" 1", " 1")])
+def test_bad_epoch_file(tmp_path: Path, content: bytes, shown: str) -> None:
+    (tmp_path / CURRENT_EPOCH).write_bytes(content)
+    with pytest.raises(EpochError) as info:
+        load_epochs(tmp_path, Z1)
+    assert str(info.value) == f"Found {shown} in {tmp_path / CURRENT_EPOCH}"
+
+
+def test_missing_epoch_files_are_created_from_the_last_zxid(tmp_path: Path) -> None:
+    assert load_epochs(tmp_path, Z1) == Epochs(accepted=1, current=1)
+    assert (
+        (tmp_path / CURRENT_EPOCH).read_bytes() == (tmp_path / ACCEPTED_EPOCH).read_bytes() == b"1"
+    )
+    assert load_epochs(tmp_path, 0) == Epochs(accepted=1, current=1)  # existing files win
+
+
+def test_epoch_rules_at_start(tmp_path: Path) -> None:
+    write_epoch(tmp_path, CURRENT_EPOCH, 0)
+    with pytest.raises(EpochError) as info:
+        load_epochs(tmp_path, Z1)
+    assert str(info.value) == "The current epoch, 0, is older than the last zxid, 4294967302"
+    # a leftover currentEpoch.tmp (crash before the rename) is taken and made durable
+    (tmp_path / "currentEpoch.tmp").write_bytes(b"2")
+    write_epoch(tmp_path, ACCEPTED_EPOCH, 2)
+    assert load_epochs(tmp_path, Z1) == Epochs(accepted=2, current=2)
+    assert read_epoch(tmp_path, CURRENT_EPOCH) == 2
+    assert not (tmp_path / "currentEpoch.tmp").exists()
+    write_epoch(tmp_path, CURRENT_EPOCH, 0x1F)
+    write_epoch(tmp_path, ACCEPTED_EPOCH, 0x1E)
+    with pytest.raises(EpochError) as info:
+        load_epochs(tmp_path, Z1)
+    assert str(info.value) == "The accepted epoch, 1e is less than the current epoch, 1f"
+    assert isinstance(info.value, UnrecoverableDataDir)
