@@ -40,6 +40,7 @@ from trizk.server.config import (
     parse_config,
     parse_properties,
 )
+from trizk.server.fourlw import quorum_conf
 from trizk.storage.epochs import (
     ACCEPTED_EPOCH,
     CURRENT_EPOCH,
@@ -476,3 +477,29 @@ def test_epoch_rules_at_start(tmp_path: Path) -> None:
         load_epochs(tmp_path, Z1)
     assert str(info.value) == "The accepted epoch, 1e is less than the current epoch, 1f"
     assert isinstance(info.value, UnrecoverableDataDir)
+
+
+# -- conf on a quorum member ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ensemble", "myid"), [("e1", 1), ("e1", 3), ("e2", 1), ("e2", 2), ("e2", 17)]
+)
+def test_conf_quorum_lines_match_live_zookeeper(ensemble: str, myid: int) -> None:
+    answer = (QDATA / f"{ensemble}_conf_{myid}.txt").read_text()
+    config = parse_config((QDATA / f"{ensemble}_zoo{myid}.cfg").read_text(), myid=str(myid))
+    head, sep, tail = answer.partition(f"serverId={myid}\n")
+    assert sep and head.startswith(f"clientPort={config.client_port}\n")
+    assert f"tickTime={config.tick_time}\n" in head
+    assert tail == quorum_conf(config)
+    assert tail.endswith("version=0")  # no newline at the end of the answer
+
+
+def test_conf_quorum_lines_of_an_observer_and_of_standalone() -> None:
+    c = qparse(THREE + "server.4=127.0.0.1:2891:3891:observer\npeerType=observer\n", myid="4")
+    lines = quorum_conf(c).split("\n")
+    assert lines[:7] == [
+        "initLimit=10", "syncLimit=5", "electionAlg=3", "electionPort=3891",
+        "quorumPort=2891", "peerType=1", "membership: ",
+    ]  # fmt: skip
+    assert quorum_conf(parse_config("dataDir=/d\nclientPort=1\n")) == ""
