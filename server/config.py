@@ -22,6 +22,38 @@ trizk mirrors that in three pure steps:
    ``dataDir``; session timeouts default to 2x / 20x ``tickTime`` (an explicit ``-1`` also means
    "default"); ``minSessionTimeout > maxSessionTimeout`` and ``tickTime=0`` are errors.
 
+Quorum settings (``QuorumPeerConfig.setupQuorumPeerConfig``)
+-----------------------------------------------------------
+The ``server.N`` lines make a :class:`~trizk.quorum.verifier.QuorumVerifier` (parsed and
+printed as ZooKeeper does, see that module). Then, as ZooKeeper:
+
+* ``dataDir/myid`` is read if it is a file (first line, ``Long.parseLong``: "serverid X is not
+  a number"), in standalone mode too; :func:`load_config` reads it, :func:`parse_config` takes
+  its text as ``myid=``.
+* The config is a quorum (``isDistributed``) when ``standaloneEnabled=false`` or there are at
+  least two participants; one participant with ``standaloneEnabled=true`` (the default) is a
+  standalone server. ``ServerConfig.quorum`` is ``None`` for a standalone server.
+* ``setupClientPort``: a ``;[host:]port`` in this member's own line sets the client address
+  (``clientPort`` may then be omitted; a different ``clientPort``/``clientPortAddress`` is an
+  error); otherwise the member gets ``clientPort`` as a client address that is not printed.
+* ``setupPeerType``: the servers list decides the role; a different ``peerType`` is only a
+  warning ("Peer type from servers list (OBSERVER) doesn't match peerType (PARTICIPANT).
+  Defaulting to servers list."), collected in ``ServerConfig.warnings`` with
+  ``parseDynamicConfig``'s warnings about 2 or an even number of voters.
+* ``checkValidity`` in quorum mode: "initLimit is not set", "syncLimit is not set", "myid file
+  is missing"; and "My id N not in the peer list" (ZooKeeper: at start-up, exit code 1).
+* ``electionAlg`` other than 3, an unknown ``peerType`` and a boolean other than true/false
+  (``quorumListenOnAllIPs``, ``standaloneEnabled``, ``reconfigEnabled``) are errors with
+  ZooKeeper's texts in any mode. ``cnxTimeout`` is the property ``zookeeper.cnxTimeout``.
+
+Stricter than ZooKeeper: two listeners of the ensemble on one host:port (ZooKeeper only
+rejects quorum port == election port of one member), the same sid written twice
+(``server.1``/``server.01``), negative sids or myids, and negative init/sync limits are errors.
+Looser: server line values are trimmed (QuorumMaj reads them untrimmed, so ``h:1:2 `` fails
+there). While trizk serves no ensemble the quorum keys stay in :data:`KEYS` as unsupported
+(named in the start-up warning); :data:`QUORUM_KEYS` are parsed regardless. Not implemented:
+``dynamicConfigFile``, hierarchical quorums (``group.``/``weight.``), multiple addresses.
+
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``
 and exits with code 2 (``ExitCode.INVALID_CONFIG``); ``trizk-server`` does the same.

@@ -195,8 +195,19 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
             config.min_session_timeout,
             config.max_session_timeout,
         )
+    for warning in config.warnings:
+        log.warning("%s", warning)  # ZooKeeper's own configuration warnings
     if config.unsupported:
         log.warning("ignoring settings trizk does not support: %s", ", ".join(config.unsupported))
+    if config.quorum is not None:
+        # Issue 10: ensembles are not served yet; the member runs as a standalone server.
+        log.warning(
+            "ensembles are not served yet: server.%s of %d members (%d voting) starts as a"
+            " standalone server, without the other members",
+            config.my_id,
+            len(config.quorum),
+            len(config.quorum.voting_members),
+        )
 
     if serve is None:
         from .app import serve as app_serve

@@ -332,3 +332,39 @@ def test_subprocess_invalid_config_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert b"zoo.cfg: line 3: " in done.stderr
+
+
+def test_quorum_config_warns_that_ensembles_are_not_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(
+        f"dataDir={tmp_path}\nclientPort=2181\ninitLimit=5\nsyncLimit=2\n"
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n"
+    )
+    (tmp_path / "myid").write_text("2\n")
+    assert main([str(cfg)], serve=FakeServe()) == 0
+    assert messages(caplog, logging.WARNING) == [
+        "No server failure will be tolerated. You need at least 3 servers.",
+        "ignoring settings trizk does not support: initLimit, syncLimit, server.1, server.2",
+        "ensembles are not served yet: server.2 of 2 members (2 voting) starts as a standalone"
+        " server, without the other members",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("myid", "needle"),
+    [(None, "myid file is missing"), ("7", "My id 7 not in the peer list")],
+)
+def test_quorum_config_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], myid: str | None, needle: str
+) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(
+        f"dataDir={tmp_path}\nclientPort=2181\ninitLimit=5\nsyncLimit=2\n"
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n"
+    )
+    if myid is not None:
+        (tmp_path / "myid").write_text(myid)
+    assert main([str(cfg)], serve=FakeServe()) == 2
+    assert needle in capsys.readouterr().err
