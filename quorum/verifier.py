@@ -38,6 +38,11 @@ tests/unit/test_quorum_config.py)::
   into, which on Java 9+ is a ``ConcurrentHashMap<String, ...>`` of *every* key of the file
   (:func:`java_properties_order`). So ``server.1, server.17, server.2`` is a legal order.
 
+``/zookeeper/config`` (ZooKeeper 3.8.0, read with kazoo): on a quorum member its data is
+``to_string()`` in UTF-8, with Stat czxid=mzxid=pzxid=0, ctime=0, mtime=the time the member
+wrote it, version=-1 (``DataTree`` sets it with version -1), aversion=-1. On a standalone
+server (with or without a single ``server.N`` line) it is empty: version=0, mtime=0.
+
 Parsing (``QuorumServer(sid, String)``, ``QuorumMaj(Properties)``, ``parseDynamicConfig``)
 -----------------------------------------------------------------------------------------
 :func:`parse_server` reads one ``server.N`` value; :func:`parse_config_string` reads a whole
