@@ -85,6 +85,8 @@ class TrizkServer:
 
     def __init__(self, config: ServerConfig, ensemble: EnsembleSpec | None = None) -> None:
         self.config = config
+        if ensemble is None and config.is_quorum:
+            ensemble = EnsembleSpec.from_config(config)
         # -- durability: recover the data dir first; the core commits through the txn log.
         self.persistence = Persistence(
             PersistenceSettings.from_config(config), extended_types=config.extended_types_enabled
@@ -425,6 +427,10 @@ class TrizkServer:
         scope.cancel()
 
     def _wake_dirty(self, core: FrontEnd | None = None) -> None:
+        if self.peer is not None:
+            # what the front end did may have given the role's Zab machine work (a learner's
+            # REQUEST or REVALIDATE to send, session touches)
+            self.peer.kick()
         dirty = (core or self.core).dirty
         if not dirty:
             return

@@ -22,6 +22,38 @@ trizk mirrors that in three pure steps:
    ``dataDir``; session timeouts default to 2x / 20x ``tickTime`` (an explicit ``-1`` also means
    "default"); ``minSessionTimeout > maxSessionTimeout`` and ``tickTime=0`` are errors.
 
+Quorum settings (``QuorumPeerConfig.setupQuorumPeerConfig``)
+-----------------------------------------------------------
+The ``server.N`` lines make a :class:`~trizk.quorum.verifier.QuorumVerifier` (parsed and
+printed as ZooKeeper does, see that module). Then, as ZooKeeper:
+
+* ``dataDir/myid`` is read if it is a file (first line, ``Long.parseLong``: "serverid X is not
+  a number"), in standalone mode too; :func:`load_config` reads it, :func:`parse_config` takes
+  its text as ``myid=``.
+* The config is a quorum (``isDistributed``) when ``standaloneEnabled=false`` or there are at
+  least two participants; one participant with ``standaloneEnabled=true`` (the default) is a
+  standalone server. ``ServerConfig.quorum`` is ``None`` for a standalone server.
+* ``setupClientPort``: a ``;[host:]port`` in this member's own line sets the client address
+  (``clientPort`` may then be omitted; a different ``clientPort``/``clientPortAddress`` is an
+  error); otherwise the member gets ``clientPort`` as a client address that is not printed.
+* ``setupPeerType``: the servers list decides the role; a different ``peerType`` is only a
+  warning ("Peer type from servers list (OBSERVER) doesn't match peerType (PARTICIPANT).
+  Defaulting to servers list."), collected in ``ServerConfig.warnings`` with
+  ``parseDynamicConfig``'s warnings about 2 or an even number of voters.
+* ``checkValidity`` in quorum mode: "initLimit is not set", "syncLimit is not set", "myid file
+  is missing"; and "My id N not in the peer list" (ZooKeeper: at start-up, exit code 1).
+* ``electionAlg`` other than 3, an unknown ``peerType`` and a boolean other than true/false
+  (``quorumListenOnAllIPs``, ``standaloneEnabled``, ``reconfigEnabled``) are errors with
+  ZooKeeper's texts in any mode. ``cnxTimeout`` is the property ``zookeeper.cnxTimeout``.
+
+Stricter than ZooKeeper: two listeners of the ensemble on one host:port (ZooKeeper only
+rejects quorum port == election port of one member), the same sid written twice
+(``server.1``/``server.01``), negative sids or myids, and negative init/sync limits are errors.
+Looser: server line values are trimmed (QuorumMaj reads them untrimmed, so ``h:1:2 `` fails
+there). While trizk serves no ensemble the quorum keys stay in :data:`KEYS` as unsupported
+(named in the start-up warning); :data:`QUORUM_KEYS` are parsed regardless. Not implemented:
+``dynamicConfigFile``, hierarchical quorums (``group.``/``weight.``), multiple addresses.
+
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``
 and exits with code 2 (``ExitCode.INVALID_CONFIG``); ``trizk-server`` does the same.
@@ -58,19 +90,31 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trizk.jute import DEFAULT_MAX_BUFFER
+from trizk.quorum.verifier import (
+    Address,
+    LearnerType,
+    QuorumConfigError,
+    QuorumServer,
+    QuorumVerifier,
+    check_counts,
+    java_host_string,
+    parse_server,
+)
 from trizk.server.fourlw import parse_whitelist
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
+    "DEFAULT_CNX_TIMEOUT",
     "DEFAULT_GLOBAL_OUTSTANDING_LIMIT",
     "DEFAULT_MAX_CLIENT_CNXNS",
     "DEFAULT_TICK_TIME",
     "KEYS",
+    "QUORUM_KEYS",
     "ConfigError",
     "Entry",
     "ServerConfig",
@@ -81,6 +125,7 @@ __all__ = [
     "parse_config",
     "parse_properties",
     "parse_property_option",
+    "read_myid",
 ]
 
 #: ``ZooKeeperServer.DEFAULT_TICK_TIME`` (used when zoo.cfg has no tickTime).
@@ -91,6 +136,8 @@ DEFAULT_CLIENT_PORT = 2181
 DEFAULT_MAX_CLIENT_CNXNS = 60
 #: ``ZooKeeperServer``: ``Integer.getInteger("zookeeper.globalOutstandingLimit", 1000)``.
 DEFAULT_GLOBAL_OUTSTANDING_LIMIT = 1000
+#: ``QuorumCnxManager``: ``Integer.getInteger("zookeeper.cnxTimeout", 5000)`` (ms).
+DEFAULT_CNX_TIMEOUT = 5000
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 # Integer.parseInt: optional sign, ASCII digits only (no "_", no "0x", no blanks).
@@ -191,20 +238,21 @@ KEYS: Mapping[str, KeySpec] = {
     "ssl.trustStore.type": KeySpec(_P),
     "ssl.clientAuth": KeySpec(_P),
     "ssl.authProvider": KeySpec(_P),
+    # -- QuorumPeerConfig.parseProperties: the ensemble (parsed from the entries, QUORUM_KEYS) --
+    "initLimit": KeySpec(_F),
+    "syncLimit": KeySpec(_F),
+    "electionAlg": KeySpec(_F),
+    "quorumListenOnAllIPs": KeySpec(_F),
+    "peerType": KeySpec(_F),
+    "standaloneEnabled": KeySpec(_F),
     # -- QuorumPeerConfig.parseProperties fields trizk does not implement --
     "observerMasterPort": KeySpec(_U),
     "clientPortListenBacklog": KeySpec(_U, "-1"),
     "localSessionsEnabled": KeySpec(_U, "false"),
     "localSessionsUpgradingEnabled": KeySpec(_U, "false"),
-    "initLimit": KeySpec(_U),
-    "syncLimit": KeySpec(_U),
     "connectToLearnerMasterLimit": KeySpec(_U),
-    "electionAlg": KeySpec(_U, "3"),
-    "quorumListenOnAllIPs": KeySpec(_U, "false"),
-    "peerType": KeySpec(_U, "participant"),
     "syncEnabled": KeySpec(_U, "true"),
     "dynamicConfigFile": KeySpec(_U),
-    "standaloneEnabled": KeySpec(_U, "true"),
     "reconfigEnabled": KeySpec(_U, "false"),
     "sslQuorum": KeySpec(_U, "false"),
     "portUnification": KeySpec(_U, "false"),
@@ -226,7 +274,7 @@ KEYS: Mapping[str, KeySpec] = {
     "multiAddress.enabled": KeySpec(_U, "false"),
     "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
     "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
-    "server.": KeySpec(_U),
+    "server.": KeySpec(_F),
     "group.": KeySpec(_U),
     "weight.": KeySpec(_U),
     # -- well-known zookeeper.* properties (zookeeperAdmin.html) trizk does not implement --
@@ -246,7 +294,27 @@ KEYS: Mapping[str, KeySpec] = {
     "request.throttler.": KeySpec(_UP),
     "watchManagerName": KeySpec(_UP),
     "connection_throttle_": KeySpec(_UP),
+    # quorum settings read from system properties (QUORUM_KEYS parses cnxTimeout)
+    "cnxTimeout": KeySpec(_P),
+    # read-only mode is a later issue. ZooKeeper reads only -Dreadonlymode.enabled; the file
+    # key becomes zookeeper.readonlymode.enabled, which nothing reads.
+    "readonlymode.enabled": KeySpec(_UP, "false"),
 }
+
+#: Keys the quorum section of :func:`config_from_entries` parses into typed fields
+#: (``ServerConfig.quorum``, ``init_limit``, ...), whatever their :data:`KEYS` row says
+#: (``reconfigEnabled=true`` stays unsupported: dynamic reconfig is a later issue).
+QUORUM_KEYS = frozenset(
+    {
+        "initLimit",
+        "syncLimit",
+        "electionAlg",
+        "peerType",
+        "quorumListenOnAllIPs",
+        "standaloneEnabled",
+        "reconfigEnabled",
+    }
+)
 
 
 _IGNORED = (Support.UNSUPPORTED, Support.UNSUPPORTED_PROPERTY)
@@ -313,6 +381,28 @@ class ServerConfig:
     #: ``metricsProvider.*`` keys without the prefix (``className``, ``httpPort``...).
     metrics_provider: dict[str, str] = field(default_factory=dict, hash=False)
 
+    # -- quorum (QuorumPeerConfig); see "Quorum settings" in the module docstring --
+    #: The ensemble (``server.N`` lines) when this is a quorum member
+    #: (``QuorumPeerConfig.isDistributed``); ``None`` for a standalone server.
+    quorum: QuorumVerifier | None = field(default=None, hash=False)
+    #: ``dataDir/myid`` (``None`` without that file; a standalone server needs none).
+    my_id: int | None = None
+    #: ``initLimit`` / ``syncLimit`` in ticks; 0 = not set (an error in quorum mode).
+    init_limit: int = 0
+    sync_limit: int = 0
+    #: This member's role: the servers list wins over ``peerType`` (setupPeerType).
+    peer_type: LearnerType = LearnerType.PARTICIPANT
+    #: ``electionAlg``: only 3 (FastLeaderElection) exists.
+    election_alg: int = 3
+    quorum_listen_on_all_ips: bool = False
+    standalone_enabled: bool = True
+    #: ``reconfigEnabled`` (dynamic reconfig is a later issue: reported as unsupported).
+    reconfig_enabled: bool = False
+    #: ``zookeeper.cnxTimeout`` (ms): connect timeout of election links.
+    cnx_timeout: int = DEFAULT_CNX_TIMEOUT
+    #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
+    warnings: tuple[str, ...] = ()
+
     # -- constructors --------------------------------------------------------------------
 
     @classmethod
@@ -321,13 +411,17 @@ class ServerConfig:
         data_dir: str | Path,
         *,
         properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        myid: int | str | None = None,
         **keys: str | int,
     ) -> ServerConfig:
         """Build a config from zoo.cfg keys given as keyword arguments (``tickTime=2000``;
-        dotted keys via ``**{"4lw.commands.whitelist": "*"}``), with ZooKeeper's defaults."""
+        dotted keys via ``**{"4lw.commands.whitelist": "*", "server.1": "h:2888:3888"}``),
+        with ZooKeeper's defaults. ``myid`` stands for the ``dataDir/myid`` file."""
         raw = [("dataDir", str(data_dir)), *((k, str(v)) for k, v in keys.items())]
         entries = [Entry(0, k, v, f"{k}={v}") for k, v in raw]
-        return config_from_entries(entries, properties=properties)
+        return config_from_entries(
+            entries, properties=properties, myid=None if myid is None else str(myid)
+        )
 
     @classmethod
     def development(
@@ -347,6 +441,18 @@ class ServerConfig:
             clientPortAddress="127.0.0.1",
             **{"4lw.commands.whitelist": "*", "admin.serverAddress": "127.0.0.1"},
         )
+
+    @property
+    def is_quorum(self) -> bool:
+        """A quorum member (``QuorumPeerConfig.isDistributed``), not a standalone server."""
+        return self.quorum is not None
+
+    @property
+    def my_server(self) -> QuorumServer | None:
+        """This member's ``server.<myid>`` entry (``None`` when standalone)."""
+        if self.quorum is None or self.my_id is None:
+            return None
+        return self.quorum.get(self.my_id)
 
     def replace(self, **changes: object) -> ServerConfig:
         """``dataclasses.replace`` (no re-derivation: prefer overrides in :func:`parse_config`)."""
@@ -496,15 +602,11 @@ def config_from_entries(
     entries: Iterable[Entry],
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-    my_id: int | None = None,
+    myid: str | None = None,
 ) -> ServerConfig:
     """Sort entries out against :data:`KEYS`, merge ``properties`` (full names, the ``-D``
     options) over the file's, and derive ZooKeeper's defaults. Later entries win.
-
-    ``my_id`` is the dataDir's ``myid``: the client address of this server's own
-    ``server.<id>=host:port:port;[addr:]clientPort`` line then replaces ``clientPort`` and
-    ``clientPortAddress`` (``QuorumPeerConfig.setupClientPort``; the official Docker image
-    writes only such a line)."""
+    ``myid`` is the text of ``dataDir/myid`` (``None``: no such file)."""
     entries = list(entries)
     fields: dict[str, Entry] = {}
     props: dict[str, str] = {}
@@ -528,6 +630,8 @@ def config_from_entries(
     for name, value in items:
         props[name] = value
         prop_lines.pop(name, None)
+        if name == "readonlymode.enabled" and java_boolean(value) and name not in unsupported:
+            unsupported.append(name)  # ZooKeeper reads this one without the prefix
         if name.startswith("zookeeper."):
             spec = key_spec(name[len("zookeeper.") :])
             if spec is not None and spec.support in _IGNORED:
@@ -563,17 +667,15 @@ def config_from_entries(
 
     client_port = int_field("clientPort", 0)
     address = fields["clientPortAddress"].value if "clientPortAddress" in fields else None
-    own = _own_client_address(entries, my_id)
-    if own is not None:
-        own_address, client_port = own
-        # an address written in the server line wins; the wildcard keeps zoo.cfg's
-        address = own_address if own_address is not None else address
+    if client_port == 0 and address is not None:
+        # QuorumPeerConfig: "clientPortAddress is set but clientPort is not set".
+        raise ConfigError(
+            line("clientPortAddress"), "clientPortAddress is set but clientPort is not set"
+        )
+    q = _quorum_settings(entries, myid, data_dir, client_port, address, int_prop)
+    if q.client_port:  # from this member's server line ("server.1=h:1:2;2181")
+        client_port, address = q.client_port, q.client_port_address
     if client_port == 0:
-        if address is not None:
-            # QuorumPeerConfig: "clientPortAddress is set but clientPort is not set".
-            raise ConfigError(
-                line("clientPortAddress"), "clientPortAddress is set but clientPort is not set"
-            )
         raise ConfigError(line("clientPort"), "clientPort is not set")
     if not 0 < client_port <= 65535:
         raise ConfigError(line("clientPort"), f"clientPort {client_port} is not a TCP port")
@@ -640,28 +742,18 @@ def config_from_entries(
         },
         snap_retain_count=int_field("autopurge.snapRetainCount", 3),
         purge_interval=int_field("autopurge.purgeInterval", 0),
+        quorum=q.quorum,
+        my_id=q.my_id,
+        init_limit=q.init_limit,
+        sync_limit=q.sync_limit,
+        peer_type=q.peer_type,
+        election_alg=q.election_alg,
+        quorum_listen_on_all_ips=q.quorum_listen_on_all_ips,
+        standalone_enabled=q.standalone_enabled,
+        reconfig_enabled=q.reconfig_enabled,
+        cnx_timeout=q.cnx_timeout,
+        warnings=q.warnings,
     )
-
-
-def _own_client_address(
-    entries: Iterable[Entry], my_id: int | None
-) -> tuple[str | None, int] | None:
-    """(address or None for the wildcard, port) of ``server.<my_id>``'s client part
-    (``...;[addr:]port``), or None when there is no such line or part."""
-    if my_id is None:
-        return None
-    line = None
-    for e in entries:
-        if e.key == f"server.{my_id}":
-            line = e
-    if line is None or ";" not in line.value:
-        return None
-    client = line.value.split(";", 1)[1].strip()
-    host, sep, port = client.rpartition(":")
-    where = line.line_no or None
-    n = _parse_int(port.strip(), where, f"server.{my_id} client port", line.text)
-    host = host.strip().strip("[]") if sep else ""
-    return (host if host and host != "0.0.0.0" else None), n
 
 
 _METRICS_PREFIX = "metricsProvider."
@@ -680,20 +772,239 @@ def _unknown_metrics_provider(fields: Mapping[str, Entry]) -> list[str]:
     return [e.key]
 
 
+# -- quorum settings (QuorumPeerConfig.parseProperties + setupQuorumPeerConfig) --------------
+
+
+@dataclass(frozen=True)
+class _Quorum:
+    quorum: QuorumVerifier | None
+    my_id: int | None
+    init_limit: int
+    sync_limit: int
+    peer_type: LearnerType
+    election_alg: int
+    quorum_listen_on_all_ips: bool
+    standalone_enabled: bool
+    reconfig_enabled: bool
+    cnx_timeout: int
+    warnings: tuple[str, ...]
+    #: The client port (and address, None = all) from this member's server line, or 0.
+    client_port: int = 0
+    client_port_address: str | None = None
+
+
+_WILDCARDS = frozenset({"0.0.0.0", "0:0:0:0:0:0:0:0"})
+
+
+def _where(e: Entry) -> int | None:
+    return e.line_no or None
+
+
+def _java_bool(e: Entry) -> bool:
+    # QuorumPeerConfig.parseBoolean: only true/false (any case), else a ConfigException.
+    if e.value.lower() == "true":
+        return True
+    if e.value.lower() == "false":
+        return False
+    raise ConfigError(_where(e), f"Invalid option {e.value} for {e.key}. Choose 'true' or 'false.'")
+
+
+def _parse_myid(text: str, path: Path) -> int:
+    # QuorumPeerConfig.setupMyId: Long.parseLong(first line); BufferedReader.readLine gives
+    # null (printed "null") for an empty file.
+    first = re.split(r"\r\n|\r|\n", text, maxsplit=1)[0] if text else "null"
+    if not _JAVA_LONG.match(first) or not -(2**63) <= int(first) < 2**63:
+        raise ConfigError(None, f"serverid {first} is not a number (in {path})")
+    if int(first) < 0:
+        raise ConfigError(None, f"serverid {first} is negative (in {path})")
+    return int(first)
+
+
+_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
+
+
+def _quorum_settings(
+    entries: list[Entry],
+    myid: str | None,
+    data_dir: Path,
+    client_port: int,
+    client_address: str | None,
+    int_prop: Callable[[tuple[str, ...], int], int],
+) -> _Quorum:
+    """The quorum half of ``QuorumPeerConfig``: typed keys, the ensemble, myid, the client
+    address of this member, its peer type and ``checkValidity``; plus trizk's own clash check."""
+    last: dict[str, Entry] = {}
+    for e in entries:
+        if e.key in QUORUM_KEYS:
+            last[e.key] = e
+
+    def int_key(key: str, default: int) -> int:
+        e = last.get(key)
+        return default if e is None else _parse_int(e.value, _where(e), key, e.text)
+
+    def bool_key(key: str, default: bool) -> bool:
+        e = last.get(key)
+        return default if e is None else _java_bool(e)
+
+    init_limit = int_key("initLimit", 0)
+    sync_limit = int_key("syncLimit", 0)
+    election_alg = int_key("electionAlg", 3)
+    if election_alg != 3:
+        raise ConfigError(
+            _where(last["electionAlg"]), "Invalid electionAlg value. Only 3 is supported."
+        )
+    configured_type = LearnerType.PARTICIPANT
+    if "peerType" in last:
+        e = last["peerType"]
+        if e.value.lower() == "observer":
+            configured_type = LearnerType.OBSERVER
+        elif e.value.lower() != "participant":
+            raise ConfigError(_where(e), f"Unrecognised peertype: {e.value}")
+    listen_all = bool_key("quorumListenOnAllIPs", False)
+    standalone_enabled = bool_key("standaloneEnabled", True)
+    reconfig_enabled = bool_key("reconfigEnabled", False)
+    cnx_timeout = int_prop(("zookeeper.cnxTimeout",), DEFAULT_CNX_TIMEOUT)
+    if cnx_timeout <= 0:
+        raise ConfigError(None, f"cnxTimeout must be positive, got {cnx_timeout}")
+
+    # The ensemble: every server.N line (the last of a key), parsed in file order so the
+    # first bad line is reported with its number.
+    servers: dict[str, Entry] = {}
+    for e in entries:
+        if e.key.startswith("server."):
+            servers[e.key] = e
+    by_sid: dict[int, Entry] = {}
+    parsed: dict[int, QuorumServer] = {}
+    for key, e in servers.items():
+        sid_text = key[len("server.") :]
+        if not _JAVA_LONG.match(sid_text) or not 0 <= int(sid_text) < 2**63:
+            raise ConfigError(_where(e), f"{key}: the server id must be a number >= 0")
+        sid = int(sid_text)
+        if sid in by_sid:
+            raise ConfigError(_where(e), f"{key} and {by_sid[sid].key} both configure server {sid}")
+        try:
+            parsed[sid] = parse_server(sid, e.value)
+        except QuorumConfigError as exc:
+            raise ConfigError(_where(e), str(exc)) from None
+        by_sid[sid] = e
+
+    my_id = _parse_myid(myid, data_dir / "myid") if myid is not None else None
+
+    # setupClientPort: this member's client address from its server line, or (not printed)
+    # from clientPort/clientPortAddress.
+    replaced: dict[int, QuorumServer] = {}
+    own_port, own_address = 0, None
+    me = parsed.get(my_id) if my_id is not None else None
+    if me is not None and me.client_addr is not None:
+        ca = me.client_addr
+        if client_port:
+            static_host = java_host_string(client_address) if client_address else "0.0.0.0"
+            wildcard = static_host in _WILDCARDS
+            if (not wildcard and Address(static_host, client_port) != ca) or (
+                wildcard and client_port != ca.port
+            ):
+                raise ConfigError(
+                    _where(by_sid[me.sid]),
+                    f"client address for this server (id = {me.sid}) in static config file is "
+                    f"{static_host}:{client_port} is different from client address found in "
+                    f"dynamic file: {ca}",
+                )
+        own_port = ca.port
+        own_address = None if ca.host in _WILDCARDS else ca.host
+    elif me is not None and client_port:
+        host = java_host_string(client_address) if client_address else "0.0.0.0"
+        replaced[me.sid] = dataclasses.replace(
+            me, client_addr=Address(host, client_port), client_addr_from_static=True
+        )
+    try:
+        qv = QuorumVerifier.from_properties([(e.key, e.value) for e in entries], members=replaced)
+        check_counts(qv, standalone_enabled=standalone_enabled)
+    except QuorumConfigError as exc:
+        raise ConfigError(None, str(exc)) from None
+
+    warnings: list[str] = []
+    voters = len(qv.voting_members)
+    distributed = not standalone_enabled or voters > 1
+    if distributed:
+        # parseDynamicConfig(warnings=true)
+        if voters <= 2:
+            warnings.append("No server failure will be tolerated. You need at least 3 servers.")
+        elif voters % 2 == 0:
+            warnings.append("Non-optimal configuration, consider an odd number of servers.")
+    # setupPeerType: the servers list wins over peerType.
+    listed_type = (
+        LearnerType.OBSERVER
+        if my_id is not None and my_id in qv.observing_members
+        else LearnerType.PARTICIPANT
+    )
+    if listed_type is not configured_type:
+        warnings.append(
+            f"Peer type from servers list ({listed_type.name}) doesn't match peerType "
+            f"({configured_type.name}). Defaulting to servers list."
+        )
+    if not distributed:
+        return _Quorum(
+            None, my_id, init_limit, sync_limit, listed_type, election_alg, listen_all,
+            standalone_enabled, reconfig_enabled, cnx_timeout, tuple(warnings),
+            own_port, own_address,
+        )  # fmt: skip
+    # checkValidity
+    if init_limit == 0:
+        raise ConfigError(None, "initLimit is not set")
+    if sync_limit == 0:
+        raise ConfigError(None, "syncLimit is not set")
+    for key, value in (("initLimit", init_limit), ("syncLimit", sync_limit)):
+        if value < 0:
+            raise ConfigError(_where(last[key]), f"{key} must be positive, got {value}")
+    if my_id is None:
+        raise ConfigError(None, f"myid file is missing: {data_dir / 'myid'}")
+    if my_id not in qv:
+        # QuorumPeer.start -> RuntimeException (ZooKeeper exits with 1 there, we with 2).
+        raise ConfigError(None, f"My id {my_id} not in the peer list")
+    _check_clashes(qv, by_sid)
+    return _Quorum(
+        qv, my_id, init_limit, sync_limit, listed_type, election_alg, listen_all,
+        standalone_enabled, reconfig_enabled, cnx_timeout, tuple(warnings),
+        own_port, own_address,
+    )  # fmt: skip
+
+
+def _check_clashes(qv: QuorumVerifier, lines: Mapping[int, Entry]) -> None:
+    """trizk's check (ZooKeeper only rejects quorum port == election port of one server, and
+    in a reconfig ``checkAddressDuplicate``): no two listeners of the ensemble on one
+    host:port. Hosts compare as written (``localhost`` and ``127.0.0.1`` differ); a wildcard
+    client address counts as the member's own host."""
+    seen: dict[tuple[str, int], tuple[int, str]] = {}
+    for m in qv:
+        for role, a in m.addresses():
+            host = m.addr.host if a.host in _WILDCARDS else a.host
+            other = seen.get((host, a.port))
+            if other is not None:
+                sid0, role0 = other
+                shown = Address(host, a.port)
+                e = lines.get(m.sid)
+                raise ConfigError(
+                    e.line_no or None if e is not None else None,
+                    f"{shown} ({role} port) of server.{m.sid} conflicts with {shown} "
+                    f"({role0} port) of server.{sid0}",
+                )
+            seen[(host, a.port)] = (m.sid, role)
+
+
 def parse_config(
     text: str,
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     overrides: Mapping[str, str] | None = None,
-    my_id: int | None = None,
+    myid: str | None = None,
 ) -> ServerConfig:
     """Parse zoo.cfg text. ``overrides`` are zoo.cfg keys that replace the file's (the
     command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name;
-    ``my_id`` the dataDir's ``myid`` (see :func:`config_from_entries`)."""
+    ``myid`` is the content of ``dataDir/myid`` (``None``: no such file)."""
     entries = parse_properties(text)
     if overrides:
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
-    config = config_from_entries(entries, properties=properties, my_id=my_id)
+    config = config_from_entries(entries, properties=properties, myid=myid)
     return dataclasses.replace(config, initial_config=text)
 
 
@@ -713,26 +1024,23 @@ def load_config(
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")  # what java.util.Properties.load(InputStream) assumes
-    return parse_config(
-        text, properties=properties, overrides=overrides, my_id=_read_my_id(text, overrides)
-    )
+    entries = parse_properties(text)
+    if overrides:
+        entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
+    data_dirs = [e.value for e in entries if e.key == "dataDir"]
+    myid = read_myid(Path(data_dirs[-1])) if data_dirs else None
+    return config_from_entries(entries, properties=properties, myid=myid)
 
 
-def _read_my_id(text: str, overrides: Mapping[str, str] | None) -> int | None:
-    """``QuorumPeerConfig.setupMyId``: the first line of ``<dataDir>/myid``, if that file
-    exists (a standalone server needs none)."""
-    data_dir = (overrides or {}).get("dataDir")
-    if data_dir is None:
-        for e in parse_properties(text):
-            if e.key == "dataDir":
-                data_dir = e.value
-    if data_dir is None:
+def read_myid(data_dir: Path) -> str | None:
+    """The text of ``data_dir/myid``, ``None`` if it is not a file (QuorumPeerConfig.setupMyId:
+    ``myIdFile.isFile()``). Only the first line counts; at most 4 KiB are read."""
+    path = data_dir / "myid"
+    if not path.is_file():
         return None
     try:
-        first = (Path(data_dir) / "myid").read_text().splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    try:
-        return int(first[0].strip()) if first else None
-    except ValueError:
-        raise ConfigError(None, f"serverid {first[0]!r} is not a number") from None
+        with open(path, "rb") as f:
+            raw = f.read(4096)
+    except OSError as exc:
+        raise ConfigError(None, f"cannot read {path}: {exc.strerror or exc}") from exc
+    return raw.decode("utf-8", errors="replace")

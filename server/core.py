@@ -127,8 +127,11 @@ class WritePath(Protocol):
     def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool: ...
 
     def revalidate(
-        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
-    ) -> None: ...
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
+    ) -> None:
+        """Whether a reconnecting client's session is alive: ``done(True/False)``, or
+        ``done(None)`` when it cannot be told now (the connection is closed unanswered)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -340,8 +343,13 @@ class FrontEnd:
             sid, timeout, now, lambda valid: self._finish_session_init(conn, valid)
         )
 
-    def _finish_session_init(self, conn: ClientConnection, valid: bool) -> None:
+    def _finish_session_init(self, conn: ClientConnection, valid: bool | None) -> None:
         sid = conn.session_id
+        if conn.closed:
+            return
+        if valid is None:
+            self._close(conn, f"session 0x{sid:x} cannot be validated now (no leader)")
+            return
         rsp = r.ConnectResponse(
             0,
             conn.session_timeout if valid else 0,

@@ -72,6 +72,7 @@ from .sequencer import Sequencer
 
 if TYPE_CHECKING:
     from .app import TrizkServer
+    from .config import ServerConfig
 
 __all__ = ["EnsembleSpec", "Member", "NotServing", "QuorumPeer", "ZabCommitter"]
 
@@ -112,6 +113,33 @@ class EnsembleSpec:
     timing: Timing
     #: ``QuorumVerifier.toString()``: sent in notifications and NEWLEADER
     config: bytes = b"version=0"
+    #: ``quorumListenOnAllIPs``: bind the quorum and election ports on every address
+    listen_on_all_ips: bool = False
+    #: ``cnxTimeout`` (ms): connecting to another member's election port
+    connect_timeout_ms: int = 5000
+
+    @classmethod
+    def from_config(cls, config: ServerConfig) -> EnsembleSpec:
+        """The ensemble a quorum member's zoo.cfg describes (``server.N`` lines, myid)."""
+        qv = config.quorum
+        assert qv is not None and config.my_id is not None, "not a quorum configuration"
+        members = {
+            sid: Member(
+                sid,
+                (m.addr.host, m.addr.port),
+                (m.election_addr.host, m.election_addr.port),
+                observer=m.is_observer,
+            )
+            for sid, m in qv.members.items()
+        }
+        return cls(
+            config.my_id,
+            members,
+            Timing(config.tick_time, config.init_limit, config.sync_limit),
+            qv.to_string().encode(),
+            listen_on_all_ips=config.quorum_listen_on_all_ips,
+            connect_timeout_ms=config.cnx_timeout,
+        )
 
     @property
     def voters(self) -> frozenset[int]:
@@ -202,9 +230,9 @@ class NotServing:
         return False
 
     def revalidate(
-        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
     ) -> None:
-        done(False)
+        done(None)
 
 
 class QuorumPeer:
@@ -225,7 +253,9 @@ class QuorumPeer:
             spec.myid,
             spec.election_view(),
             {sid: m.election for sid, m in spec.members.items()},
+            connect_timeout=spec.connect_timeout_ms / 1000,
             handshake_timeout=spec.timing.sync_ms / 1000,
+            listen_on_all_ips=spec.listen_on_all_ips,
         )
         self._kick = trio.Event()
         self._links: dict[int, _Link] = {}
@@ -248,7 +278,7 @@ class QuorumPeer:
         self.state = "looking"
         self._not_serving()
         self._reload()
-        ep = epochfiles.load(self.epoch_dir, self.replica.last_zxid)
+        ep = epochfiles.load_epochs(self.epoch_dir, self.replica.last_zxid)
         log.info(
             "LOOKING: last logged zxid %#x, currentEpoch %d, acceptedEpoch %d",
             self.replica.last_zxid,
@@ -277,6 +307,12 @@ class QuorumPeer:
         loaded = self.persistence.load()
         self.replica.reset(loaded.replica.tree, loaded.replica.sessions)
         self.persistence.replica = self.replica
+        self._init_config()
+
+    def _init_config(self) -> None:
+        """``QuorumPeer.initConfigInZKDatabase``: /zookeeper/config shows this member's view of
+        the ensemble (at start-up and after every sync, reconfig being off)."""
+        self.replica.tree.set_config(self.spec.config, _wall())
 
     def kick(self) -> None:
         self._kick.set()
@@ -301,7 +337,11 @@ class QuorumPeer:
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         host, port = spec.members[spec.myid].quorum
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        # QuorumPeer: the quorum port on the configured address, or every address with
+        # quorumListenOnAllIPs
+        listeners = await trio.open_tcp_listeners(
+            port, host=None if spec.listen_on_all_ips else host
+        )
         role = _LeaderRole(self, leader, committer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, role.accept, listeners)
@@ -367,11 +407,11 @@ class QuorumPeer:
         """Ready step 1 (both roles): epoch files, wipe, TRUNC, SNAP install, snapshot, txn log."""
         if rd.accepted_epoch is not None:
             await trio.to_thread.run_sync(
-                epochfiles.write, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, rd.accepted_epoch
+                epochfiles.write_epoch, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, rd.accepted_epoch
             )
         if rd.current_epoch is not None:
             await trio.to_thread.run_sync(
-                epochfiles.write, self.epoch_dir, epochfiles.CURRENT_EPOCH, rd.current_epoch
+                epochfiles.write_epoch, self.epoch_dir, epochfiles.CURRENT_EPOCH, rd.current_epoch
             )
         if rd.wipe:
             self.persistence.wipe()
@@ -387,6 +427,9 @@ class QuorumPeer:
                 extended_types=self.core_config.extended_types,
             )
             self.replica.reset(got.tree, got.sessions)
+            # Learner.syncWithLeader: "Reset config node content from local config after
+            # deserialization of snapshot"
+            self._init_config()
             log.info("SNAP: loaded the leader's snapshot at %#x", rd.snapshot_in.zxid)
         if rd.take_snapshot:
             await self.persistence.take_snapshot()
@@ -578,6 +621,7 @@ class _LearnerRole:
 
     def _serve(self, zxid: int, wall: int) -> None:
         peer = self.peer
+        peer._init_config()  # Learner.syncWithLeader, after every sync
         self.path = LearnerWritePath(self.learner, peer.spec.myid, wall)
         self.front = FrontEnd(peer.core_config, peer.replica, self.path, ServerStats())
         peer.shell.set_core(self.front, None)

@@ -81,6 +81,7 @@ __all__ = [
     "not_whitelisted",
     "parse_whitelist",
     "process_environment",
+    "quorum_conf",
     "respond",
 ]
 
@@ -603,6 +604,26 @@ def _conf(view: FourLetterView) -> str:
         f"maxSessionTimeout={cfg.max_session_timeout}\n"
         f"clientPortListenBacklog=-1\n"
         f"serverId=0\n"
+    )
+
+
+def quorum_conf(config: ServerConfig) -> str:
+    """The lines ``conf`` prints after ``serverId=<myid>`` on a quorum member
+    (``QuorumZooKeeperServer.dumpConf``, checked on a ZooKeeper 3.8.0 ensemble): the quorum
+    settings, this member's ports, its peer type as the Java ordinal (0 participant,
+    1 observer), then ``membership: `` (with its trailing blank) and ``QuorumMaj.toString()``,
+    which ends without a newline, so the answer does too. A standalone config gives ""."""
+    me = config.my_server
+    if config.quorum is None or me is None:
+        return ""
+    return (
+        f"initLimit={config.init_limit}\n"
+        f"syncLimit={config.sync_limit}\n"
+        f"electionAlg={config.election_alg}\n"
+        f"electionPort={me.election_addr.port}\n"
+        f"quorumPort={me.addr.port}\n"
+        f"peerType={int(config.peer_type)}\n"
+        "membership: \n" + config.quorum.to_string()
     )
 
 

@@ -70,7 +70,7 @@ class LearnerWritePath:
         #: sessions of this server's clients: id -> timeout (for the touches in PING replies)
         self.sessions: dict[int, int] = {}
         #: session id -> callbacks waiting for the leader's REVALIDATE answer
-        self._revalidating: dict[int, list[Callable[[bool], None]]] = {}
+        self._revalidating: dict[int, list[Callable[[bool | None], None]]] = {}
 
     def submit(self, req: WriteRequest, now: int, wall: int) -> None:
         body = req.frame[8:]
@@ -101,14 +101,17 @@ class LearnerWritePath:
         return True
 
     def revalidate(
-        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
     ) -> None:
         waiting = self._revalidating.get(session_id)
         if waiting is not None:
             waiting.append(done)
             return
         if not self.link.revalidate(session_id, timeout):
-            done(False)
+            # No leader to ask (the link is going down): close the client's connection
+            # without an answer, as Learner.validateSession's IOException does; the client
+            # tries another member. Answering "expired" would end a live session.
+            done(None)
             return
         self._revalidating[session_id] = [done]
         self.sessions[session_id] = timeout

@@ -209,8 +209,19 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
             config.min_session_timeout,
             config.max_session_timeout,
         )
+    for warning in config.warnings:
+        log.warning("%s", warning)  # ZooKeeper's own configuration warnings
     if config.unsupported:
         log.warning("ignoring settings trizk does not support: %s", ", ".join(config.unsupported))
+    if config.quorum is not None:
+        log.info(
+            "ensemble member server.%s of %d members (%d voting), initLimit %d, syncLimit %d",
+            config.my_id,
+            len(config.quorum),
+            len(config.quorum.voting_members),
+            config.init_limit,
+            config.sync_limit,
+        )
 
     if serve is None:
         from .app import serve as app_serve

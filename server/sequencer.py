@@ -132,7 +132,7 @@ class Sequencer:
         return self.sessions.touch(session_id, now, timeout)
 
     def revalidate(
-        self, session_id: int, timeout: int, now: int, done: Callable[[bool], None]
+        self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
     ) -> None:
         """A client reconnects with ``session_id``: ``done(valid)`` (at once: sessions are ours)."""
         done(self.sessions.touch(session_id, now, timeout))

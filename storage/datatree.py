@@ -577,6 +577,21 @@ class DataTree:
                 Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD, parent.acl)
             )
 
+    def set_config(self, data: bytes, time: int, version: int = 0) -> None:
+        """``ZKDatabase.initConfigInZKDatabase``: an ensemble member writes its configuration
+        (``QuorumVerifier.toString``) into ``/zookeeper/config`` without a txn -- at start-up
+        and after every sync with a leader -- as ``DataTree.setData(CONFIG_NODE, data, -1,
+        qv.getVersion(), now)``: version -1, mzxid the config version, mtime now. Nodes under
+        ``/zookeeper/`` are outside the digest."""
+        node = self.nodes[CONFIG_NODE]
+        last = node.data
+        node.data = data
+        node.mtime = time
+        node.mzxid = version
+        node.version = -1
+        node.touch()
+        self._data_size += len(data) - (len(last) if last else 0)
+
     def _set_data(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
         rc.path = txn.path
         node = self.nodes.get(txn.path)

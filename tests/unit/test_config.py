@@ -251,10 +251,8 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
         "initLimit=10\n",
         properties={"zookeeper.preAllocSize": "1000", "zookeeper.forceSync": "yes"},
     )
+    # the ensemble keys are served (trizk.server.ensemble)
     assert c.unsupported == (
-        "server.1",
-        "initLimit",
-        "syncLimit",
         "observerMasterPort",
         "metricsProvider.className",  # x.Y: neither of the providers trizk serves
     )
@@ -288,6 +286,8 @@ def test_keys_table_is_consistent() -> None:
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
         "autopurge.snapRetainCount", "autopurge.purgeInterval",
         "secureClientPort", "secureClientPortAddress", "metricsProvider.",
+        "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
+        "standaloneEnabled",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (
@@ -352,13 +352,16 @@ def test_parse_property_option() -> None:
 def test_client_port_from_the_own_server_line() -> None:
     # QuorumPeerConfig.setupClientPort: myid picks the server line; ";[addr:]port" is the
     # client address (the official Docker image's zoo.cfg has no clientPort).
-    text = "dataDir=/d\nserver.1=localhost:2888:3888;2181\nserver.2=h:1:2;10.0.0.2:2182\n"
-    c = parse_config(text, my_id=1)
+    text = (
+        "dataDir=/d\ninitLimit=5\nsyncLimit=2\n"
+        "server.1=localhost:2888:3888;2181\nserver.2=h:1:2;10.0.0.2:2182\n"
+    )
+    c = parse_config(text, myid="1")
     assert (c.client_port, c.client_port_address) == (2181, None)
-    c = parse_config(text, my_id=2)
+    c = parse_config(text, myid="2")
     assert (c.client_port, c.client_port_address) == (2182, "10.0.0.2")
-    with pytest.raises(ConfigError, match="clientPort is not set"):
-        parse_config(text)  # no myid: no client port
+    with pytest.raises(ConfigError, match="myid file is missing"):
+        parse_config(text)  # a quorum member needs its myid
 
 
 def test_load_config_reads_myid(tmp_path: Path) -> None:

@@ -162,13 +162,14 @@ def test_one_warning_names_every_unsupported_key(
 ) -> None:
     cfg = tmp_path / "zoo.cfg"
     cfg.write_text(
-        f"dataDir={tmp_path}\nclientPort=2181\nserver.1=h:1:2\ninitLimit=5\n"
-        "admin.enableServer=false\nautopurge.purgeInterval=24\n"
+        f"dataDir={tmp_path}\nclientPort=2181\nobserverMasterPort=2191\n"
+        "admin.enableServer=false\nautopurge.purgeInterval=24\nreconfigEnabled=true\n"
     )
     assert main([str(cfg), "-D", "zookeeper.snapSizeLimitInKb=10"], serve=FakeServe()) == 0
     warnings = messages(caplog, logging.WARNING)
     assert warnings == [
-        "ignoring settings trizk does not support: server.1, initLimit, zookeeper.snapSizeLimitInKb"
+        "ignoring settings trizk does not support: observerMasterPort, reconfigEnabled,"
+        " zookeeper.snapSizeLimitInKb"
     ]
 
 
@@ -332,3 +333,39 @@ def test_subprocess_invalid_config_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert b"zoo.cfg: line 3: " in done.stderr
+
+
+def test_quorum_config_starts_an_ensemble_member(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(
+        f"dataDir={tmp_path}\nclientPort=2181\ninitLimit=5\nsyncLimit=2\n"
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n"
+    )
+    (tmp_path / "myid").write_text("2\n")
+    assert main([str(cfg)], serve=FakeServe()) == 0
+    assert messages(caplog, logging.WARNING) == [
+        "No server failure will be tolerated. You need at least 3 servers.",
+    ]
+    assert "ensemble member server.2 of 2 members (2 voting), initLimit 5, syncLimit 2" in messages(
+        caplog, logging.INFO
+    )
+
+
+@pytest.mark.parametrize(
+    ("myid", "needle"),
+    [(None, "myid file is missing"), ("7", "My id 7 not in the peer list")],
+)
+def test_quorum_config_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], myid: str | None, needle: str
+) -> None:
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(
+        f"dataDir={tmp_path}\nclientPort=2181\ninitLimit=5\nsyncLimit=2\n"
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n"
+    )
+    if myid is not None:
+        (tmp_path / "myid").write_text(myid)
+    assert main([str(cfg)], serve=FakeServe()) == 2
+    assert needle in capsys.readouterr().err

@@ -1,0 +1,201 @@
+"""Ensembles of real server processes on loopback: trizk, Apache ZooKeeper, or a mix.
+
+Theory
+------
+Every member is a process started from its own zoo.cfg (``server.N`` lines for all members,
+``dataDir/myid``), exactly as a user starts one: ``python -m trizk.server zoo.cfg`` or
+``java ... QuorumPeerMain zoo.cfg``. Members share one wire protocol, so any mix forms one
+ensemble. :class:`ProcessEnsemble` starts, kills (SIGKILL: what a crash leaves), stops and
+restarts members on the same ports and data, finds the leader through the ``srvr`` four-letter
+word (``Mode: leader``), and waits until every running member serves a session.
+
+Invariants
+----------
+* Loopback only, ports chosen free by binding port 0; each member's data in its own directory.
+* We signal only processes we started, by PID. Every wait is bounded and fails with the tails
+  of the members' logs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .javaquorum import _LOG4J_INFO, MemberAddrs, allocate, server_lines
+from .rawclient import handshake_ok
+from .servers import BASE_CFG, _command
+
+__all__ = ["ProcessEnsemble", "four_letter"]
+
+
+def four_letter(port: int, word: str = "srvr", timeout: float = 3.0) -> str:
+    """Send a four-letter word to 127.0.0.1:port; the answer ('' if nothing answers)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            out = b""
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    return out.decode(errors="replace")
+                out += data
+    except OSError:
+        return ""
+
+
+@dataclass
+class _Member:
+    sid: int
+    kind: str
+    addrs: MemberAddrs
+    workdir: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def cfg_path(self) -> Path:
+        return self.workdir / "zoo.cfg"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+class ProcessEnsemble:
+    """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid. Use as a context
+    manager (every process stopped, every directory removed on exit)."""
+
+    def __init__(
+        self,
+        kinds: Mapping[int, str],
+        *,
+        observers: Iterable[int] = (),
+        extra: Mapping[str, str] | None = None,
+        start: bool = True,
+    ) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="trizk-ensemble-"))
+        addrs = allocate(sorted(kinds), frozenset(observers))
+        lines = server_lines(addrs)
+        self.members: dict[int, _Member] = {}
+        for sid, kind in kinds.items():
+            a = addrs[sid]
+            workdir = self.root / f"m{sid}"
+            data = workdir / "data"
+            data.mkdir(parents=True)
+            (data / "myid").write_text(f"{sid}\n")
+            cfg = dict(BASE_CFG)
+            cfg.update(
+                {
+                    "dataDir": str(data),
+                    "clientPort": str(a.client_port),
+                    "clientPortAddress": a.host,
+                }
+            )
+            if a.observer:
+                cfg["peerType"] = "observer"
+            cfg.update(lines)
+            cfg.update(extra or {})
+            (workdir / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+            if kind == "zookeeper":
+                (workdir / "log4j.properties").write_text(_LOG4J_INFO)
+            self.members[sid] = _Member(sid, kind, a, workdir)
+        if start:
+            for sid in self.members:
+                self.start(sid)
+
+    # ------------------------------------------------------------------ processes
+    def start(self, sid: int) -> None:
+        m = self.members[sid]
+        assert not m.alive(), f"member {sid} is running"
+        with open(m.log_path, "ab") as log:
+            m.proc = subprocess.Popen(
+                _command(m.kind, m.cfg_path, m.workdir),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=m.workdir,
+            )
+
+    def kill(self, sid: int) -> None:
+        """SIGKILL: no clean shutdown, as a crash."""
+        m = self.members[sid]
+        if m.proc is not None and m.proc.poll() is None:
+            os.kill(m.proc.pid, signal.SIGKILL)
+            m.proc.wait(30)
+
+    def stop(self, sid: int) -> None:
+        m = self.members[sid]
+        if m.proc is not None and m.proc.poll() is None:
+            m.proc.terminate()
+            try:
+                m.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait(15)
+
+    def close(self) -> None:
+        for sid in self.members:
+            self.stop(sid)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> ProcessEnsemble:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ views
+    def port(self, sid: int) -> int:
+        return self.members[sid].addrs.client_port
+
+    def hosts(self, sids: Iterable[int] | None = None) -> str:
+        return ",".join(f"127.0.0.1:{self.port(s)}" for s in (sids or self.members))
+
+    def mode(self, sid: int) -> str:
+        """leader / follower / observer / standalone, or '' (down, or not serving)."""
+        for line in four_letter(self.port(sid)).splitlines():
+            if line.startswith("Mode: "):
+                return line[6:].strip()
+        return ""
+
+    def leader(self) -> int | None:
+        for sid, m in self.members.items():
+            if m.alive() and self.mode(sid) == "leader":
+                return sid
+        return None
+
+    def wait_serving(self, timeout: float = 60.0) -> dict[int, str]:
+        """Wait until every running member has a role and accepts a session."""
+        deadline = time.monotonic() + timeout
+        while True:
+            modes = {s: self.mode(s) for s, m in self.members.items() if m.alive()}
+            roles = list(modes.values())
+            if (
+                roles.count("leader") == 1
+                and all(roles)
+                and all(handshake_ok("127.0.0.1", self.port(s), timeout=2.0) for s in modes)
+            ):
+                return modes
+            if time.monotonic() > deadline:
+                tails = "\n".join(
+                    f"--- member {s} ({m.kind}) {modes.get(s)!r}\n{m.log_tail()}"
+                    for s, m in self.members.items()
+                )
+                raise TimeoutError(f"ensemble not serving within {timeout}s: {modes}\n{tails}")
+            time.sleep(0.05)  # polling interval of a bounded wait

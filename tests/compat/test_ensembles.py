@@ -1,0 +1,229 @@
+"""Ensembles of real processes started from zoo.cfg files: trizk alone, and mixed with Apache
+ZooKeeper 3.8 members (compat/ensemble.py), used through kazoo.
+
+* trizk ensembles of 3 and 5: the leader is killed with SIGKILL under a write load spread over
+  the members; writes resume (the time is reported), every acknowledged write is on every
+  member, and the killed member rejoins and catches up (DIFF); a member away for long rejoins
+  by SNAP.
+* Mixed ensembles, both ways round: a trizk member beside two ZooKeeper members, a ZooKeeper
+  member beside two trizk members, observers of either kind: writes through every member are
+  seen with identical data and Stat through every other after ``sync``; the leader (of either
+  kind) is killed and the ensemble carries on; the whole tree compared through every member.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.retry import KazooRetry
+
+from trizk.compat.ensemble import ProcessEnsemble
+from trizk.compat.servers import zookeeper_available
+
+DEADLINE = 60.0
+
+
+def client(hosts: str) -> KazooClient:
+    zk = KazooClient(
+        hosts=hosts,
+        timeout=10,
+        connection_retry=KazooRetry(max_tries=-1, delay=0.02, max_delay=0.3),
+        command_retry=KazooRetry(max_tries=0),
+    )
+    zk.start(timeout=DEADLINE)
+    return zk
+
+
+def tree(zk: KazooClient, path: str = "/") -> dict[str, tuple[bytes, object]]:
+    """Every node under ``path``: (data, Stat); for /zookeeper/config the data only (each
+    member writes it itself, with its own clock, at start-up and after each sync)."""
+    out: dict[str, tuple[bytes, object]] = {}
+    stack = [path]
+    while stack:
+        p = stack.pop()
+        data, st = zk.get(p)
+        out[p] = (data, None if p == "/zookeeper/config" else st)
+        for c in zk.get_children(p):
+            stack.append(("" if p == "/" else p) + "/" + c)
+    return out
+
+
+def views(ens: ProcessEnsemble) -> dict[int, dict[str, tuple[bytes, object]]]:
+    out = {}
+    for sid, m in ens.members.items():
+        if not m.alive():
+            continue
+        zk = client(ens.hosts([sid]))
+        try:
+            zk.sync("/")
+            out[sid] = tree(zk)
+        finally:
+            zk.stop()
+            zk.close()
+    return out
+
+
+def assert_identical(ens: ProcessEnsemble) -> dict[str, tuple[bytes, object]]:
+    v = views(ens)
+    first = next(iter(v.values()))
+    for sid, t in v.items():
+        assert t == first, f"member {sid} differs"
+    return first
+
+
+class Writers:
+    """Threads creating sequential znodes through kazoo clients spread over the members;
+    ``acked`` holds every path a client got an OK for."""
+
+    def __init__(self, ens: ProcessEnsemble, n: int = 3) -> None:
+        self.acked: list[str] = []
+        self.errors = 0
+        self.stop = threading.Event()
+        sids = list(ens.members)
+        self.threads = [
+            threading.Thread(
+                target=self._run, args=(ens.hosts(sids[i:] + sids[:i]), i), daemon=True
+            )
+            for i in range(n)
+        ]
+        self.last_ok = time.monotonic()
+        for t in self.threads:
+            t.start()
+
+    def _run(self, hosts: str, wid: int) -> None:
+        zk = client(hosts)
+        i = 0
+        try:
+            while not self.stop.is_set():
+                path = f"/w{wid}-{i}"
+                try:
+                    zk.create(path, b"x")
+                except NodeExistsError:
+                    pass  # an earlier try that timed out did take effect
+                except KazooException:
+                    self.errors += 1
+                    time.sleep(0.02)  # back off before retrying through another member
+                    continue
+                self.acked.append(path)
+                self.last_ok = time.monotonic()
+                i += 1
+        finally:
+            zk.stop()
+            zk.close()
+
+    def wait_for(self, n: int) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while len(self.acked) < n:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} writes acknowledged"
+            time.sleep(0.01)  # polling interval of a bounded wait
+
+    def finish(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(DEADLINE)
+        assert not any(t.is_alive() for t in self.threads)
+
+
+@pytest.fixture
+def trizk3() -> Iterator[ProcessEnsemble]:
+    with ProcessEnsemble({1: "trizk", 2: "trizk", 3: "trizk"}) as ens:
+        yield ens
+
+
+@pytest.mark.parametrize("size", [3, 5])
+def test_kill_the_leader_under_load_loses_nothing(size: int) -> None:
+    with ProcessEnsemble({i: "trizk" for i in range(1, size + 1)}) as ens:
+        ens.wait_serving()
+        first = ens.leader()
+        assert first == size  # equal histories: the highest sid leads
+        w = Writers(ens)
+        try:
+            w.wait_for(200)
+            t_kill = time.monotonic()
+            ens.kill(first)
+            before = len(w.acked)
+            w.wait_for(before + 200)  # writes resumed on the new leader
+            resumed = w.last_ok - t_kill
+        finally:
+            w.finish()
+        print(f"\n{size} members: writes resumed within {resumed:.2f} s of the SIGKILL")
+        assert resumed < 15
+        modes = ens.wait_serving()
+        assert ens.leader() != first and first not in modes
+        final = assert_identical(ens)
+        missing = [p for p in w.acked if "/" + p.lstrip("/") not in final]
+        assert missing == []
+        ens.start(first)  # back with its data: DIFF from the new leader
+        ens.wait_serving()
+        assert "/" + w.acked[-1].lstrip("/") in assert_identical(ens)
+
+
+def test_a_member_away_for_long_rejoins_by_snap(trizk3: ProcessEnsemble) -> None:
+    ens = trizk3
+    ens.wait_serving()
+    away = 1
+    ens.kill(away)
+    zk = client(ens.hosts([2, 3]))
+    try:
+        for i in range(700):  # more than the leader's committed log (500 proposals)
+            zk.create(f"/s{i}", b"y")
+    finally:
+        zk.stop()
+        zk.close()
+    ens.start(away)
+    ens.wait_serving()
+    final = assert_identical(ens)
+    assert "/s699" in final
+    log = ens.members[away].log_path.read_text()
+    assert "SNAP: loaded the leader's snapshot" in log
+
+
+MIXED = {
+    "trizk-follower-in-zookeeper": ({1: "zookeeper", 2: "zookeeper", 3: "trizk"}, ()),
+    "zookeeper-follower-of-trizk": ({1: "trizk", 2: "trizk", 3: "zookeeper"}, ()),
+    "zookeeper-observer-of-trizk": ({1: "trizk", 2: "trizk", 3: "trizk", 4: "zookeeper"}, (4,)),
+    "trizk-observer-of-zookeeper": (
+        {1: "zookeeper", 2: "zookeeper", 3: "zookeeper", 4: "trizk"},
+        (4,),
+    ),
+}
+
+
+@pytest.mark.skipif(not zookeeper_available(), reason="Apache ZooKeeper is not installed")
+@pytest.mark.parametrize("name", list(MIXED))
+def test_mixed_ensemble(name: str) -> None:
+    kinds, observers = MIXED[name]
+    with ProcessEnsemble(kinds, observers=observers) as ens:
+        modes = ens.wait_serving()
+        assert modes[3] == "leader"  # the highest voter sid, whatever its kind
+        for sid in kinds:
+            zk = client(ens.hosts([sid]))
+            try:
+                zk.create(f"/n{sid}", f"{kinds[sid]}".encode())
+                zk.create(f"/n{sid}/e", b"", ephemeral=True)
+                zk.set(f"/n{sid}", b"again")
+                zk.create(f"/n{sid}/q-", b"", sequence=True)
+            finally:
+                zk.stop()
+                zk.close()
+        first = assert_identical(ens)
+        assert {f"/n{s}" for s in kinds} <= set(first)
+        leader = ens.leader()
+        assert leader is not None
+        ens.kill(leader)  # a leader of either kind
+        ens.wait_serving()
+        zk = client(ens.hosts([s for s in kinds if s != leader]))
+        try:
+            zk.create("/after", b"z")
+        finally:
+            zk.stop()
+            zk.close()
+        ens.start(leader)
+        ens.wait_serving()
+        final = assert_identical(ens)
+        assert "/after" in final and final["/n1"][0] == b"again"
