@@ -28,18 +28,26 @@ The Ready contract
 ------------------
 ``machine.ready()`` hands over everything produced since the last call. The shell:
 
-1. **persists**, in this order: ``accepted_epoch`` / ``current_epoch`` files, ``wipe``,
-   ``truncate_to``
-   (cut the txn log after that zxid and reload the replica), ``snapshot_in`` (load the replica
-   from the leader's snapshot), ``take_snapshot`` (write a snapshot of the replica),
-   ``entries`` (append to the txn log and fsync);
-2. **sends** ``messages`` -- these never depend on (1) and may go out while (1) is in flight;
-   for a ``SNAP`` packet the shell writes the replica's snapshot body right after it
-   (``zabwire.encode_snapshot_payload``);
+1. **persists**, in this order: ``accepted_epoch`` / ``current_epoch`` files (atomically,
+   ``QuorumPeer.writeLongToFile``), ``wipe`` (delete snapshots and txn logs), ``truncate_to``
+   (cut the txn log after that zxid and reload the replica to it), ``snapshot_in`` (load the
+   replica from the leader's snapshot; it is then at that zxid), ``take_snapshot`` (write a
+   snapshot of the replica), ``entries`` (append to the txn log and fsync);
+2. **sends** ``messages`` in order -- these never depend on (1) and may go out while (1) is in
+   flight; right after a ``SNAP`` packet the shell writes the replica's snapshot body
+   (``zabwire.encode_snapshot_payload(replica.snapshot_body())``) as applied so far: at least
+   through the SNAP zxid, which holds when every earlier Ready was applied before this one is
+   sent; newer (fuzzy) is fine, the txns queued after SNAP are replayed;
 3. **applies** ``committed`` in order, only once (1) is durable;
-4. calls ``machine.advance(ready)``: this reports that (1) is durable. Every packet that promises
-   durability -- a learner's ACK of a proposal or of NEWLEADER, its ACKEPOCH, the leader's own
-   ACK, its LEADERINFO -- is produced by ``advance`` and so appears in a *later* Ready.
+4. calls ``machine.advance(ready)``: this reports that (1) is durable and (3) applied. Every
+   packet that promises durability -- a learner's ACK of a proposal or of NEWLEADER, its
+   ACKEPOCH, the leader's own ACK, its LEADERINFO -- is produced by ``advance`` and so
+   appears in a *later* Ready.
+
+Readies are handled one after another, in order (the next one's persistence starts after the
+previous ``advance``); ``step``/``tick`` may be called meanwhile. Snapshots a member writes on
+its own must cover committed txns only (the NEWLEADER one is the exception, see the learner's
+TRUNC rule).
 
 ``role`` set means the machine is finished (back to LOOKING, with a reason); the shell closes
 its links and returns to leader election. A crash before ``advance`` loses (1), and the

@@ -34,8 +34,9 @@ Invariants checked (AssertionError with the seed's trace)
 from __future__ import annotations
 
 import heapq
-import pickle
 import random
+import struct
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,9 +46,41 @@ from trizk.jute.records import QuorumPacket
 from trizk.quorum.leader import Leader
 from trizk.quorum.learner import Learner
 from trizk.quorum.zab import Entry, LearnerType, Quorum, Ready, Timing
-from trizk.quorum.zabwire import PacketType, SnapshotPayload, counter_of, epoch_of, make_zxid
+from trizk.quorum.zabwire import (
+    PacketType,
+    QuorumStreamDecoder,
+    SnapshotPayload,
+    counter_of,
+    encode_snapshot_payload,
+    epoch_of,
+    make_zxid,
+)
+from trizk.storage import snapshot
 
 P = PacketType
+
+
+_STAT = bytes(60)
+
+
+def hist_to_snapshot(hist: list[tuple[int, bytes]]) -> bytes:
+    """The replica as a SNAP payload body: one node per applied txn, /<16 hex digits zxid>."""
+    out = [struct.pack(">ii", 0, 0)]  # no sessions, no ACL cache
+    out.append(struct.pack(">ii", 0, -1) + struct.pack(">q", -1) + _STAT)  # the root, path ""
+    for z, data in hist:
+        path = f"/{z & 0xFFFFFFFFFFFFFFFF:016x}".encode()
+        out.append(struct.pack(">i", len(path)) + path + struct.pack(">i", len(data)) + data)
+        out.append(struct.pack(">q", -1) + _STAT)
+    out.append(struct.pack(">i", 1) + b"/")
+    return b"".join(out)
+
+
+def snapshot_to_hist(body: bytes) -> list[tuple[int, bytes]]:
+    """Read a body back through trizk.storage's snapshot parser (header and seal added)."""
+    raw = struct.pack(">iiq", snapshot.SNAP_MAGIC, snapshot.SNAP_VERSION, -1) + body
+    raw += struct.pack(">q", zlib.adler32(raw)) + struct.pack(">i", 1) + b"/"
+    nodes = snapshot.parse(raw).nodes
+    return [(int(n.path[1:], 16), n.data or b"") for n in nodes if n.path]
 
 
 @dataclass
@@ -84,6 +117,8 @@ class Conn:
     # last scheduled delivery time per direction, for FIFO
     last_to_leader: int = 0
     last_to_learner: int = 0
+    dec_to_leader: QuorumStreamDecoder = field(default_factory=QuorumStreamDecoder)
+    dec_to_learner: QuorumStreamDecoder = field(default_factory=QuorumStreamDecoder)
 
 
 @dataclass
@@ -126,6 +161,9 @@ class SimConfig:
     commit_log_count: int = 20
     high_counter_prob: float = 0.1
     random_leader: bool = False
+    #: packets as bytes through the stream codec, in random chunks; snapshots in the
+    #: SNAP payload grammar, read back with trizk.storage.snapshot
+    wire: bool = False
 
 
 class Violation(AssertionError):
@@ -335,7 +373,22 @@ class Sim:
         else:
             t = max(t, conn.last_to_learner)
             conn.last_to_learner = t
-        self.at(t - self.now, lambda: self.deliver(conn, to_leader, ev))
+        if not self.cfg.wire:
+            self.at(t - self.now, lambda: self.deliver(conn, to_leader, ev))
+            return
+        raw = encode_snapshot_payload(ev.body) if isinstance(ev, SnapshotPayload) else ev.encode()
+        i = 0
+        while i < len(raw):  # TCP segments: the receiver sees arbitrary chunks
+            k = self.rng.randint(1, 64)
+            chunk = raw[i : i + k]
+            i += k
+            self.at(t - self.now, lambda chunk=chunk: self.deliver_bytes(conn, to_leader, chunk))
+
+    def deliver_bytes(self, conn: Conn, to_leader: bool, chunk: bytes) -> None:
+        dec = conn.dec_to_leader if to_leader else conn.dec_to_learner
+        dec.feed(chunk)
+        while conn.alive and (ev := dec.next_event()) is not None:
+            self.deliver(conn, to_leader, ev)
 
     def deliver(self, conn: Conn, to_leader: bool, ev: QuorumPacket | SnapshotPayload) -> None:
         if not conn.alive:
@@ -381,7 +434,7 @@ class Sim:
             n.hist = d.history(z)
             n.zxid = z
         if rd.snapshot_in is not None:
-            n.hist = list(pickle.loads(rd.snapshot_in.body))
+            n.hist = snapshot_to_hist(rd.snapshot_in.body)
             # fuzzy: the leader may have applied more by the time it serialised; the
             # PROPOSAL/COMMITs after SNAP replay those (idempotently)
             n.zxid = max(rd.snapshot_in.zxid, n.hist[-1][0] if n.hist else 0)
@@ -399,7 +452,7 @@ class Sim:
                     continue
                 self.send(n, conn, s.packet)
                 if s.packet.type == P.SNAP:
-                    self.send(n, conn, SnapshotPayload(pickle.dumps(tuple(n.hist))))
+                    self.send(n, conn, SnapshotPayload(hist_to_snapshot(n.hist)))
             for link, _reason in rd.close:
                 conn = self.conns.get(link)
                 if conn is not None:
