@@ -514,6 +514,8 @@ class TrizkServer:
             client_port=self.port,
             serving=core.serving,
             server_state=self.peer.state if self.peer is not None else "standalone",
+            role_metrics=self.peer.role_metrics() if self.peer is not None else (),
+            proposal_sizes=self.peer.proposal_sizes() if self.peer is not None else (-1, -1, -1),
             latency=fourlw.LatencyStats(
                 st.latency_count, st.total_latency, max(st.min_latency, 0), st.max_latency
             ),

@@ -166,10 +166,15 @@ class ZabCommitter:
         self.digests = digests
         #: proposals by zxid until their commit is applied
         self.inflight: dict[int, Proposal] = {}
+        #: Leader.proposalStats (BufferStats): sizes of the proposals' data, -1 before any
+        self.sizes = (-1, -1, -1)
 
     def propose(self, p: Proposal) -> None:
         digest = txnlog.make_digest(p.digest) if self.digests else None
         data = txnlog.encode_payload(TxnEntry(p.hdr, p.txn, digest))
+        n = len(data)
+        _, low, high = self.sizes
+        self.sizes = (n, n if low < 0 else min(low, n), max(high, n))
         self.inflight[p.hdr.zxid] = p
         if not self.leader.propose(p.hdr.zxid, data):
             log.warning("proposal %#x not taken: the leader stepped down", p.hdr.zxid)
@@ -258,6 +263,7 @@ class QuorumPeer:
             listen_on_all_ips=spec.listen_on_all_ips,
         )
         self._kick = trio.Event()
+        self._role: _LeaderRole | _LearnerRole | None = None
         self._links: dict[int, _Link] = {}
         self._next_link = 0
 
@@ -296,7 +302,7 @@ class QuorumPeer:
                 self.state = "observer" if self.spec.observer else "follower"
                 reason = await self._learn(leader, ep)
         finally:
-            self.leader = self.learner = None
+            self.leader = self.learner = self._role = None
             for link in self._links.values():
                 link.close()
             self._links.clear()
@@ -316,6 +322,41 @@ class QuorumPeer:
 
     def kick(self) -> None:
         self._kick.set()
+
+    # ------------------------------------------------------------------ four-letter words
+    def role_metrics(self) -> list[tuple[str, str, int | float | str]]:
+        """mntr's role gauges (QuorumPeer / Leader metrics), with the gauge each follows in
+        ZooKeeper 3.8.0's output (captured from a live leader and follower)."""
+        zab = "broadcast" if self.shell.core.serving else "election"
+        state = {"looking": "looking", "leader": "leading", "follower": "following"}.get(
+            self.state, "observing"
+        )
+        out: list[tuple[str, str, int | float | str]] = [
+            ("peer_state", "server_state", f"{state} - {zab}"),
+            ("quorum_size", "non_mtls_local_conn_count", len(self.spec.voters)),
+        ]
+        role = self._role
+        if isinstance(role, _LeaderRole) and role.established_at is not None:
+            learners = role.leader.learners()
+            voters = self.spec.voters
+            synced = [sid for _, sid, _, ok in learners if ok]
+            last, low, high = role.committer.sizes
+            out += [
+                ("min_proposal_size", "avg_latency", low),
+                ("max_proposal_size", "packets_received", high),
+                ("synced_followers", "max_client_response_size", sum(s in voters for s in synced)),
+                ("synced_non_voting_followers", "watch_count", 0),
+                ("synced_observers", "watch_count", sum(s not in voters for s in synced)),
+                ("last_proposal_size", "open_file_descriptor_count", last),
+                ("pending_syncs", "open_file_descriptor_count", role.leader.pending_syncs),
+                ("leader_uptime", "open_file_descriptor_count", _now() - role.established_at),
+                ("learners", "outstanding_tls_handshake", len(learners)),
+            ]
+        return out
+
+    def proposal_sizes(self) -> tuple[int, int, int]:
+        role = self._role
+        return role.committer.sizes if isinstance(role, _LeaderRole) else (-1, -1, -1)
 
     async def _wait_kick(self) -> None:
         await self._kick.wait()
@@ -342,7 +383,7 @@ class QuorumPeer:
         listeners = await trio.open_tcp_listeners(
             port, host=None if spec.listen_on_all_ips else host
         )
-        role = _LeaderRole(self, leader, committer)
+        role = self._role = _LeaderRole(self, leader, committer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, role.accept, listeners)
             nursery.start_soon(self._ticker, leader.tick)
@@ -369,7 +410,7 @@ class QuorumPeer:
             return f"cannot connect to leader {leader_sid}"
         link = _Link(0, stream)
         learner.connected(_now())
-        role = _LearnerRole(self, learner, link)
+        role = self._role = _LearnerRole(self, learner, link)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
             nursery.start_soon(role.reader)
@@ -455,6 +496,7 @@ class _LeaderRole:
         self.committer = committer
         self.sequencer: Sequencer | None = None
         self.front: FrontEnd | None = None
+        self.established_at: int | None = None
 
     async def accept(self, stream: trio.SocketStream) -> None:
         peer = self.peer
@@ -554,6 +596,7 @@ class _LeaderRole:
         self.front = FrontEnd(peer.core_config, peer.replica, seq, stats)
         peer.shell.set_core(self.front, seq)
         peer.election.update_peer_epoch(epoch_of(zxid))
+        self.established_at = now
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
 
 

@@ -373,6 +373,14 @@ class FourLetterView(Protocol):
         ``"avg_fsynctime"`` etc.). Unlisted known metrics print ZooKeeper's idle value; names
         ZooKeeper 3.8.0 does not print in standalone mode are appended in mapping order."""
 
+    @property
+    def role_metrics(self) -> Sequence[tuple[str, str, int | float | str]]:
+        """An ensemble member's gauges: (name, the gauge it follows in mntr, value)."""
+
+    @property
+    def proposal_sizes(self) -> tuple[int, int, int]:
+        """The leader's proposal sizes last/min/max (``srvr``/``stat``)."""
+
 
 @dataclass
 class SimpleView:
@@ -405,6 +413,10 @@ class SimpleView:
     quota_gauges: Sequence[tuple[str, int]] = ()
     quota_counters: Sequence[tuple[str, int]] = ()
     metrics: Mapping[str, int | float | str] = field(default_factory=dict)
+    #: an ensemble member's role gauges: (name, the gauge it follows in mntr, value)
+    role_metrics: Sequence[tuple[str, str, int | float | str]] = ()
+    #: the leader's proposal sizes last/min/max (``BufferStats``; -1 before any proposal)
+    proposal_sizes: tuple[int, int, int] = (-1, -1, -1)
 
 
 # -- Java formatting helpers ----------------------------------------------------------------
@@ -512,6 +524,10 @@ def _stat(view: FourLetterView, *, full: bool) -> str:
         out += "\n"
     out += _server_stats(view)
     out += f"Node count: {view.node_count}\n"
+    if view.server_state == "leader":
+        # StatCommand: LeaderZooKeeperServer.getProposalStats() (BufferStats: -1 before any)
+        last, low, high = view.proposal_sizes
+        out += f"Proposal sizes last/min/max: {last}/{low}/{high}\n"
     return out
 
 
@@ -589,7 +605,16 @@ def _dump(view: FourLetterView, tz: tzinfo | None) -> str:
 
 
 def _conf(view: FourLetterView) -> str:
-    # ZooKeeperServer.dumpConf (standalone).
+    # ZooKeeperServer.dumpConf; a quorum member adds QuorumZooKeeperServer.dumpConf's lines.
+    cfg = view.config
+    if cfg.is_quorum:
+        return _standalone_conf(view).replace("serverId=0\n", f"serverId={cfg.my_id}\n") + (
+            quorum_conf(cfg)
+        )
+    return _standalone_conf(view)
+
+
+def _standalone_conf(view: FourLetterView) -> str:
     cfg = view.config
     return (
         f"clientPort={view.client_port}\n"
@@ -677,9 +702,15 @@ def mntr_values(
     names += [k for k in view.metrics if k not in known]
     # DefaultMetricsProvider.dump: gauges, then gauge sets, then counters, then counter sets.
     extra = {_LAST_GAUGE: view.quota_gauges, _LAST_COUNTER: view.quota_counters}
+    # An ensemble member's gauges sit among the others where ZooKeeper 3.8.0's gauge map puts
+    # them (captured from a live leader and follower; the standalone names keep their order).
+    after: dict[str, list[tuple[str, int | float | str]]] = {}
+    for name, prev, value in view.role_metrics:
+        after.setdefault(prev, []).append((name, value))
     out: list[tuple[str, int | float | str]] = []
     for name in names:
         out.append((name, values[name]))
+        out.extend(after.get(name, ()))
         out.extend(extra.get(name, ()))
     return out
 

@@ -88,6 +88,7 @@ def _session_order_ok(ops: list[Op]) -> list[str]:
 
 def test_leader_loss_under_concurrent_cas_writes_is_linearizable(tmp_path: Path) -> None:
     ens = Ensemble(tmp_path, 3)
+    stop = threading.Event()
     try:
         ens.wait_serving()
         setup = ens.client()
@@ -96,9 +97,8 @@ def test_leader_loss_under_concurrent_cas_writes_is_linearizable(tmp_path: Path)
         setup.stop()
         setup.close()
         ops: list[Op] = []
-        stop = threading.Event()
         threads = [
-            threading.Thread(target=_client_loop, args=(ens, c, 1000 + c, ops, stop))
+            threading.Thread(target=_client_loop, args=(ens, c, 1000 + c, ops, stop), daemon=True)
             for c in range(CLIENTS)
         ]
         for t in threads:
@@ -141,4 +141,5 @@ def test_leader_loss_under_concurrent_cas_writes_is_linearizable(tmp_path: Path)
         assert check(writes_and_final, {k: (b"", 0) for k in KEYS}) == []
         assert failover < 10, f"fail-over took {failover:.1f} s"
     finally:
+        stop.set()
         ens.close()

@@ -1,0 +1,101 @@
+"""Four-letter words of ensemble members against ZooKeeper 3.8.0 in the same role.
+
+Mixed ensembles hold a trizk and a ZooKeeper member in the same role (two followers; and the
+leader of one kind beside a follower of the other, both ways round), so each answer is
+compared with ZooKeeper's for the same role of the same ensemble: ``srvr`` (Mode, the
+leader's "Proposal sizes" line), ``conf`` (serverId, quorum settings, membership) and ``mntr``
+(the keys in ZooKeeper's order, role values such as zk_peer_state and zk_synced_followers).
+ZooKeeper's per-learner summary sets (``zk_*_<sid>_learner_handler_qp_*``) and
+``zk_*_zookeeper_write_per_namespace`` are not produced by trizk and are left out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trizk.compat.ensemble import ProcessEnsemble, four_letter
+from trizk.compat.servers import zookeeper_available
+
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="Apache ZooKeeper is not installed"
+)
+
+#: conf keys whose values are per member (ports, paths, sizes, ids)
+_PER_MEMBER = {
+    "clientPort", "dataDir", "dataDirSize", "dataLogDir", "dataLogSize", "serverId",
+    "electionPort", "quorumPort",
+}  # fmt: skip
+_ROLE_KEYS = (
+    "zk_server_state", "zk_peer_state", "zk_quorum_size", "zk_synced_followers",
+    "zk_synced_non_voting_followers", "zk_synced_observers", "zk_learners", "zk_pending_syncs",
+    "zk_min_proposal_size", "zk_max_proposal_size", "zk_last_proposal_size",
+)  # fmt: skip
+
+
+def _mntr(port: int) -> tuple[list[str], dict[str, str]]:
+    lines = [ln.split("\t", 1) for ln in four_letter(port, "mntr").splitlines() if "\t" in ln]
+    keys = [k for k, _ in lines if "learner_handler_qp" not in k and "write_per_namespace" not in k]
+    return keys, dict(lines)
+
+
+def _conf(port: int) -> list[str]:
+    out = []
+    for line in four_letter(port, "conf").splitlines():
+        key, sep, _ = line.partition("=")
+        out.append(f"{key}=*" if sep and key in _PER_MEMBER else line)
+    return out
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        {1: "zookeeper", 2: "trizk", 3: "trizk"},  # trizk leader, a follower of each kind
+        {1: "trizk", 2: "zookeeper", 3: "zookeeper"},  # ZooKeeper leader, the same
+    ],
+    ids=["trizk-leader", "zookeeper-leader"],
+)
+def test_fourlw_of_each_role_as_zookeeper(kinds: dict[int, str]) -> None:
+    with ProcessEnsemble(kinds) as ens:
+        modes = ens.wait_serving()
+        assert modes == {1: "follower", 2: "follower", 3: "leader"}
+        zk_f, tz_f = (1, 2) if kinds[1] == "zookeeper" else (2, 1)
+        # followers of both kinds, same ensemble: same keys, same order, same role values
+        for a, b in [(zk_f, tz_f)]:
+            ka, va = _mntr(ens.port(a))
+            kb, vb = _mntr(ens.port(b))
+            assert kb == ka
+            assert [vb.get(k) for k in _ROLE_KEYS] == [va.get(k) for k in _ROLE_KEYS]
+            assert _conf(ens.port(b)) == _conf(ens.port(a))
+        # the leader against ZooKeeper's leader keys (captured in the other orientation,
+        # so compare the leader's key order with a follower's plus the leader-only gauges)
+        kl, vl = _mntr(ens.port(3))
+        assert vl["zk_server_state"] == "leader"
+        assert vl["zk_peer_state"] == "leading - broadcast"
+        assert vl["zk_synced_followers"] == "2" and vl["zk_learners"] == "2"
+        kf, _ = _mntr(ens.port(zk_f))
+        assert [k for k in kl if k in kf] == kf  # the follower's keys, in the same order
+        srvr = four_letter(ens.port(3), "srvr")
+        assert "Mode: leader\n" in srvr
+        assert "Proposal sizes last/min/max: " in srvr
+        for s in (1, 2):
+            assert "Proposal sizes" not in four_letter(ens.port(s), "srvr")
+        # conf: serverId, quorum settings and the membership, as ZooKeeper prints them
+        conf = four_letter(ens.port(tz_f), "conf")
+        assert f"serverId={tz_f}\n" in conf and "membership: \n" in conf
+        assert conf.rstrip().endswith("version=0")
+
+
+@pytest.fixture(scope="module")
+def leader_keys() -> dict[str, list[str]]:
+    """mntr keys of a ZooKeeper leader and of a trizk leader, each beside followers."""
+    out = {}
+    for kind in ("zookeeper", "trizk"):
+        other = "trizk" if kind == "zookeeper" else "zookeeper"
+        with ProcessEnsemble({1: other, 2: other, 3: kind}) as ens:
+            ens.wait_serving()
+            out[kind] = _mntr(ens.port(3))[0]
+    return out
+
+
+def test_leader_mntr_keys_in_zookeepers_order(leader_keys: dict[str, list[str]]) -> None:
+    assert leader_keys["trizk"] == leader_keys["zookeeper"]
