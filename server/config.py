@@ -1029,7 +1029,8 @@ def load_config(
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
     data_dirs = [e.value for e in entries if e.key == "dataDir"]
     myid = read_myid(Path(data_dirs[-1])) if data_dirs else None
-    return config_from_entries(entries, properties=properties, myid=myid)
+    config = config_from_entries(entries, properties=properties, myid=myid)
+    return dataclasses.replace(config, initial_config=text)
 
 
 def read_myid(data_dir: Path) -> str | None:
