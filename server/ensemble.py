@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,7 @@ from .committer import Proposal
 from .core import FrontEnd
 from .coreconfig import CoreConfig, ServerStats
 from .learner import LearnerWritePath
+from .persistence import COMMIT_LOG_COUNT
 from .sequencer import Sequencer
 
 if TYPE_CHECKING:
@@ -264,6 +266,17 @@ class QuorumPeer:
         )
         self._kick = trio.Event()
         self._role: _LeaderRole | _LearnerRole | None = None
+        #: ZKDatabase.committedLog: the newest txns applied, for a leader's DIFFs
+        self._committed_log: deque[Entry] = deque(
+            (Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()),
+            maxlen=COMMIT_LOG_COUNT,
+        )
+        #: txns logged by this member and not (yet) applied: zxid -> marshalled entry
+        self._unapplied: dict[int, bytes] = {}
+        #: the replica equals the data directory (just loaded); else see _catch_up
+        self._fresh = True
+        #: the last role reached serving (its in-memory state is whole)
+        self._served = False
         self._links: dict[int, _Link] = {}
         self._next_link = 0
 
@@ -283,7 +296,8 @@ class QuorumPeer:
     async def _round(self) -> None:
         self.state = "looking"
         self._not_serving()
-        self._reload()
+        self._catch_up()
+        self._served = False
         ep = epochfiles.load_epochs(self.epoch_dir, self.replica.last_zxid)
         log.info(
             "LOOKING: last logged zxid %#x, currentEpoch %d, acceptedEpoch %d",
@@ -308,11 +322,36 @@ class QuorumPeer:
             self._links.clear()
         log.warning("%s: leaving the %s role: %s", self.spec.myid, self.state, reason)
 
+    def _catch_up(self) -> None:
+        """Before an election the replica must hold every txn this member logged, committed
+        or not (its vote is its last *logged* zxid). After a role that served, the txns
+        logged but never applied are applied in memory (``ZKDatabase.fastForwardDataBase``);
+        after one that ended mid-sync (TRUNC, SNAP) the data directory is read again."""
+        if self._fresh:
+            self._fresh = False
+            self._init_config()
+        elif self._served:
+            for zxid in sorted(self._unapplied):
+                data = self._unapplied[zxid]
+                if zxid > self.replica.last_zxid:
+                    te = txnlog.decode_payload(data)
+                    self.replica.apply(te.header, treeio.current_txn(te))
+                    self._committed_log.append(Entry(zxid, data))
+            self._unapplied.clear()
+        else:
+            self._reload()
+            self._fresh = False
+
     def _reload(self) -> None:
-        """The replica as the data directory has it (``ZKDatabase.fastForwardDataBase``)."""
+        """The replica as the data directory has it (snapshot + txn log)."""
         loaded = self.persistence.load()
         self.replica.reset(loaded.replica.tree, loaded.replica.sessions)
         self.persistence.replica = self.replica
+        self._committed_log.clear()
+        self._committed_log.extend(
+            Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()
+        )
+        self._unapplied.clear()
         self._init_config()
 
     def _init_config(self) -> None:
@@ -365,7 +404,6 @@ class QuorumPeer:
     # ------------------------------------------------------------------ leading
     async def _lead(self, ep: epochfiles.Epochs) -> str:
         spec = self.spec
-        recent = self.persistence.recent_entries()
         leader = self.leader = Leader(
             sid=spec.myid,
             quorum=spec.quorum(),
@@ -374,7 +412,7 @@ class QuorumPeer:
             current_epoch=ep.current,
             last_zxid=self.replica.last_zxid,
             now_ms=_now(),
-            committed_log=[Entry(e.zxid, txnlog.encode_payload(e)) for e in recent],
+            committed_log=list(self._committed_log),
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         host, port = spec.members[spec.myid].quorum
@@ -475,10 +513,14 @@ class QuorumPeer:
         if rd.take_snapshot:
             await self.persistence.take_snapshot()
         if rd.entries:
-            await self.persistence.log_entries([txnlog.decode_payload(e.data) for e in rd.entries])
+            await self.persistence.log_entries([(e.zxid, e.data) for e in rd.entries])
+            for e in rd.entries:
+                self._unapplied[e.zxid] = e.data
 
     def apply(self, e: Entry, p: Proposal | None) -> tuple[r.TxnHeader, r.Record | None, Any]:
         """Ready step 3: one committed txn into the replica: (header, txn, apply result)."""
+        self._unapplied.pop(e.zxid, None)
+        self._committed_log.append(e)
         if p is not None:
             hdr, txn = p.hdr, p.txn
         else:
@@ -597,6 +639,7 @@ class _LeaderRole:
         peer.shell.set_core(self.front, seq)
         peer.election.update_peer_epoch(epoch_of(zxid))
         self.established_at = now
+        peer._served = True
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
 
 
@@ -665,6 +708,7 @@ class _LearnerRole:
     def _serve(self, zxid: int, wall: int) -> None:
         peer = self.peer
         peer._init_config()  # Learner.syncWithLeader, after every sync
+        peer._served = True
         self.path = LearnerWritePath(self.learner, peer.spec.myid, wall)
         self.front = FrontEnd(peer.core_config, peer.replica, self.path, ServerStats())
         peer.shell.set_core(self.front, None)

@@ -43,6 +43,7 @@ accepts; we have no snappy compressor), ``snapshot.trust.empty``, ``autopurge.sn
 
 from __future__ import annotations
 
+import functools
 import gc
 import gzip
 import logging
@@ -439,23 +440,25 @@ class Persistence:
                 continue
             batch, self._queue = self._queue, []
             self._inflight = len(batch)
-            await self._log(
-                [
-                    TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
-                    for p in batch
-                ]
-            )
+            txns = [
+                TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
+                for p in batch
+            ]
+            await self._log(functools.partial(_append_txns, txns=txns), len(txns))
             self._inflight = 0
             sink(batch, self._now())
             self._wake()
 
-    async def log_entries(self, entries: Sequence[TxnEntry]) -> None:
-        """An ensemble member's txns (its leader's proposals, or its own as leader): append and
-        fsync them; they are durable when this returns. Raises :class:`StorageFailure`."""
-        await self._log(list(entries))
+    async def log_entries(self, entries: Sequence[tuple[int, bytes]]) -> None:
+        """An ensemble member's txns as (zxid, marshalled entry) -- its leader's proposals, or
+        its own as leader: append and fsync them; they are durable when this returns. Raises
+        :class:`StorageFailure`."""
+        pairs = list(entries)
+        await self._log(lambda w: w.append_payloads(pairs), len(pairs))
 
-    async def _log(self, entries: list[TxnEntry]) -> None:
-        """Append ``entries``, roll the log for a snapshot when it is time, fdatasync."""
+    async def _log(self, append: Callable[[files.TxnLogWriter], None], count: int) -> None:
+        """Append ``count`` txns (``append(writer)``), roll the log for a snapshot when it is
+        time, fdatasync."""
         # A checkpoint first: when the server is being cancelled, run() may already have closed
         # the writer; this raises Cancelled rather than finding it gone.
         await trio.lowlevel.checkpoint()
@@ -464,9 +467,9 @@ class Persistence:
         if self.failed:
             raise StorageFailure(0, "the txn log failed earlier")
         try:
-            writer.append(entries)
-            self.txns_logged += len(entries)
-            self._since_snapshot += len(entries)
+            append(writer)
+            self.txns_logged += count
+            self._since_snapshot += count
             if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
                 # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
                 # snapshot in the background.
@@ -620,6 +623,10 @@ class Persistence:
             return []
         log.info("Purge task completed (%d files removed).", len(gone))
         return gone
+
+
+def _append_txns(writer: files.TxnLogWriter, txns: list[TxnEntry]) -> None:
+    writer.append(txns)
 
 
 #: snappy-java's SnappyOutputStream: magic, version 1, compatible version 1; 32 KiB blocks.

@@ -264,7 +264,14 @@ class TxnLogWriter:
 
     def append(self, entries: Iterable[TxnEntry]) -> None:
         """Queue entries (in zxid order) for the next :meth:`sync`."""
-        items = [(e.header.zxid, txnlog.encode_entry(e)) for e in entries]
+        self._queue_items([(e.header.zxid, txnlog.encode_entry(e)) for e in entries])
+
+    def append_payloads(self, entries: Iterable[tuple[int, bytes]]) -> None:
+        """Queue (zxid, payload) pairs whose payload is already a marshalled txn entry
+        (``Util.marshallTxnEntry``: what a PROPOSAL carries) -- no decode and re-encode."""
+        self._queue_items([(z, txnlog.frame_payload(data)) for z, data in entries])
+
+    def _queue_items(self, items: list[tuple[int, bytes]]) -> None:
         with self._lock:
             for z, _ in items:
                 if self._last_appended is not None and z <= self._last_appended:
