@@ -30,16 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .javaquorum import _LOG4J_INFO, MemberAddrs, allocate, server_lines
+from .netns import NetnsLab
 from .rawclient import handshake_ok
 from .servers import BASE_CFG, _command
 
 __all__ = ["ProcessEnsemble", "four_letter"]
 
 
-def four_letter(port: int, word: str = "srvr", timeout: float = 3.0) -> str:
-    """Send a four-letter word to 127.0.0.1:port; the answer ('' if nothing answers)."""
+def four_letter(
+    port: int, word: str = "srvr", timeout: float = 3.0, host: str = "127.0.0.1"
+) -> str:
+    """Send a four-letter word to host:port; the answer ('' if nothing answers)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(word.encode())
             out = b""
             while True:
@@ -88,9 +91,19 @@ class ProcessEnsemble:
         observers: Iterable[int] = (),
         extra: Mapping[str, str] | None = None,
         start: bool = True,
+        lab: NetnsLab | None = None,
     ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="trizk-ensemble-"))
-        addrs = allocate(sorted(kinds), frozenset(observers))
+        #: members on the hosts of a network-namespace lab (member i on host i, ZooKeeper's
+        #: usual ports), else all on 127.0.0.1 with free ports
+        self.lab = lab
+        if lab is None:
+            addrs = allocate(sorted(kinds), frozenset(observers))
+        else:
+            addrs = {
+                sid: MemberAddrs(sid, 2888, 3888, 2181, sid in set(observers), lab.host(sid))
+                for sid in kinds
+            }
         lines = server_lines(addrs)
         self.members: dict[int, _Member] = {}
         for sid, kind in kinds.items():
@@ -123,9 +136,12 @@ class ProcessEnsemble:
     def start(self, sid: int) -> None:
         m = self.members[sid]
         assert not m.alive(), f"member {sid} is running"
+        cmd = _command(m.kind, m.cfg_path, m.workdir)
+        if self.lab is not None:
+            cmd = self.lab.command(sid, cmd)
         with open(m.log_path, "ab") as log:
             m.proc = subprocess.Popen(
-                _command(m.kind, m.cfg_path, m.workdir),
+                cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -164,12 +180,15 @@ class ProcessEnsemble:
     def port(self, sid: int) -> int:
         return self.members[sid].addrs.client_port
 
+    def host(self, sid: int) -> str:
+        return self.members[sid].addrs.host
+
     def hosts(self, sids: Iterable[int] | None = None) -> str:
-        return ",".join(f"127.0.0.1:{self.port(s)}" for s in (sids or self.members))
+        return ",".join(f"{self.host(s)}:{self.port(s)}" for s in (sids or self.members))
 
     def mode(self, sid: int) -> str:
         """leader / follower / observer / standalone, or '' (down, or not serving)."""
-        for line in four_letter(self.port(sid)).splitlines():
+        for line in four_letter(self.port(sid), host=self.host(sid)).splitlines():
             if line.startswith("Mode: "):
                 return line[6:].strip()
         return ""
@@ -180,16 +199,20 @@ class ProcessEnsemble:
                 return sid
         return None
 
-    def wait_serving(self, timeout: float = 60.0) -> dict[int, str]:
-        """Wait until every running member has a role and accepts a session."""
+    def wait_serving(
+        self, timeout: float = 60.0, members: Iterable[int] | None = None
+    ) -> dict[int, str]:
+        """Wait until every running member (or those of ``members``) has a role and accepts
+        a session, one of them the leader."""
         deadline = time.monotonic() + timeout
+        chosen = set(self.members if members is None else members)
         while True:
-            modes = {s: self.mode(s) for s, m in self.members.items() if m.alive()}
+            modes = {s: self.mode(s) for s, m in self.members.items() if m.alive() and s in chosen}
             roles = list(modes.values())
             if (
                 roles.count("leader") == 1
                 and all(roles)
-                and all(handshake_ok("127.0.0.1", self.port(s), timeout=2.0) for s in modes)
+                and all(handshake_ok(self.host(s), self.port(s), timeout=2.0) for s in modes)
             ):
                 return modes
             if time.monotonic() > deadline:

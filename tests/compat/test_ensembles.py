@@ -18,62 +18,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
-from kazoo.retry import KazooRetry
 
+from tests.ensemble_helpers import DEADLINE, assert_identical, client
 from trizk.compat.ensemble import ProcessEnsemble
 from trizk.compat.servers import zookeeper_available
-
-DEADLINE = 60.0
-
-
-def client(hosts: str) -> KazooClient:
-    zk = KazooClient(
-        hosts=hosts,
-        timeout=10,
-        connection_retry=KazooRetry(max_tries=-1, delay=0.02, max_delay=0.3),
-        command_retry=KazooRetry(max_tries=0),
-    )
-    zk.start(timeout=DEADLINE)
-    return zk
-
-
-def tree(zk: KazooClient, path: str = "/") -> dict[str, tuple[bytes, object]]:
-    """Every node under ``path``: (data, Stat); for /zookeeper/config the data only (each
-    member writes it itself, with its own clock, at start-up and after each sync)."""
-    out: dict[str, tuple[bytes, object]] = {}
-    stack = [path]
-    while stack:
-        p = stack.pop()
-        data, st = zk.get(p)
-        out[p] = (data, None if p == "/zookeeper/config" else st)
-        for c in zk.get_children(p):
-            stack.append(("" if p == "/" else p) + "/" + c)
-    return out
-
-
-def views(ens: ProcessEnsemble) -> dict[int, dict[str, tuple[bytes, object]]]:
-    out = {}
-    for sid, m in ens.members.items():
-        if not m.alive():
-            continue
-        zk = client(ens.hosts([sid]))
-        try:
-            zk.sync("/")
-            out[sid] = tree(zk)
-        finally:
-            zk.stop()
-            zk.close()
-    return out
-
-
-def assert_identical(ens: ProcessEnsemble) -> dict[str, tuple[bytes, object]]:
-    v = views(ens)
-    first = next(iter(v.values()))
-    for sid, t in v.items():
-        assert t == first, f"member {sid} differs"
-    return first
 
 
 class Writers:
