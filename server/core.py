@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..jute import records as r
-from ..jute.codes import Code, CreateMode, OpCode, Perms, Xid
+from ..jute.codes import Code, OpCode, Perms, Xid
 from ..jute.framing import FrameTooLarge
 from ..jute.primitives import JuteDecodeError
 from ..storage.datatree import ApplyResult, DataTree
@@ -42,7 +42,6 @@ from . import acl as aclmod
 from . import sasl as saslmod
 from .connection import ClientConnection, State
 from .prep import (
-    MULTI_SUB_OPS,
     WRITE_OPS,
     PendingChanges,
     PrepContext,
@@ -51,7 +50,8 @@ from .prep import (
     prep_multi,
 )
 from .ratelog import RateLogger
-from .reads import MULTI_READ_OPS, READ_OPS, ReadContext, ReadError
+from .reads import READ_OPS, ReadContext, ReadError, multi_read
+from .requests import EMPTY_MULTI_RESPONSE, decode_body, multi_without_txn, parse_multi
 from .sessions import SessionTracker, generate_password, initial_session_id
 from .watches import WatchManager
 
@@ -385,7 +385,12 @@ class ServerCore:
             return
         conn.outstanding += 1
         fifo = self._fifo.get(conn.id)
-        if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):
+        if (
+            op in READ_OPS
+            or op in _NO_TXN_OPS
+            or (op == OpCode.RECONFIG and _bad_reconfig(frame))
+            or (op == OpCode.MULTI and multi_without_txn(frame))
+        ):
             if fifo:
                 fifo.append(("r", xid, op, frame, now))
             else:
@@ -399,7 +404,7 @@ class ServerCore:
         """The body of an auth/sasl packet; one that does not decode closes the connection
         (ZooKeeperServer.processPacket's IOException)."""
         try:
-            return cls.decode(memoryview(frame)[8:])
+            return decode_body(cls, frame)
         except JuteDecodeError as e:
             log.warning("%s: bad %s (%s), closing connection", conn, cls.__name__, e)
             self._close(conn, f"bad {cls.__name__}")
@@ -489,10 +494,12 @@ class ServerCore:
                 # MARSHALLINGERROR and no txn; the session carries on.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == OpCode.MULTIREAD:
-                payload = self._multi_read(frame, ctx)
+                err, payload = multi_read(frame, ctx)
+            elif op == OpCode.MULTI:  # multi_without_txn: MARSHALLINGERROR with a body
+                err, payload = Code.MARSHALLINGERROR, EMPTY_MULTI_RESPONSE
             else:
                 cls, fn = READ_OPS[op]
-                req = cls.decode(memoryview(frame)[8:]) if cls is not None else None
+                req = decode_body(cls, frame) if cls is not None else None
                 body = fn(req, ctx)
         except ReadError as e:
             err = e.code
@@ -506,21 +513,6 @@ class ServerCore:
         else:
             conn.send_reply(xid, zxid, err, body if err == 0 else None)
         self._replied(conn, op, xid, zxid, received)
-
-    def _multi_read(self, frame: bytes, ctx: ReadContext) -> bytes:
-        ops = _parse_multi(frame, read=True)
-        out: list[bytes] = []
-        for op, req in ops:
-            try:
-                rsp = MULTI_READ_OPS[op][1](req, ctx)
-                assert rsp is not None
-                out.append(_MULTI_HDR.pack(op, False, 0))
-                rsp._encode_into(out)
-            except ReadError as e:
-                out.append(_MULTI_HDR.pack(OpCode.ERROR, False, e.code))
-                out.append(struct.pack(">i", e.code))
-        out.append(_MULTI_END)
-        return b"".join(out)
 
     def _write(
         self, conn: ClientConnection, xid: int, op: int, frame: bytes, now: int, wall: int
@@ -544,7 +536,7 @@ class ServerCore:
                 if session is not None:
                     session.closing = True
             elif op == OpCode.MULTI:
-                ops = _parse_multi(frame, read=False)
+                ops = parse_multi(frame)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = OpCode.MULTI, multi
             elif op == OpCode.DELETECONTAINER:
@@ -554,7 +546,7 @@ class ServerCore:
                 txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
             else:
                 cls, fn = WRITE_OPS[op]
-                req = cls.decode(memoryview(frame)[8:])
+                req = decode_body(cls, frame)
                 self._check_session(sid)
                 txn_type, txn = fn(op, req, self.pending, ctx)
         except PrepError as e:
@@ -722,60 +714,13 @@ _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD, OpCode.CREATESESSION})
 
 def _bad_reconfig(frame: bytes) -> bool:
     try:
-        r.ReconfigRequest.decode(memoryview(frame)[8:])
+        decode_body(r.ReconfigRequest, frame)
     except JuteDecodeError:
         return True
     return False
 
 
 # ---------------------------------------------------------------------- multi codec
-
-
-def _parse_multi(frame: bytes, *, read: bool) -> list[tuple[int, r.Record]]:
-    """MultiOperationRecord.deserialize: (MultiHeader, op record)* until done."""
-    buf = memoryview(frame)
-    pos = 8
-    ops: list[tuple[int, r.Record]] = []
-    limit = len(buf)
-    while True:
-        if pos + 9 > limit:
-            raise JuteDecodeError("truncated multi header")
-        typ, done, _err = _MULTI_HDR.unpack_from(buf, pos)
-        pos += 9
-        if done:
-            break
-        if read:
-            if typ not in MULTI_READ_OPS:
-                raise JuteDecodeError(f"Invalid type of op {typ} in multiRead")
-            cls: type[r.Record] = MULTI_READ_OPS[typ][0]
-            rec, pos = cls.decode_from(buf, pos)
-            ops.append((typ, rec))
-            continue
-        if typ not in MULTI_SUB_OPS:
-            raise JuteDecodeError(f"Invalid type of op {typ}")
-        cls = WRITE_OPS[typ][0]
-        rec, pos = cls.decode_from(buf, pos)
-        ops.append((_multi_op_type(typ, rec), rec))
-    return ops
-
-
-def _multi_op_type(typ: int, rec: Any) -> int:
-    """A create sub-op's opcode comes from its flags, as ``Op.create`` picks it
-    (``CreateMode.fromFlag(flags, PERSISTENT)``): so a create2 inside a multi answers like a
-    create, and TTL/container modes become createTTL/createContainer."""
-    if typ not in (OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL):
-        return typ
-    try:
-        mode = CreateMode(rec.flags)
-    except ValueError:
-        mode = CreateMode.PERSISTENT
-    if mode.ttl:
-        if not isinstance(rec, r.CreateTTLRequest):
-            raise JuteDecodeError("TTL create mode without a TTL in a multi")
-        return OpCode.CREATETTL
-    if mode.container:
-        return OpCode.CREATECONTAINER
-    return OpCode.CREATE
 
 
 def _multi_response(rc: ApplyResult) -> bytes:

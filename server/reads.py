@@ -12,6 +12,10 @@ Facts kept from ZooKeeper 3.8:
 * getData/getChildren check READ *before* registering the watch: a denied read sets no watch.
 * getACL needs READ or ADMIN; without ADMIN, digest ids come back as ``user:x``.
 * A read of ``""`` finds the root (ZooKeeper keys the root as ``""``).
+* A null path (Jute length -1) is a NullPointerException where ZooKeeper first uses it
+  (``getNode(null)`` on its ConcurrentHashMap, ``path.indexOf`` in exists): MARSHALLINGERROR
+  (:class:`JavaRuntimeError`). sync answers its null path back, getEphemerals takes null as
+  "all", addWatch/removeWatches hash it like any other key.
 """
 
 from __future__ import annotations
@@ -21,9 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jute import records as r
-from ..jute.codes import AddWatchMode, Code, EventType, KeeperError, OpCode, Perms, WatcherType
+from ..jute.codes import (
+    AddWatchMode,
+    Code,
+    EventType,
+    JavaRuntimeError,
+    KeeperError,
+    OpCode,
+    Perms,
+    WatcherType,
+)
 from ..storage.datatree import DataNode, DataTree
 from . import acl as aclmod
+from .requests import parse_multi, run_multi_read
 from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager
 
 
@@ -42,8 +56,14 @@ class ReadContext:
     events: list[tuple[EventType, str]] = field(default_factory=list)
 
 
+def _null(path: str | None) -> str:
+    if path is None:
+        raise JavaRuntimeError("NullPointerException: null path")
+    return path
+
+
 def _node(ctx: ReadContext, path: str) -> DataNode:
-    n = ctx.tree.get(path)
+    n = ctx.tree.get(_null(path))
     if n is None:
         raise ReadError(Code.NONODE)
     return n
@@ -55,7 +75,7 @@ def _check(ctx: ReadContext, n: DataNode, perm: int) -> None:
 
 
 def read_exists(req: Any, ctx: ReadContext) -> r.Record:
-    path = req.path
+    path = _null(req.path)
     if "\0" in path:
         raise ReadError(Code.BADARGUMENTS)
     if req.watch:
@@ -136,8 +156,11 @@ def _set_watches(
         if len(lists) > 3:
             persistent = lists[3] if first_null > 3 else ()
             recursive = ()
+    # A null entry of the data/exist/child lists: getNode(null) throws NullPointerException after
+    # the entries before it took effect. Null entries of the persistent lists are skipped
+    # (ZooKeeper's HashMap takes a null key; no client can ever see such a watch fire).
     for path in data or ():
-        n = tree.get(path)
+        n = tree.get(_null(path))
         if n is None:
             ctx.events.append((EventType.NODEDELETED, path))
         elif n.mzxid > rel:
@@ -145,12 +168,12 @@ def _set_watches(
         else:
             ctx.watches.data.add(path, w)
     for path in exist or ():
-        if tree.get(path) is not None:
+        if tree.get(_null(path)) is not None:
             ctx.events.append((EventType.NODECREATED, path))
         else:
             ctx.watches.data.add(path, w)
     for path in child or ():
-        n = tree.get(path)
+        n = tree.get(_null(path))
         if n is None:
             ctx.events.append((EventType.NODEDELETED, path))
         elif n.pzxid > rel:
@@ -158,9 +181,13 @@ def _set_watches(
         else:
             ctx.watches.child.add(path, w)
     for path in persistent or ():
+        if path is None:
+            continue
         ctx.watches.child.add(path, w, PERSISTENT)
         ctx.watches.data.add(path, w, PERSISTENT)
     for path in recursive or ():
+        if path is None:
+            continue
         ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
     if first_null < len(lists):
         raise ReadError(Code.MARSHALLINGERROR)
@@ -214,7 +241,7 @@ def read_check_watches(req: Any, ctx: ReadContext) -> None:
     # (it checks watchTable.get(path) != null at the leaf), and its PathParentIterator throws
     # on a path without "/" (substring(0, -1)): MARSHALLINGERROR.
     tables = _watch_tables(ctx, req.type)
-    path = req.path
+    path = _null(req.path)
     if path and "/" not in path:
         raise ReadError(Code.MARSHALLINGERROR)
     if not any(path in t.by_path for t in tables):
@@ -259,3 +286,11 @@ MULTI_READ_OPS: dict[int, tuple[type[r.Record], ReadFn]] = {
     OpCode.GETCHILDREN: (r.GetChildrenRequest, read_get_children),
     OpCode.GETDATA: (r.GetDataRequest, read_get_data),
 }
+
+
+def multi_read(frame: bytes, ctx: ReadContext) -> tuple[int, bytes]:
+    """A multiRead: (reply error, MultiResponse); see :mod:`trizk.server.requests`. Raises
+    JuteDecodeError when the record does not decode (MARSHALLINGERROR without a body)."""
+    ops = parse_multi(frame)
+    handlers = {op: (lambda req, fn=fn: fn(req, ctx)) for op, (_, fn) in MULTI_READ_OPS.items()}
+    return run_multi_read(ops, handlers)
