@@ -240,8 +240,13 @@ MULTI_WRITE_OPS = ["create", "delete", "setData", "check"]
 MULTI_READ_OPS = ["getData", "getChildren"]
 MULTI_TYPES = {"create": 1, "delete": 2, "setData": 5, "check": 13, "getData": 4, "getChildren": 8}
 #: a field's wrong values, by kind (``None``: Jute null)
-NULL_ID_ACL = [["int", 1], ["int", 31], ["ustring", "world"], ["ustring", None]]
-NULL_SCHEME_ACL = [["int", 1], ["int", 31], ["ustring", None], ["ustring", "anyone"]]
+NULL_ID_ACL: list[list[Any]] = [["int", 1], ["int", 31], ["ustring", "world"], ["ustring", None]]
+NULL_SCHEME_ACL: list[list[Any]] = [
+    ["int", 1],
+    ["int", 31],
+    ["ustring", None],
+    ["ustring", "anyone"],
+]
 
 
 def _valid_fields(op: str, a: dict[str, Any]) -> list[list[Any]]:
@@ -345,12 +350,12 @@ def malformed_step(r: random.Random, s: str) -> Step:
     elif y < 0.55:  # an op of the wrong kind, or of an unknown type
         other = MULTI_WRITE_OPS if read else MULTI_READ_OPS
         wrong = r.choice([*other, "exists"])
+        extra: list[list[Any]]
         if wrong == "exists":
             extra = [["mh", 3, False, -1], ["ustring", "/t"], ["bool", 0]]
         else:
             extra = _multi_fields(r, [wrong])
-        k = r.choice([0, len(body)])
-        body = body[:k] + extra + body[k:] if k == 0 else body + extra
+        body = extra + body if r.random() < 0.5 else body + extra
     elif y < 0.65:  # a create whose flags are TTL flags (no TTL field)
         body = [*body, ["mh", 1, False, -1], ["ustring", "/t/a"], ["buffer", ""]]
         body += [["acl", "open"], ["int", 5]]

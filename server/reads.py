@@ -15,7 +15,8 @@ Facts kept from ZooKeeper 3.8:
 * A null path (Jute length -1) is a NullPointerException where ZooKeeper first uses it
   (``getNode(null)`` on its ConcurrentHashMap, ``path.indexOf`` in exists): MARSHALLINGERROR
   (:class:`JavaRuntimeError`). sync answers its null path back, getEphemerals takes null as
-  "all", addWatch/removeWatches hash it like any other key.
+  "all", addWatch/setWatches2 register a null-path watch that never fires, and a second one
+  (or removing it) throws in ``WatcherModeManager`` (:func:`add_null_watch`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..jute.codes import (
 from ..storage.datatree import DataNode, DataTree
 from . import acl as aclmod
 from .requests import parse_multi, run_multi_read
-from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager
+from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager, WatchTable
 
 
 class ReadError(KeeperError):
@@ -157,8 +158,8 @@ def _set_watches(
             persistent = lists[3] if first_null > 3 else ()
             recursive = ()
     # A null entry of the data/exist/child lists: getNode(null) throws NullPointerException after
-    # the entries before it took effect. Null entries of the persistent lists are skipped
-    # (ZooKeeper's HashMap takes a null key; no client can ever see such a watch fire).
+    # the entries before it took effect. A null entry of the persistent lists is a null-path
+    # watch (add_null_watch: it never fires, and a second one throws).
     for path in data or ():
         n = tree.get(_null(path))
         if n is None:
@@ -182,11 +183,15 @@ def _set_watches(
             ctx.watches.child.add(path, w)
     for path in persistent or ():
         if path is None:
+            add_null_watch(ctx.watches.child, w, PERSISTENT)
+            add_null_watch(ctx.watches.data, w, PERSISTENT)
             continue
         ctx.watches.child.add(path, w, PERSISTENT)
         ctx.watches.data.add(path, w, PERSISTENT)
     for path in recursive or ():
         if path is None:
+            add_null_watch(ctx.watches.child, w, PERSISTENT_RECURSIVE)
+            add_null_watch(ctx.watches.data, w, PERSISTENT_RECURSIVE)
             continue
         ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
     if first_null < len(lists):
@@ -214,12 +219,38 @@ def read_set_watches2(req: Any, ctx: ReadContext) -> None:
     )
 
 
+def add_null_watch(table: WatchTable, watcher: Hashable, mode: int) -> None:
+    """``WatchManager.addWatch(null, watcher, mode)`` for a persistent mode: the null path goes
+    into the watch table (a HashMap takes a null key), then ``watcherModes.put(Key(watcher,
+    null))``; if that key is already there, ``Key.equals`` calls ``path.equals`` on the null
+    path: NullPointerException (MARSHALLINGERROR), the table entry staying."""
+    table.add(None, watcher, mode)  # type: ignore[arg-type]
+    if watcher in table.null_modes:
+        raise JavaRuntimeError("NullPointerException: WatcherModeManager.Key(null).equals")
+    table.null_modes.add(watcher)
+
+
+def remove_null_watch(table: WatchTable, watcher: Hashable) -> bool:
+    """``WatchManager.removeWatcher(null, watcher)``: False without a null-path watch; else the
+    table entry goes, and removing its mode entry throws as in :func:`add_null_watch` (the mode
+    entry stays, so the next add of a null watch throws too)."""
+    if not table.remove(None, watcher):  # type: ignore[arg-type]
+        return False
+    if watcher in table.null_modes:
+        raise JavaRuntimeError("NullPointerException: WatcherModeManager.Key(null).equals")
+    return True
+
+
 def read_add_watch(req: Any, ctx: ReadContext) -> r.Record:
     # DataTree.addWatch (3.8.0) puts the watch in both tables whatever the mode; an unknown
     # mode throws in WatcherMode.fromZooDef (MARSHALLINGERROR).
     if req.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
         raise ReadError(Code.MARSHALLINGERROR)
     mode = PERSISTENT_RECURSIVE if req.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
+    if req.path is None:  # data table first, then child (DataTree.addWatch)
+        add_null_watch(ctx.watches.data, ctx.watcher, mode)
+        add_null_watch(ctx.watches.child, ctx.watcher, mode)
+        return r.ErrorResponse(0)
     ctx.watches.data.add(req.path, ctx.watcher, mode)
     ctx.watches.child.add(req.path, ctx.watcher, mode)
     return r.ErrorResponse(0)
@@ -250,6 +281,12 @@ def read_check_watches(req: Any, ctx: ReadContext) -> None:
 
 def read_remove_watches(req: Any, ctx: ReadContext) -> None:
     removed = False
+    if req.path is None:  # DataTree.removeWatch: Any tries the child table first
+        for t in reversed(_watch_tables(ctx, req.type)):
+            removed = remove_null_watch(t, ctx.watcher) or removed
+        if not removed:
+            raise ReadError(Code.NOWATCHER)
+        return
     for t in _watch_tables(ctx, req.type):
         removed = t.remove(req.path, ctx.watcher) or removed
     if not removed:
