@@ -336,6 +336,12 @@ def malformed_step(r: random.Random, s: str) -> Step:
     if x < 0.5:
         op = r.choice(SINGLE_MALFORMED)
         fields = _mutate(r, _valid_fields(op, _op(r, op)[1]))
+        if op == "addWatch" and fields and fields[0] == ["ustring", None]:
+            # Not generated: a connection holding a null-path watch makes ZooKeeper 3.8.0's
+            # WatchManager.removeWatcher throw when it closes, leaking that connection's other
+            # watches server-wide (seen by later checkWatches); malformed_addwatch keeps the
+            # answer itself.
+            fields[0] = ["ustring", {"hex": "2fc328"}]
         return [s, "request", {"opcode": OPCODES[op], "fields": fields}]
     read = x >= 0.8
     kinds = MULTI_READ_OPS if read else MULTI_WRITE_OPS
