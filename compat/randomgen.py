@@ -239,7 +239,7 @@ SINGLE_MALFORMED = [o for o in SCHEMAS if o != "check"]
 MULTI_WRITE_OPS = ["create", "delete", "setData", "check"]
 MULTI_READ_OPS = ["getData", "getChildren"]
 MULTI_TYPES = {"create": 1, "delete": 2, "setData": 5, "check": 13, "getData": 4, "getChildren": 8}
-#: a field's wrong values, by kind (``None``: Jute null)
+#: a one-entry ACL vector (count included) whose id, or scheme, is null
 NULL_ID_ACL: list[list[Any]] = [["int", 1], ["int", 31], ["ustring", "world"], ["ustring", None]]
 NULL_SCHEME_ACL: list[list[Any]] = [
     ["int", 1],
@@ -302,7 +302,7 @@ def _wrong(r: random.Random, f: list[Any]) -> list[list[Any]]:
             return [["acl", None]]
         if x < 0.5:
             return [["int", r.choice([-2, 0, 0x7FFFFFFF])]]
-        return [["int", 1], *(NULL_ID_ACL if x < 0.8 else NULL_SCHEME_ACL)]
+        return list(NULL_ID_ACL if x < 0.8 else NULL_SCHEME_ACL)
     if kind == "bool":
         return [["bool", r.choice([2, 255])]]
     return [["int", r.choice([-2, 99, 0x7FFFFFFF])]]
