@@ -13,8 +13,10 @@ e.g. ``TRIZK_FUZZ_EXAMPLES=20000 python -m pytest tests/unit/test_fuzz_requests.
   ``data_received`` / ``commit``, whatever frames a session sends -- unknown opcodes, mutated
   bodies, garbage, in any chunking, with commits prompt or late; every byte it writes to that
   connection is a well-formed reply or event frame; the connection is closed, waits for the
-  rest of a frame, or answers a ping; and a bystander session on the same core still creates, reads and is answered
-  in order after every case.
+  rest of a frame, or answers a ping; and a bystander session on the same core still
+  creates, reads and is answered in order after every case;
+* the same with a malformed (or garbage, or unknown-session) ConnectRequest first, and session
+  expiry afterwards.
 """
 
 from __future__ import annotations
@@ -322,3 +324,33 @@ def test_core_answers_or_closes_and_a_bystander_is_undisturbed(
         assert x.conn.closed or any(xid == Xid.PING for xid, *_ in rs)
     _check_bystander(core, bystander, 1)
     assert not bystander.conn.closed
+
+
+CONNECT = R.ConnectRequest(0, 0, 30000, 0, bytes(16)).encode()
+
+
+@FUZZ
+@given(
+    st.one_of(st.sampled_from([CONNECT, CONNECT + b"\0"]).flatmap(mutated), st.binary(max_size=40)),
+    FRAMES,
+    st.integers(1, 9),
+)
+def test_core_handshake_fuzz_never_raises(
+    connect: bytes, frames: list[tuple[int | None, bytes]], chunk: int
+) -> None:
+    """A connection whose ConnectRequest is malformed (or garbage, or a reconnect to a session
+    id that does not exist), then anything: no exception escapes, the bystander carries on."""
+    core = ServerCore(CoreConfig(), now=0, wall=0)
+    bystander = Client(core, 1)
+    bystander.handshake()
+    x = Client(core, 2)
+    stream = frame(connect)
+    for op, body in frames:
+        stream += body if op is None else frame(R.RequestHeader(1, op).encode() + body)
+    for i in range(0, len(stream), chunk):
+        x.feed(stream[i : i + chunk])
+    core.commit(len(core.uncommitted), 1000)
+    _check_bystander(core, bystander, 2)
+    core.tick(10**9, 10**9)  # every session expires: no exception either
+    core.commit(len(core.uncommitted), 10**9)
+    assert bystander.conn.closed
