@@ -13,7 +13,7 @@ Grammar (weights in :data:`WEIGHTS`)::
               | getEphemerals(prefix) | getAllChildrenNumber(path)
               | addWatch(path, PERSISTENT | PERSISTENT_RECURSIVE)
               | removeWatches(path, CHILDREN | DATA | ANY) | checkWatches(path, ...)
-              | quota(target)
+              | quota(target) | malformed
     mop      := create | create2 | delete | setData | check (with the same argument grammar)
     rop      := getData(path) | getChildren(path)
     path     := a small pool of valid paths under /t (ops collide: NODEEXISTS, NOTEMPTY, watches)
@@ -23,6 +23,11 @@ Grammar (weights in :data:`WEIGHTS`)::
     data     := "" | null | "x" | "hello" | 300 bytes
     acl      := open | read | creator | empty
     mode     := PERSISTENT | EPHEMERAL | PERSISTENT_SEQUENTIAL | EPHEMERAL_SEQUENTIAL | 7 (bad)
+    malformed:= a raw ``request`` step (:func:`malformed_step`): a valid record of any op with
+                one field made null / of a bad length or count / bad UTF-8, cut short, or
+                followed by trailing bytes; or a multi / multiRead with such an op, an op of the
+                wrong kind or an unknown type, a TTL create without its TTL, no end marker,
+                trailing bytes, or no ops
 
 ``quota`` is setquota/listquota/delquota on the wire, on a target in :data:`QUOTA_TARGETS`:
 the creates of ``/zookeeper/quota/<target>``'s chain, its limits and its stats node (as
@@ -116,6 +121,7 @@ WEIGHTS: dict[str, int] = {
     "removeWatches": 1,
     "checkWatches": 1,
     "quota": 3,
+    "malformed": 6,
 }
 
 
@@ -189,6 +195,191 @@ def _op(r: random.Random, op: str) -> list[Any]:
     raise ValueError(op)
 
 
+# --------------------------------------------------------------------------- malformed requests
+
+#: Field layout of each request record the malformed grammar builds: (argument, Jute kind).
+SCHEMAS: dict[str, list[tuple[str, str]]] = {
+    "create": [("path", "ustring"), ("data", "buffer"), ("acl", "acl"), ("mode", "int")],
+    "delete": [("path", "ustring"), ("version", "int")],
+    "setData": [("path", "ustring"), ("data", "buffer"), ("version", "int")],
+    "setACL": [("path", "ustring"), ("acl", "acl"), ("version", "int")],
+    "check": [("path", "ustring"), ("version", "int")],
+    "exists": [("path", "ustring"), ("watch", "bool")],
+    "getData": [("path", "ustring"), ("watch", "bool")],
+    "getChildren": [("path", "ustring"), ("watch", "bool")],
+    "getChildren2": [("path", "ustring"), ("watch", "bool")],
+    "getACL": [("path", "ustring")],
+    "sync": [("path", "ustring")],
+    "getAllChildrenNumber": [("path", "ustring")],
+    "getEphemerals": [("prefix", "ustring")],
+    "addWatch": [("path", "ustring"), ("mode", "int")],
+    "removeWatches": [("path", "ustring"), ("type", "int")],
+    "checkWatches": [("path", "ustring"), ("type", "int")],
+}
+OPCODES = {
+    "create": "CREATE",
+    "delete": "DELETE",
+    "setData": "SETDATA",
+    "setACL": "SETACL",
+    "check": "CHECK",
+    "exists": "EXISTS",
+    "getData": "GETDATA",
+    "getChildren": "GETCHILDREN",
+    "getChildren2": "GETCHILDREN2",
+    "getACL": "GETACL",
+    "sync": "SYNC",
+    "getAllChildrenNumber": "GETALLCHILDRENNUMBER",
+    "getEphemerals": "GETEPHEMERALS",
+    "addWatch": "ADDWATCH",
+    "removeWatches": "REMOVEWATCHES",
+    "checkWatches": "CHECKWATCHES",
+}
+#: a standalone check is not generated (ZooKeeper 3.8.0 never answers a successful one)
+SINGLE_MALFORMED = [o for o in SCHEMAS if o != "check"]
+MULTI_WRITE_OPS = ["create", "delete", "setData", "check"]
+MULTI_READ_OPS = ["getData", "getChildren"]
+MULTI_TYPES = {"create": 1, "delete": 2, "setData": 5, "check": 13, "getData": 4, "getChildren": 8}
+#: a one-entry ACL vector (count included) whose id, or scheme, is null
+NULL_ID_ACL: list[list[Any]] = [["int", 1], ["int", 31], ["ustring", "world"], ["ustring", None]]
+NULL_SCHEME_ACL: list[list[Any]] = [
+    ["int", 1],
+    ["int", 31],
+    ["ustring", None],
+    ["ustring", "anyone"],
+]
+
+
+def _valid_fields(op: str, a: dict[str, Any]) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for name, _kind in SCHEMAS[op]:
+        if name == "path":
+            out.append(["ustring", a.get("path", "/t/a")])
+        elif name == "prefix":
+            out.append(["ustring", a.get("prefix", "/")])
+        elif name == "data":
+            out.append(["buffer", a.get("data", "")])
+        elif name == "acl":
+            out.append(["acl", a.get("acl", "open")])
+        elif name == "mode":
+            m = a.get("mode", 0)
+            out.append(["int", m if isinstance(m, int) else _MODE_FLAGS[m]])
+        elif name == "watch":
+            out.append(["bool", 1 if a.get("watch") else 0])
+        else:
+            out.append(["int", int(a.get(name, -1 if name == "version" else 3))])
+    return out
+
+
+_MODE_FLAGS = {
+    "PERSISTENT": 0,
+    "EPHEMERAL": 1,
+    "PERSISTENT_SEQUENTIAL": 2,
+    "EPHEMERAL_SEQUENTIAL": 3,
+}
+
+
+def _wrong(r: random.Random, f: list[Any]) -> list[list[Any]]:
+    """A malformed replacement for one field (one or more fields in its place)."""
+    kind = f[0]
+    if kind == "ustring":
+        p = f[1] if isinstance(f[1], str) else "/t/a"
+        return [
+            r.choice(
+                [
+                    ["ustring", None],
+                    ["ustring", None],
+                    ["ustring", {"hex": p.encode().hex() + "c328"}],
+                    ["int", -2],
+                    ["int", 0x7FFFFFFF],
+                ]
+            )
+        ]
+    if kind == "buffer":
+        return [r.choice([["buffer", None], ["int", -3], ["int", 0x7FFFFFFF]])]
+    if kind == "acl":
+        x = r.random()
+        if x < 0.3:
+            return [["acl", None]]
+        if x < 0.5:
+            return [["int", r.choice([-2, 0, 0x7FFFFFFF])]]
+        return list(NULL_ID_ACL if x < 0.8 else NULL_SCHEME_ACL)
+    if kind == "bool":
+        return [["bool", r.choice([2, 255])]]
+    return [["int", r.choice([-2, 99, 0x7FFFFFFF])]]
+
+
+def _mutate(r: random.Random, fields: list[list[Any]]) -> list[list[Any]]:
+    """One malformation of a valid field list: a wrong field, a truncation, trailing bytes."""
+    x = r.random()
+    i = r.randrange(len(fields))
+    if x < 0.6:
+        return fields[:i] + _wrong(r, fields[i]) + fields[i + 1 :]
+    if x < 0.8:
+        return fields[:i]  # truncated: the fields from i on are missing
+    return [*fields, ["hex", r.choice(["00", "deadbeef", "ffffffff"])]]
+
+
+def _multi_fields(r: random.Random, ops: list[str]) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for o in ops:
+        a = _op(r, "create" if o == "create" else o)[1] if o in SCHEMAS else {}
+        out.append(["mh", MULTI_TYPES[o], False, -1])
+        out.extend(_valid_fields(o, a))
+    return out
+
+
+def malformed_step(r: random.Random, s: str) -> Step:
+    """A request with one malformed field, alone or inside a multi / multiRead (null fields,
+    bad lengths and counts, truncation, trailing bytes, ops of the wrong kind, unknown op types,
+    a TTL create without a TTL, a missing end marker, an empty multi)."""
+    x = r.random()
+    if x < 0.5:
+        op = r.choice(SINGLE_MALFORMED)
+        fields = _mutate(r, _valid_fields(op, _op(r, op)[1]))
+        if op == "addWatch" and fields and fields[0] == ["ustring", None]:
+            # Not generated: a connection holding a null-path watch makes ZooKeeper 3.8.0's
+            # WatchManager.removeWatcher throw when it closes, leaking that connection's other
+            # watches server-wide (seen by later checkWatches); malformed_addwatch keeps the
+            # answer itself.
+            fields[0] = ["ustring", {"hex": "2fc328"}]
+        return [s, "request", {"opcode": OPCODES[op], "fields": fields}]
+    read = x >= 0.8
+    kinds = MULTI_READ_OPS if read else MULTI_WRITE_OPS
+    ops = [r.choice(kinds) for _ in range(r.randint(1, 3))]
+    body = _multi_fields(r, ops)
+    end = [["mh", -1, True, -1]]
+    y = r.random()
+    if y < 0.4:  # one op's field malformed (positions after the first header)
+        j = r.randrange(len(body))
+        if body[j][0] != "mh":
+            body = body[:j] + _wrong(r, body[j]) + body[j + 1 :]
+    elif y < 0.55:  # an op of the wrong kind, or of an unknown type
+        other = MULTI_WRITE_OPS if read else MULTI_READ_OPS
+        wrong = r.choice([*other, "exists"])
+        extra: list[list[Any]]
+        if wrong == "exists":
+            extra = [["mh", 3, False, -1], ["ustring", "/t"], ["bool", 0]]
+        else:
+            extra = _multi_fields(r, [wrong])
+        body = extra + body if r.random() < 0.5 else body + extra
+    elif y < 0.65:  # a create whose flags are TTL flags (no TTL field)
+        body = [*body, ["mh", 1, False, -1], ["ustring", "/t/a"], ["buffer", ""]]
+        body += [["acl", "open"], ["int", 5]]
+    elif y < 0.75:
+        end = []  # the end marker missing
+    elif y < 0.85:
+        end = [*end, ["hex", "deadbeef"]]  # trailing bytes
+    elif y < 0.92:
+        body = []  # an empty multi
+    else:
+        body = [*body, ["mh", r.choice([999, -1, 0]), False, -1]]
+    return [s, "request", {"opcode": "MULTIREAD" if read else "MULTI", "fields": body + end}]
+
+
+def count_malformed(steps: list[Step]) -> int:
+    return sum(1 for st in steps if st[1] == "request")
+
+
 def generate(seed: int, length: int) -> dict[str, Any]:
     """A random scenario: a pure function of (seed, length)."""
     r = random.Random(seed)
@@ -217,6 +408,8 @@ def generate(seed: int, length: int) -> dict[str, Any]:
             steps.append([s, "renew", {}])
         elif op == "quota":
             steps.extend(_quota_steps(r, s))
+        elif op == "malformed":
+            steps.append(malformed_step(r, s))
         else:
             steps.append([s, *_op(r, op)])
     return {

@@ -37,7 +37,7 @@ from .compare import (
     compare_scenario,
     load_scenarios,
 )
-from .randomgen import generate, shrink
+from .randomgen import count_malformed, generate, shrink
 from .scenario import Step, describe_step
 
 
@@ -70,6 +70,7 @@ def run_random(
     on fresh servers. Returns (scenarios, differences, shrunk sequences)."""
     count = 0
     ndiff = 0
+    malformed = 0
     found: list[Shrunk] = []
     with ServerPool() as lp, ServerPool() as rp:
 
@@ -82,6 +83,7 @@ def run_random(
         for k in range(n):
             sc = generate(seed + k, length)
             count += 1
+            malformed += count_malformed(sc["steps"])
             diffs = compare(sc)
             if not diffs:
                 print(f"random seed {seed + k}: no difference", flush=True)
@@ -106,6 +108,7 @@ def run_random(
             if not d2:
                 print("  (did not reproduce on fresh servers: history- or timing-dependent?)")
             _print_diffs(d2, left, right)
+    print(f"random mode: {count} sequences, {malformed} malformed requests among their steps")
     return count, ndiff, found
 
 

@@ -39,6 +39,7 @@ Invariants
 from __future__ import annotations
 
 import base64
+import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from .rawclient import (
     RawClient,
     Reply,
     WireTimeout,
+    encode_multi,
 )
 
 Step = list[Any]  # [session, op, {args}]
@@ -104,6 +106,62 @@ def mode_arg(v: Any) -> int:
     if isinstance(v, int):
         return v
     return int(CreateMode[v.upper()])
+
+
+_I32 = struct.Struct(">i")
+
+
+def _ustring(v: Any) -> bytes:
+    """A Jute ustring: text, ``null`` (length -1) or ``{"hex": ...}`` (raw bytes: bad UTF-8)."""
+    if v is None:
+        return _I32.pack(-1)
+    b = bytes.fromhex(v["hex"]) if isinstance(v, dict) else str(v).encode()
+    return _I32.pack(len(b)) + b
+
+
+def _field_bytes(f: list[Any]) -> bytes:
+    kind, args = f[0], f[1:]
+    if kind == "int":
+        return _I32.pack(int(args[0]))
+    if kind == "long":
+        return struct.pack(">q", int(args[0]))
+    if kind == "bool":  # any byte value: Java's readBoolean takes non-zero as true
+        return bytes([int(args[0]) & 0xFF])
+    if kind == "ustring":
+        return _ustring(args[0])
+    if kind == "buffer":
+        data = data_arg(args[0])
+        return _I32.pack(-1) if data is None else _I32.pack(len(data)) + data
+    if kind == "hex":
+        return bytes.fromhex(args[0])
+    if kind == "strings":  # vector<ustring>, or null
+        if args[0] is None:
+            return _I32.pack(-1)
+        return _I32.pack(len(args[0])) + b"".join(_ustring(x) for x in args[0])
+    if kind == "acl":  # vector<ACL> by name / list (see acl_arg), or null
+        acl = acl_arg(args[0])
+        if acl is None:
+            return _I32.pack(-1)
+        return _I32.pack(len(acl)) + b"".join(a.encode() for a in acl)
+    if kind == "mh":  # MultiHeader(type, done, err)
+        typ, done, err = [*args, False, -1][:3]
+        return R.MultiHeader(int(typ), bool(done), int(err)).encode()
+    if kind == "req":  # a well-formed request record of a step's operation
+        _code, rec = build_request(args[0], args[1] if len(args) > 1 else {})
+        return rec.encode() if rec is not None else b""
+    if kind == "multi":  # a well-formed MultiOperationRecord of (op, args) pairs, end marker too
+        return encode_multi([build_request(o[0], o[1] if len(o) > 1 else {}) for o in args[0]])  # type: ignore[misc]
+    raise ValueError(f"bad field {f!r}")
+
+
+def body_arg(fields: list[list[Any]]) -> bytes:
+    """A request body built field by field, for malformed requests: each field is
+    ``[kind, value...]`` with kind ``int``, ``long``, ``bool`` (a byte), ``ustring`` (text,
+    null or ``{"hex"}``), ``buffer`` (see :func:`data_arg`), ``hex`` (raw bytes), ``strings``
+    (vector<ustring> or null), ``acl`` (vector<ACL> as :func:`acl_arg`, or null), ``mh``
+    (MultiHeader type, done, err), ``req`` (the record of ``[op, args]``) or ``multi`` (a
+    MultiOperationRecord of ``[[op, args], ...]``)."""
+    return b"".join(_field_bytes(f) for f in fields)
 
 
 def build_request(op: str, a: Mapping[str, Any]) -> tuple[int, Record | None]:
@@ -413,8 +471,13 @@ class Executor:
             self._roundtrip(s, i, lambda c: c.ping())
         elif op == "request":
             # An arbitrary opcode with an arbitrary body (unknown opcodes, malformed records).
-            body = bytes.fromhex(a.get("body_hex", ""))
-            opcode = int(a["opcode"])
+            # The body is ``body_hex`` (raw) or ``fields`` (see body_arg); the opcode a number or
+            # an OpCode name.
+            if "fields" in a:
+                body = body_arg(a["fields"])
+            else:
+                body = bytes.fromhex(a.get("body_hex", ""))
+            opcode = a["opcode"] if isinstance(a["opcode"], int) else int(OpCode[a["opcode"]])
 
             xid = a.get("xid")
             self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid), a.get("wait"))

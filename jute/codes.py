@@ -91,6 +91,13 @@ class KeeperError(Exception):
         self.code = code
 
 
+class JavaRuntimeError(ValueError):
+    """Where ZooKeeper's Java code throws an unchecked exception on odd input (a
+    NullPointerException on a null path, a ClassCastException on a mismatched multi op...):
+    its request processors catch it as a plain ``Exception`` and answer MARSHALLINGERROR, which,
+    unlike a KeeperException, fails a whole multi rather than one of its ops."""
+
+
 class EventType(IntEnum):
     NONE = -1
     NODECREATED = 1

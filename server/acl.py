@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..jute import records as r
-from ..jute.codes import Code, KeeperError
+from ..jute.codes import Code, JavaRuntimeError, KeeperError
 
 log = logging.getLogger("trizk.server.acl")
 
@@ -473,6 +473,9 @@ def fixup(acl: Sequence[r.ACL] | None, ids: Sequence[Id]) -> tuple[r.ACL, ...]:
         s = a.id.scheme
         if s is None:
             raise ACLError(Code.INVALIDACL)
+        if s == "world" and a.id.id is None:
+            # id.getId().equals("anyone") on a null id: NullPointerException (MARSHALLINGERROR)
+            raise JavaRuntimeError("NullPointerException: null ACL id")
         if s == "world" and a.id.id == "anyone":
             out.append(a)
         elif s == "auth":
@@ -484,7 +487,11 @@ def fixup(acl: Sequence[r.ACL] | None, ids: Sequence[Id]) -> tuple[r.ACL, ...]:
             if not valid:
                 raise ACLError(Code.INVALIDACL)
         else:
-            if not cfg.has_provider(s) or a.id.id is None or not _provider_valid(s, a.id.id):
+            if not cfg.has_provider(s):
+                raise ACLError(Code.INVALIDACL)
+            if a.id.id is None:  # the provider's isValid(null) throws NullPointerException
+                raise JavaRuntimeError("NullPointerException: null ACL id")
+            if not _provider_valid(s, a.id.id):
                 raise ACLError(Code.INVALIDACL)
             out.append(a)
     return tuple(out)
@@ -506,8 +513,12 @@ def authenticate(
     if not cfg.has_provider(scheme):
         return None
     if scheme == "digest":
+        if auth is None:
+            # new String(null) throws NullPointerException; processPacket turns a provider's
+            # RuntimeException into AUTHFAILED.
+            return None
         # new String(authData): the platform charset (UTF-8), bad bytes become U+FFFD
-        ident = digest_of((auth or b"").decode("utf-8", "replace"))
+        ident = digest_of(auth.decode("utf-8", "replace"))
         ids: list[Id] = [("digest", ident)]
         if cfg.super_digest is not None and ident == cfg.super_digest:
             ids.insert(0, ("super", ""))

@@ -51,9 +51,9 @@ from . import acl as aclmod
 from . import sasl as saslmod
 from .connection import ClientConnection, State
 from .coreconfig import CoreConfig, ServerStats
-from .multi import MULTI_END, MULTI_HDR, multi_response, parse_multi
 from .prep import WRITE_OPS
-from .reads import MULTI_READ_OPS, READ_OPS, ReadContext, ReadError
+from .reads import READ_OPS, ReadContext, ReadError, multi_read
+from .requests import EMPTY_MULTI_RESPONSE, decode_body, multi_response, multi_without_txn
 from .sequencer import WriteRequest
 from .sessions import generate_password
 from .watches import WatchManager
@@ -399,7 +399,12 @@ class FrontEnd:
             and self._forward_sync(conn, xid, frame, now, wall)
         ):
             return
-        if op in READ_OPS or op in _NO_TXN_OPS or (op == OpCode.RECONFIG and _bad_reconfig(frame)):
+        if (
+            op in READ_OPS
+            or op in _NO_TXN_OPS
+            or (op == OpCode.RECONFIG and _bad_reconfig(frame))
+            or (op == OpCode.MULTI and multi_without_txn(frame))
+        ):
             if fifo:
                 fifo.append(_DeferredRead(xid, op, frame, now))
             else:
@@ -413,7 +418,7 @@ class FrontEnd:
         """The body of an auth/sasl packet; one that does not decode closes the connection
         (ZooKeeperServer.processPacket's IOException)."""
         try:
-            return cls.decode(memoryview(frame)[8:])
+            return decode_body(cls, frame)
         except JuteDecodeError as e:
             log.warning("%s: bad %s (%s), closing connection", conn, cls.__name__, e)
             self._close(conn, f"bad {cls.__name__}")
@@ -503,10 +508,12 @@ class FrontEnd:
                 # MARSHALLINGERROR and no txn; the session carries on.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == OpCode.MULTIREAD:
-                payload = self._multi_read(frame, ctx)
+                err, payload = multi_read(frame, ctx)
+            elif op == OpCode.MULTI:  # multi_without_txn: MARSHALLINGERROR with a body
+                err, payload = Code.MARSHALLINGERROR, EMPTY_MULTI_RESPONSE
             else:
                 cls, fn = READ_OPS[op]
-                req = cls.decode(memoryview(frame)[8:]) if cls is not None else None
+                req = decode_body(cls, frame) if cls is not None else None
                 body = fn(req, ctx)
         except ReadError as e:
             err = e.code
@@ -520,21 +527,6 @@ class FrontEnd:
         else:
             conn.send_reply(xid, zxid, err, body if err == 0 else None)
         self._replied(conn, op, xid, zxid, received)
-
-    def _multi_read(self, frame: bytes, ctx: ReadContext) -> bytes:
-        ops = parse_multi(frame, read=True)
-        out: list[bytes] = []
-        for op, req in ops:
-            try:
-                rsp = MULTI_READ_OPS[op][1](req, ctx)
-                assert rsp is not None
-                out.append(MULTI_HDR.pack(op, False, 0))
-                rsp._encode_into(out)
-            except ReadError as e:
-                out.append(MULTI_HDR.pack(OpCode.ERROR, False, e.code))
-                out.append(struct.pack(">i", e.code))
-        out.append(MULTI_END)
-        return b"".join(out)
 
     def _queue(self, conn: ClientConnection) -> deque[_WriteMark | _SyncMark | _DeferredRead]:
         fifo = self._fifo.get(conn.id)
@@ -557,7 +549,7 @@ class FrontEnd:
         """A learner's client sync (FollowerRequestProcessor): forwarded to the leader and
         queued in the session's FIFO. False if it does not decode (answered as a read then)."""
         try:
-            req = r.SyncRequest.decode(memoryview(frame)[8:])
+            req = decode_body(r.SyncRequest, frame)
         except JuteDecodeError:
             return False
         mark = _SyncMark(xid, req.path or "", now)
@@ -685,7 +677,7 @@ _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD, OpCode.CREATESESSION})
 
 def _bad_reconfig(frame: bytes) -> bool:
     try:
-        r.ReconfigRequest.decode(memoryview(frame)[8:])
+        decode_body(r.ReconfigRequest, frame)
     except JuteDecodeError:
         return True
     return False

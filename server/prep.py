@@ -10,7 +10,10 @@ the second gets NODEEXISTS). A failing request becomes an ``ErrorTxn`` that stil
 as in ZooKeeper (its reply carries the new zxid).
 
 Multi: every op is prepared with the same zxid; after the first failure the rest become
-``ErrorTxn(RUNTIMEINCONSISTENCY)`` and the pending changes of the multi are rolled back.
+``ErrorTxn(RUNTIMEINCONSISTENCY)`` and the pending changes of the multi are rolled back. An op
+that makes ZooKeeper throw something other than a KeeperException (:class:`JavaRuntimeError`:
+a read op, a TTL create without a TTL, an ACL id that is null) fails the whole multi with
+MARSHALLINGERROR instead -- unless an earlier op already failed, as the rest are then skipped.
 
 Digest (``PrepRequestProcessor.precalculateDigest``): a txn is logged with the tree digest
 *after* it, before it is applied, so the digest is computed here. A :class:`ChangeRecord`
@@ -43,7 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jute import records as r
-from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, CreateMode, KeeperError, OpCode, Perms
+from ..jute.codes import (
+    CONTAINER_EPHEMERAL_OWNER,
+    Code,
+    CreateMode,
+    JavaRuntimeError,
+    KeeperError,
+    OpCode,
+    Perms,
+)
 from ..storage.datatree import (
     SPECIAL_PATHS,
     DataTree,
@@ -325,6 +336,8 @@ def _java_long(v: int) -> int:
 
 
 def _parent_for_delete(path: str) -> str:
+    if path is None:  # getParentPathAndValidate: path.lastIndexOf on null
+        raise JavaRuntimeError("NullPointerException: null path")
     i = path.rfind("/")
     if i == -1 or "\0" in path or path in SPECIAL_PATHS:
         raise PrepError(Code.BADARGUMENTS)
@@ -335,6 +348,10 @@ Txn = tuple[int, r.Record | None]
 
 
 def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    if op == OpCode.CREATETTL and not isinstance(req, r.CreateTTLRequest):
+        # A multi's create op with TTL flags but no TTL field: pRequest2TxnCreate's cast of
+        # the CreateRequest to CreateTTLRequest throws ClassCastException.
+        raise JavaRuntimeError("ClassCastException: CreateRequest is not a CreateTTLRequest")
     try:
         mode = CreateMode(req.flags)
     except ValueError:
@@ -537,6 +554,10 @@ def prep_multi(
             txns.append(r.Txn(OpCode.ERROR, r.ErrorTxn(Code.RUNTIMEINCONSISTENCY).encode()))
             continue
         try:
+            if op not in WRITE_OPS:
+                # a getData/getChildren op: pRequest2Txn makes no txn, and serialising the
+                # missing txn throws NullPointerException
+                raise JavaRuntimeError(f"NullPointerException: no txn for op type {op}")
             typ, txn = WRITE_OPS[op][1](op, req, pv, ctx)
             assert txn is not None
             txns.append(r.Txn(typ, txn.encode()))

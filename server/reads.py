@@ -12,6 +12,11 @@ Facts kept from ZooKeeper 3.8:
 * getData/getChildren check READ *before* registering the watch: a denied read sets no watch.
 * getACL needs READ or ADMIN; without ADMIN, digest ids come back as ``user:x``.
 * A read of ``""`` finds the root (ZooKeeper keys the root as ``""``).
+* A null path (Jute length -1) is a NullPointerException where ZooKeeper first uses it
+  (``getNode(null)`` on its ConcurrentHashMap, ``path.indexOf`` in exists): MARSHALLINGERROR
+  (:class:`JavaRuntimeError`). sync answers its null path back, getEphemerals takes null as
+  "all", addWatch/setWatches2 register a null-path watch that never fires, and a second one
+  (or removing it) throws in ``WatcherModeManager`` (:func:`add_null_watch`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jute import records as r
-from ..jute.codes import AddWatchMode, Code, EventType, KeeperError, OpCode, Perms, WatcherType
+from ..jute.codes import (
+    AddWatchMode,
+    Code,
+    EventType,
+    JavaRuntimeError,
+    KeeperError,
+    OpCode,
+    Perms,
+    WatcherType,
+)
 from ..storage.datatree import DataNode, DataTree
 from . import acl as aclmod
-from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager
+from .requests import parse_multi, run_multi_read
+from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager, WatchTable
 
 
 class ReadError(KeeperError):
@@ -42,8 +57,14 @@ class ReadContext:
     events: list[tuple[EventType, str]] = field(default_factory=list)
 
 
+def _null(path: str | None) -> str:
+    if path is None:
+        raise JavaRuntimeError("NullPointerException: null path")
+    return path
+
+
 def _node(ctx: ReadContext, path: str) -> DataNode:
-    n = ctx.tree.get(path)
+    n = ctx.tree.get(_null(path))
     if n is None:
         raise ReadError(Code.NONODE)
     return n
@@ -55,7 +76,7 @@ def _check(ctx: ReadContext, n: DataNode, perm: int) -> None:
 
 
 def read_exists(req: Any, ctx: ReadContext) -> r.Record:
-    path = req.path
+    path = _null(req.path)
     if "\0" in path:
         raise ReadError(Code.BADARGUMENTS)
     if req.watch:
@@ -136,8 +157,11 @@ def _set_watches(
         if len(lists) > 3:
             persistent = lists[3] if first_null > 3 else ()
             recursive = ()
+    # A null entry of the data/exist/child lists: getNode(null) throws NullPointerException after
+    # the entries before it took effect. A null entry of the persistent lists is a null-path
+    # watch (add_null_watch: it never fires, and a second one throws).
     for path in data or ():
-        n = tree.get(path)
+        n = tree.get(_null(path))
         if n is None:
             ctx.events.append((EventType.NODEDELETED, path))
         elif n.mzxid > rel:
@@ -145,12 +169,12 @@ def _set_watches(
         else:
             ctx.watches.data.add(path, w)
     for path in exist or ():
-        if tree.get(path) is not None:
+        if tree.get(_null(path)) is not None:
             ctx.events.append((EventType.NODECREATED, path))
         else:
             ctx.watches.data.add(path, w)
     for path in child or ():
-        n = tree.get(path)
+        n = tree.get(_null(path))
         if n is None:
             ctx.events.append((EventType.NODEDELETED, path))
         elif n.pzxid > rel:
@@ -158,9 +182,17 @@ def _set_watches(
         else:
             ctx.watches.child.add(path, w)
     for path in persistent or ():
+        if path is None:
+            add_null_watch(ctx.watches.child, w, PERSISTENT)
+            add_null_watch(ctx.watches.data, w, PERSISTENT)
+            continue
         ctx.watches.child.add(path, w, PERSISTENT)
         ctx.watches.data.add(path, w, PERSISTENT)
     for path in recursive or ():
+        if path is None:
+            add_null_watch(ctx.watches.child, w, PERSISTENT_RECURSIVE)
+            add_null_watch(ctx.watches.data, w, PERSISTENT_RECURSIVE)
+            continue
         ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
     if first_null < len(lists):
         raise ReadError(Code.MARSHALLINGERROR)
@@ -187,12 +219,38 @@ def read_set_watches2(req: Any, ctx: ReadContext) -> None:
     )
 
 
+def add_null_watch(table: WatchTable, watcher: Hashable, mode: int) -> None:
+    """``WatchManager.addWatch(null, watcher, mode)`` for a persistent mode: the null path goes
+    into the watch table (a HashMap takes a null key), then ``watcherModes.put(Key(watcher,
+    null))``; if that key is already there, ``Key.equals`` calls ``path.equals`` on the null
+    path: NullPointerException (MARSHALLINGERROR), the table entry staying."""
+    table.add(None, watcher, mode)  # type: ignore[arg-type]
+    if watcher in table.null_modes:
+        raise JavaRuntimeError("NullPointerException: WatcherModeManager.Key(null).equals")
+    table.null_modes.add(watcher)
+
+
+def remove_null_watch(table: WatchTable, watcher: Hashable) -> bool:
+    """``WatchManager.removeWatcher(null, watcher)``: False without a null-path watch; else the
+    table entry goes, and removing its mode entry throws as in :func:`add_null_watch` (the mode
+    entry stays, so the next add of a null watch throws too)."""
+    if not table.remove(None, watcher):  # type: ignore[arg-type]
+        return False
+    if watcher in table.null_modes:
+        raise JavaRuntimeError("NullPointerException: WatcherModeManager.Key(null).equals")
+    return True
+
+
 def read_add_watch(req: Any, ctx: ReadContext) -> r.Record:
     # DataTree.addWatch (3.8.0) puts the watch in both tables whatever the mode; an unknown
     # mode throws in WatcherMode.fromZooDef (MARSHALLINGERROR).
     if req.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
         raise ReadError(Code.MARSHALLINGERROR)
     mode = PERSISTENT_RECURSIVE if req.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
+    if req.path is None:  # data table first, then child (DataTree.addWatch)
+        add_null_watch(ctx.watches.data, ctx.watcher, mode)
+        add_null_watch(ctx.watches.child, ctx.watcher, mode)
+        return r.ErrorResponse(0)
     ctx.watches.data.add(req.path, ctx.watcher, mode)
     ctx.watches.child.add(req.path, ctx.watcher, mode)
     return r.ErrorResponse(0)
@@ -214,7 +272,7 @@ def read_check_watches(req: Any, ctx: ReadContext) -> None:
     # (it checks watchTable.get(path) != null at the leaf), and its PathParentIterator throws
     # on a path without "/" (substring(0, -1)): MARSHALLINGERROR.
     tables = _watch_tables(ctx, req.type)
-    path = req.path
+    path = _null(req.path)
     if path and "/" not in path:
         raise ReadError(Code.MARSHALLINGERROR)
     if not any(path in t.by_path for t in tables):
@@ -223,6 +281,12 @@ def read_check_watches(req: Any, ctx: ReadContext) -> None:
 
 def read_remove_watches(req: Any, ctx: ReadContext) -> None:
     removed = False
+    if req.path is None:  # DataTree.removeWatch: Any tries the child table first
+        for t in reversed(_watch_tables(ctx, req.type)):
+            removed = remove_null_watch(t, ctx.watcher) or removed
+        if not removed:
+            raise ReadError(Code.NOWATCHER)
+        return
     for t in _watch_tables(ctx, req.type):
         removed = t.remove(req.path, ctx.watcher) or removed
     if not removed:
@@ -259,3 +323,11 @@ MULTI_READ_OPS: dict[int, tuple[type[r.Record], ReadFn]] = {
     OpCode.GETCHILDREN: (r.GetChildrenRequest, read_get_children),
     OpCode.GETDATA: (r.GetDataRequest, read_get_data),
 }
+
+
+def multi_read(frame: bytes, ctx: ReadContext) -> tuple[int, bytes]:
+    """A multiRead: (reply error, MultiResponse); see :mod:`trizk.server.requests`. Raises
+    JuteDecodeError when the record does not decode (MARSHALLINGERROR without a body)."""
+    ops = parse_multi(frame)
+    handlers = {op: (lambda req, fn=fn: fn(req, ctx)) for op, (_, fn) in MULTI_READ_OPS.items()}
+    return run_multi_read(ops, handlers)

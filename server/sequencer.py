@@ -36,9 +36,9 @@ from ..jute.primitives import JuteDecodeError
 from ..storage.replica import Replica
 from .committer import Committer, Proposal
 from .coreconfig import CoreConfig, ServerStats
-from .multi import parse_multi
 from .prep import WRITE_OPS, PendingChanges, PrepContext, PrepError, prep_close_session, prep_multi
 from .ratelog import RateLogger
+from .requests import decode_body, parse_multi
 from .sessions import SessionTracker, initial_session_id
 
 __all__ = ["Sequencer", "WriteRequest"]
@@ -169,7 +169,7 @@ class Sequencer:
                 if session is not None:
                     session.closing = True
             elif op == OpCode.MULTI:
-                ops = parse_multi(frame, read=False)
+                ops = parse_multi(frame)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = OpCode.MULTI, multi
             elif op == OpCode.DELETECONTAINER:
@@ -179,7 +179,7 @@ class Sequencer:
                 txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
             else:
                 cls, fn = WRITE_OPS[op]
-                rec = cls.decode(memoryview(frame)[8:])
+                rec = decode_body(cls, frame)
                 self._check_session(sid)
                 txn_type, txn = fn(op, rec, self.pending, ctx)
         except PrepError as e:

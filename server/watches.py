@@ -32,12 +32,16 @@ PERSISTENT_RECURSIVE = 2
 class WatchTable:
     """path -> {watcher: mode}, with the reverse index watcher -> paths."""
 
-    __slots__ = ("by_path", "by_watcher", "recursive_count")
+    __slots__ = ("by_path", "by_watcher", "null_modes", "recursive_count")
 
     def __init__(self) -> None:
         self.by_path: dict[str, dict[Hashable, int]] = {}
         self.by_watcher: dict[Hashable, set[str]] = {}
         self.recursive_count = 0
+        #: watchers with a mode entry for the *null* path (a null path sent with addWatch or
+        #: setWatches2): ZooKeeper's WatcherModeManager keys them Key(watcher, null), whose
+        #: equals() throws on the next lookup of that key (see reads.add_null_watch)
+        self.null_modes: set[Hashable] = set()
 
     def add(self, path: str, watcher: Hashable, mode: int = STANDARD) -> None:
         d = self.by_path.setdefault(path, {})
@@ -73,6 +77,7 @@ class WatchTable:
         return None if d is None else d.get(watcher)
 
     def remove_watcher(self, watcher: Hashable) -> None:
+        self.null_modes.discard(watcher)
         for path in self.by_watcher.pop(watcher, ()):
             d = self.by_path.get(path)
             if d is not None:

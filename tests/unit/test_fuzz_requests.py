@@ -1,0 +1,400 @@
+"""Fuzzing the request path: frame decoder, request decoders and the pure server core.
+
+Properties (hypothesis; bounded example counts in CI, ``TRIZK_FUZZ_EXAMPLES=N`` for a long run,
+e.g. ``TRIZK_FUZZ_EXAMPLES=20000 python -m pytest tests/unit/test_fuzz_requests.py``):
+
+* the frame decoder, fed *any* byte stream, yields frames or raises the one decode error
+  (:class:`JuteDecodeError`), and feeding it byte by byte gives exactly what feeding it at once
+  gives (the same frames, then the same error or the same leftover);
+* every request decoder the core uses (:func:`decode_body` of each request record,
+  :func:`parse_multi`, :func:`multi_without_txn`) either decodes or raises JuteDecodeError, for
+  arbitrary bodies and for mutated valid ones (nulls, bad lengths, truncation, trailing bytes);
+* the core (a standalone server's roles, :class:`Standalone`, driven without sockets) never
+  lets an exception escape ``data_received`` / ``commit``, whatever frames a session sends --
+  unknown opcodes, mutated bodies, garbage, in any chunking, with commits prompt or late;
+  every byte it writes to that connection is a well-formed reply or event frame; the
+  connection is closed, waits for the rest of a frame, or answers a ping; and a bystander
+  session on the same core still creates, reads and is answered in order after every case;
+* the same with a malformed (or garbage, or unknown-session) ConnectRequest first, and session
+  expiry afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trizk.jute import records as R
+from trizk.jute.codes import OpCode, Xid
+from trizk.jute.framing import FrameDecoder, frame
+from trizk.jute.primitives import JuteDecodeError, Record
+from trizk.server.committer import MemoryCommitter, Proposal
+from trizk.server.connection import ClientConnection
+from trizk.server.coreconfig import CoreConfig
+from trizk.server.prep import WRITE_OPS
+from trizk.server.reads import READ_OPS
+from trizk.server.requests import MULTI_RECORDS, decode_body, multi_without_txn, parse_multi
+from trizk.server.standalone import Standalone
+from trizk.storage.datatree import DataTree
+from trizk.storage.replica import Replica
+
+EXAMPLES = int(os.environ.get("TRIZK_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+_I = struct.Struct(">i")
+
+# ----------------------------------------------------------------------------- frame decoder
+
+
+def _run_decoder(chunks: list[bytes], limit: int) -> tuple[list[bytes], str, bytes]:
+    """Frames out, then how it ended ("ok" or the error) and the bytes left buffered."""
+    d = FrameDecoder(limit)
+    out: list[bytes] = []
+    for c in chunks:
+        d.feed(c)
+        while True:
+            try:
+                f = d.next_frame()
+            except JuteDecodeError as e:
+                return out, f"error {e}", d.peek(d.buffered)
+            if f is None:
+                break
+            out.append(f)
+    return out, "ok", d.peek(d.buffered)
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.binary(max_size=30).map(frame),
+            st.sampled_from([b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff", b"\x00\x00\x00\x00"]),
+        ),
+        max_size=8,
+    ),
+    st.integers(0, 64),
+)
+def test_frame_decoder_any_stream_byte_by_byte_equals_one_shot(
+    parts: list[bytes], limit: int
+) -> None:
+    data = b"".join(parts)
+    whole = _run_decoder([data], limit)
+    single = _run_decoder([data[i : i + 1] for i in range(len(data))], limit)
+    # the same frames and the same end (on an error the stream is dead: what was buffered
+    # after it depends only on how much had arrived)
+    assert whole[:2] == single[:2]
+    frames, how, left = whole
+    if how == "ok":
+        assert left == single[2]
+    assert all(len(f) <= limit for f in frames)
+    if how != "ok":
+        assert how.startswith("error")
+
+
+# ----------------------------------------------------------------------------- request decoders
+
+VALID: dict[int, list[Record]] = {
+    OpCode.CREATE: [R.CreateRequest("/a", b"x", (R.ACL(31, R.Id("world", "anyone")),), 0)],
+    OpCode.CREATETTL: [
+        R.CreateTTLRequest("/t", b"", (R.ACL(31, R.Id("world", "anyone")),), 5, 100)
+    ],
+    OpCode.DELETE: [R.DeleteRequest("/a", -1)],
+    OpCode.SETDATA: [R.SetDataRequest("/a", b"y", -1)],
+    OpCode.SETACL: [R.SetACLRequest("/a", (R.ACL(1, R.Id("digest", "u:p")),), -1)],
+    OpCode.CHECK: [R.CheckVersionRequest("/a", 0)],
+    OpCode.EXISTS: [R.ExistsRequest("/a", True)],
+    OpCode.GETDATA: [R.GetDataRequest("/a", True)],
+    OpCode.GETCHILDREN: [R.GetChildrenRequest("/", True)],
+    OpCode.GETCHILDREN2: [R.GetChildren2Request("/", False)],
+    OpCode.GETACL: [R.GetACLRequest("/a")],
+    OpCode.SYNC: [R.SyncRequest("/a")],
+    OpCode.GETALLCHILDRENNUMBER: [R.GetAllChildrenNumberRequest("/")],
+    OpCode.GETEPHEMERALS: [R.GetEphemeralsRequest("/")],
+    OpCode.ADDWATCH: [R.AddWatchRequest("/a", 1)],
+    OpCode.REMOVEWATCHES: [R.RemoveWatchesRequest("/a", 3)],
+    OpCode.CHECKWATCHES: [R.CheckWatchesRequest("/a", 3)],
+    OpCode.SETWATCHES: [R.SetWatches(0, ("/a",), ("/b",), ("/",))],
+    OpCode.SETWATCHES2: [R.SetWatches2(0, ("/a",), (), ("/",), ("/p",), ())],
+    OpCode.AUTH: [R.AuthPacket(0, "digest", b"u:p")],
+    OpCode.SASL: [R.GetSASLRequest(b"")],
+    OpCode.RECONFIG: [R.ReconfigRequest(None, None, None, -1)],
+}
+
+
+def _multi_body(ops: list[tuple[int, Record]]) -> bytes:
+    out = b"".join(R.MultiHeader(t, False, -1).encode() + rec.encode() for t, rec in ops)
+    return out + R.MultiHeader(-1, True, -1).encode()
+
+
+MULTI_BODIES = [
+    _multi_body(
+        [(OpCode.CREATE, VALID[OpCode.CREATE][0]), (OpCode.DELETE, R.DeleteRequest("/a", 0))]
+    ),
+    _multi_body(
+        [(OpCode.SETDATA, VALID[OpCode.SETDATA][0]), (OpCode.CHECK, VALID[OpCode.CHECK][0])]
+    ),
+    _multi_body(
+        [
+            (OpCode.GETDATA, R.GetDataRequest("/a", False)),
+            (OpCode.GETCHILDREN, R.GetChildrenRequest("/", False)),
+        ]
+    ),
+    _multi_body([]),
+]
+
+
+@st.composite
+def mutated(draw: Any, base: bytes) -> bytes:
+    """A valid body with up to three malformations: a length made null / negative / huge /
+    zero, a truncation, inserted or flipped bytes, trailing bytes."""
+    b = bytearray(base)
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["len", "cut", "insert", "flip", "trail"]))
+        i = draw(st.integers(0, len(b)))
+        if kind == "len" and len(b) >= 4:
+            # mostly at a length prefix (a string, buffer or vector count), else anywhere
+            prefixes = [
+                j for j in range(len(b) - 3) if 0 <= _I.unpack_from(b, j)[0] <= len(b) - j - 4
+            ]
+            i = (
+                draw(st.sampled_from(prefixes))
+                if prefixes and draw(st.booleans())
+                else min(i, len(b) - 4)
+            )
+            b[i : i + 4] = draw(
+                st.sampled_from(
+                    [b"\xff\xff\xff\xff", b"\xff\xff\xff\xfe", b"\x7f\xff\xff\xff", bytes(4)]
+                )
+            )
+        elif kind == "cut":
+            del b[i:]
+        elif kind == "insert":
+            b[i:i] = draw(st.binary(min_size=1, max_size=6))
+        elif kind == "flip" and i < len(b):
+            b[i] ^= draw(st.integers(1, 255))
+        else:
+            b += draw(st.binary(min_size=1, max_size=6))
+    return bytes(b)
+
+
+def bodies_for(op: int) -> st.SearchStrategy[bytes]:
+    if op in (OpCode.MULTI, OpCode.MULTIREAD):
+        base = st.sampled_from(MULTI_BODIES)
+    elif op in VALID:
+        base = st.sampled_from([r.encode() for r in VALID[op]])
+    else:
+        base = st.just(b"")
+    return st.one_of(st.binary(max_size=48), base.flatmap(mutated))
+
+
+KNOWN_OPS = sorted({int(o) for o in OpCode})
+DECODED = sorted({*READ_OPS, *WRITE_OPS, *MULTI_RECORDS} - {OpCode.DELETECONTAINER})
+
+
+@FUZZ
+@given(st.sampled_from(DECODED).flatmap(lambda op: st.tuples(st.just(op), bodies_for(op))))
+def test_request_decoders_decode_or_raise_the_decode_error(case: tuple[int, bytes]) -> None:
+    op, body = case
+    fr = R.RequestHeader(7, op).encode() + body
+    classes = {c for c in (READ_OPS.get(op, (None,))[0], WRITE_OPS.get(op, (None,))[0]) if c}
+    for cls in classes:
+        try:
+            rec = decode_body(cls, fr)
+        except JuteDecodeError:
+            continue
+        assert isinstance(rec, cls)
+        # trailing bytes are ignored (byteBuffer2Record): more of them change nothing
+        assert decode_body(cls, fr + b"\x00\xff junk") == rec
+
+
+@FUZZ
+@given(st.one_of(st.sampled_from(MULTI_BODIES).flatmap(mutated), st.binary(max_size=64)))
+def test_multi_decoder_decodes_or_raises_the_decode_error(body: bytes) -> None:
+    fr = R.RequestHeader(1, OpCode.MULTI).encode() + body
+    try:
+        ops = parse_multi(fr)
+    except JuteDecodeError:
+        assert multi_without_txn(fr) is False
+        return
+    kinds = {t in (OpCode.GETDATA, OpCode.GETCHILDREN) for t, _ in ops}
+    assert len(kinds) <= 1  # never mixed
+    assert multi_without_txn(fr) == any(getattr(r, "path", "") is None for _, r in ops)
+
+
+# ----------------------------------------------------------------------------- the core
+
+
+class Core:
+    """A standalone server's roles with an in-memory committer: txns commit on :meth:`commit`
+    (``sync``: after every input, as a shell flushing at once would)."""
+
+    def __init__(self, *, sync: bool = True) -> None:
+        self.committer = MemoryCommitter()
+        self.node = Standalone(CoreConfig(), Replica(DataTree()), self.committer, now=0, wall=0)
+        self.front = self.node.front
+        self.sync = sync
+        self.now = 1000
+
+        def sink(batch: Sequence[Proposal]) -> None:
+            self.node.commit(batch, self.now)
+
+        self.committer.sink = sink
+        self._ids = 0
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def commit(self, now: int = 1000) -> None:
+        self.now = now
+        self.committer.flush()
+
+
+class Client:
+    """One connection to the core, as the shell would drive it."""
+
+    def __init__(self, core: Core, port: int) -> None:
+        self.core = core
+        self.conn = ClientConnection(
+            core.next_id(), ("127.0.0.1", port), core.front.config.max_buffer
+        )
+        core.front.connection_made(self.conn)
+        self.dec = FrameDecoder(1 << 24)
+        self.xid = 0
+
+    def feed(self, data: bytes) -> None:
+        self.core.front.data_received(self.conn, data, 1000, 1000)
+        self.core.front.dirty.clear()
+        if self.core.sync:
+            self.core.commit()
+
+    def replies(self) -> list[tuple[int, int, int, bytes]]:
+        """Every frame written to this connection so far: (xid, zxid, err, rest)."""
+        self.dec.feed(self.conn.take_output())
+        out = []
+        while (f := self.dec.next_frame()) is not None:
+            h, p = R.ReplyHeader.decode_from(f, 0)  # must decode: well-formed frames only
+            out.append((h.xid, h.zxid, h.err, f[p:]))
+        return out
+
+    def handshake(self) -> None:
+        self.feed(frame(R.ConnectRequest(0, 0, 30000, 0, bytes(16)).encode() + b"\0"))
+        self.core.commit()
+        self.dec.feed(self.conn.take_output())
+        f = self.dec.next_frame()
+        assert f is not None
+        assert R.ConnectResponse.decode_from(f, 0)[0].sessionId != 0
+
+    def request(self, op: int, body: bytes) -> int:
+        self.xid += 1
+        self.feed(frame(R.RequestHeader(self.xid, op).encode() + body))
+        return self.xid
+
+
+def _check_bystander(core: Core, b: Client, n: int) -> None:
+    x1 = b.request(
+        OpCode.CREATE, R.CreateRequest(f"/by{n}", b"v", VALID[OpCode.CREATE][0].acl, 0).encode()
+    )
+    x2 = b.request(OpCode.GETDATA, R.GetDataRequest(f"/by{n}", False).encode())
+    core.commit()
+    got = [(xid, err, rest) for xid, _z, err, rest in b.replies() if xid > 0]
+    assert [(xid, err) for xid, err, _ in got] == [(x1, 0), (x2, 0)]
+    assert R.GetDataResponse.decode_from(got[1][2], 0)[0].data == b"v"
+
+
+_REQUEST = st.sampled_from([*KNOWN_OPS, 999, -100]).flatmap(
+    lambda op: st.tuples(st.just(op), bodies_for(op))
+)
+FRAMES = st.lists(
+    st.one_of(
+        _REQUEST,
+        _REQUEST,
+        _REQUEST,
+        st.tuples(st.just(None), st.binary(max_size=24)),  # unframed garbage
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@FUZZ
+@given(FRAMES, st.integers(1, 7), st.booleans())
+def test_core_answers_or_closes_and_a_bystander_is_undisturbed(
+    frames: list[tuple[int | None, bytes]], chunk: int, late_commit: bool
+) -> None:
+    core = Core(sync=not late_commit)
+    bystander = Client(core, 1)
+    bystander.handshake()
+    _check_bystander(core, bystander, 0)
+    x = Client(core, 2)
+    x.handshake()
+    stream = b""
+    for op, body in frames:
+        if op is None:
+            stream += body
+        else:
+            x.xid += 1
+            stream += frame(R.RequestHeader(x.xid, op).encode() + body)
+    for i in range(0, len(stream), chunk):
+        x.feed(stream[i : i + chunk])  # must never raise
+        if late_commit and i % (3 * chunk) == 0:
+            core.commit()
+    core.commit()
+    x.replies()  # every frame written is a well-formed reply or event
+    if not x.conn.closed and x.conn.decoder.buffered == 0:
+        # frame-aligned (no half frame of garbage pending): a ping is answered
+        x.feed(frame(R.RequestHeader(Xid.PING, OpCode.PING).encode()))
+        core.commit()
+        rs = x.replies()
+        assert x.conn.closed or any(xid == Xid.PING for xid, *_ in rs)
+    _check_bystander(core, bystander, 1)
+    assert not bystander.conn.closed
+
+
+CONNECT = R.ConnectRequest(0, 0, 30000, 0, bytes(16)).encode()
+
+
+@FUZZ
+@given(
+    st.one_of(st.sampled_from([CONNECT, CONNECT + b"\0"]).flatmap(mutated), st.binary(max_size=40)),
+    FRAMES,
+    st.integers(1, 9),
+)
+def test_core_handshake_fuzz_never_raises(
+    connect: bytes, frames: list[tuple[int | None, bytes]], chunk: int
+) -> None:
+    """A connection whose ConnectRequest is malformed (or garbage, or a reconnect to a session
+    id that does not exist), then anything: no exception escapes, the bystander carries on."""
+    core = Core()
+    bystander = Client(core, 1)
+    bystander.handshake()
+    x = Client(core, 2)
+    stream = frame(connect)
+    for op, body in frames:
+        stream += body if op is None else frame(R.RequestHeader(1, op).encode() + body)
+    for i in range(0, len(stream), chunk):
+        x.feed(stream[i : i + chunk])
+    core.commit()
+    try:
+        named = R.ConnectRequest.decode_from(connect, 0)[0].sessionId
+    except JuteDecodeError:
+        named = 0
+    if named == bystander.conn.session_id:
+        # A ConnectRequest naming the bystander's session closes its connection before the
+        # password is checked, as ZooKeeperServer.processConnectRequest does (CLIENT_RECONNECT).
+        assert bystander.conn.closed
+    else:
+        _check_bystander(core, bystander, 2)
+    core.node.sequencer.tick(10**9, 10**9)  # every session expires: no exception either
+    core.commit(10**9)
+    assert bystander.conn.closed
