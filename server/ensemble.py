@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ from ..quorum.zabwire import (
     PacketType,
     QuorumStreamDecoder,
     QuorumStreamError,
+    StreamEvent,
     encode_packet,
     encode_snapshot_payload,
     epoch_of,
@@ -220,6 +221,35 @@ class _Link:
                 await self.ready.wait()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             self.closed = True
+
+
+async def _read_link(
+    stream: trio.SocketStream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
+) -> str:
+    """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
+    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended."""
+    decoder = QuorumStreamDecoder()
+    while True:
+        try:
+            data = await stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            return f"connection broke: {e}"
+        if not data:
+            return "connection closed by the peer"
+        try:
+            decoder.feed(data)
+            while (ev := decoder.next_event()) is not None:
+                step(ev)
+        except QuorumStreamError as e:
+            log.warning("bad bytes on a quorum link (%s); closing it", e)
+            return f"bad stream: {e}"
+        kick()
+
+
+async def _until_done(task: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:
+    """Run ``task``; when it returns, cancel ``scope`` (its sibling tasks)."""
+    await task()
+    scope.cancel()
 
 
 class NotServing:
@@ -546,28 +576,18 @@ class _LeaderRole:
         link = _Link(peer._next_link, stream)
         peer._links[link.link] = link
         self.leader.connected(link.link)
-        decoder = QuorumStreamDecoder()
+
+        def step(ev: StreamEvent) -> None:
+            if isinstance(ev, r.QuorumPacket):  # learners send no snapshots
+                self.leader.step(link.link, ev, _now())
+
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(link.writer)
-                while not link.closed:
-                    try:
-                        data = await stream.receive_some(RECEIVE_SIZE)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                        data = b""
-                    if not data:
-                        break
-                    try:
-                        decoder.feed(data)
-                        while (ev := decoder.next_event()) is not None:
-                            if isinstance(ev, r.QuorumPacket):
-                                self.leader.step(link.link, ev, _now())
-                    except QuorumStreamError as e:
-                        log.warning("quorum link %d: %s; closing it", link.link, e)
-                        break
-                    peer.kick()
+                # the link ends when either side does: the pump closing it, or the learner
+                nursery.start_soon(_until_done, link.writer, nursery.cancel_scope)
+                reason = await _read_link(stream, step, peer.kick)
+                log.info("quorum link %d ends: %s", link.link, reason)
                 link.close()
-                nursery.cancel_scope.cancel()
         finally:
             peer._links.pop(link.link, None)
             self.leader.link_closed(link.link)
@@ -654,26 +674,10 @@ class _LearnerRole:
         self.front: FrontEnd | None = None
 
     async def reader(self) -> None:
-        decoder = QuorumStreamDecoder()
-        stream = self.link.stream
-        reason = "connection closed by the leader"
-        while True:
-            try:
-                data = await stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                reason = f"connection to the leader broke: {e}"
-                data = b""
-            if not data:
-                break
-            try:
-                decoder.feed(data)
-                while (ev := decoder.next_event()) is not None:
-                    self.learner.step(ev, _now())
-            except QuorumStreamError as e:
-                reason = f"bad stream from the leader: {e}"
-                break
-            self.peer.kick()
-        self.learner.link_closed(reason)
+        reason = await _read_link(
+            self.link.stream, lambda ev: self.learner.step(ev, _now()), self.peer.kick
+        )
+        self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 
     async def pump(self) -> str:
