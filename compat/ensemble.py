@@ -125,8 +125,6 @@ class ProcessEnsemble:
             cfg.update(lines)
             cfg.update(extra or {})
             (workdir / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
-            if kind == "zookeeper":
-                (workdir / "log4j.properties").write_text(_LOG4J_INFO)
             self.members[sid] = _Member(sid, kind, a, workdir)
         if start:
             for sid in self.members:
@@ -137,6 +135,9 @@ class ProcessEnsemble:
         m = self.members[sid]
         assert not m.alive(), f"member {sid} is running"
         cmd = _command(m.kind, m.cfg_path, m.workdir)
+        if m.kind == "zookeeper":
+            # INFO: state changes and sync modes are logged (_command writes a WARN config)
+            (m.workdir / "log4j.properties").write_text(_LOG4J_INFO)
         if self.lab is not None:
             cmd = self.lab.command(sid, cmd)
         with open(m.log_path, "ab") as log:

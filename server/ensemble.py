@@ -120,6 +120,8 @@ class EnsembleSpec:
     listen_on_all_ips: bool = False
     #: ``cnxTimeout`` (ms): connecting to another member's election port
     connect_timeout_ms: int = 5000
+    #: ``zookeeper.forceSnapshotSync``: a leader syncs every learner by SNAP
+    force_snap_sync: bool = False
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -142,6 +144,7 @@ class EnsembleSpec:
             qv.to_string().encode(),
             listen_on_all_ips=config.quorum_listen_on_all_ips,
             connect_timeout_ms=config.cnx_timeout,
+            force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
         )
 
     @property
@@ -443,6 +446,7 @@ class QuorumPeer:
             last_zxid=self.replica.last_zxid,
             now_ms=_now(),
             committed_log=list(self._committed_log),
+            force_snap=spec.force_snap_sync,
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         host, port = spec.members[spec.myid].quorum
@@ -717,4 +721,9 @@ class _LearnerRole:
         self.front = FrontEnd(peer.core_config, peer.replica, self.path, ServerStats())
         peer.shell.set_core(self.front, None)
         peer.election.update_peer_epoch(epoch_of(zxid))
-        log.info("%s: serving clients (epoch %d)", peer.state.upper(), epoch_of(zxid))
+        log.info(
+            "%s: synced with the leader by %s, serving clients (epoch %d)",
+            peer.state.upper(),
+            self.learner.sync_mode.value,
+            epoch_of(zxid),
+        )

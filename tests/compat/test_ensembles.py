@@ -176,3 +176,42 @@ def test_mixed_ensemble(name: str) -> None:
         ens.wait_serving()
         final = assert_identical(ens)
         assert "/after" in final and final["/n1"][0] == b"again"
+
+
+@pytest.mark.skipif(not zookeeper_available(), reason="Apache ZooKeeper is not installed")
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        {1: "zookeeper", 2: "trizk", 3: "trizk"},  # a trizk leader syncs a ZooKeeper follower
+        {1: "trizk", 2: "zookeeper", 3: "zookeeper"},  # a ZooKeeper leader syncs a trizk one
+    ],
+    ids=["zookeeper-rejoins-trizk", "trizk-rejoins-zookeeper"],
+)
+def test_mixed_rejoin_by_diff_and_by_snap(kinds: dict[int, str]) -> None:
+    """Member 1 (the other kind than the leader, 3) leaves and comes back after a few writes:
+    by DIFF; then, with ``forceSnapshotSync`` on every member, by SNAP."""
+    for force, mode in (("false", "DIFF"), ("true", "SNAP")):
+        extra = {"forceSnapshotSync": force}
+        with ProcessEnsemble(kinds, extra=extra) as ens:
+            assert ens.wait_serving()[3] == "leader"
+            ens.kill(1)
+            zk = client(ens.hosts([2, 3]))
+            try:
+                for i in range(20):
+                    zk.create(f"/r{i}", b"v")
+            finally:
+                zk.stop()
+                zk.close()
+            ens.start(1)
+            ens.wait_serving()
+            final = assert_identical(ens)
+            assert "/r19" in final
+            log = ens.members[1].log_path.read_text(errors="replace").splitlines()
+            synced = [ln for ln in log if ln_sync(ln)]
+            assert synced and mode in synced[-1].upper(), synced[-3:]
+
+
+def ln_sync(line: str) -> bool:
+    """A member's log line naming how it synced: trizk's "synced with the leader by X",
+    ZooKeeper's "Getting a diff from the leader" / "Getting a snapshot from leader"."""
+    return "synced with the leader by" in line or "Getting a " in line
