@@ -635,6 +635,11 @@ class FrontEnd:
         xid = mark.cxid
         self._finished(conn)
         err = rc.err
+        if hdr.type == OpCode.ERROR and err == Code.SESSIONMOVED:
+            # FinalRequestProcessor: "session moved is a connection level error, we need to
+            # tear down the connection" (ZOOKEEPER-710): no reply, the connection is closed.
+            self._close(conn, "session moved to another server")
+            return
         body: r.Record | None = None
         payload: bytes | None = None
         if hdr.type == OpCode.ERROR:

@@ -629,9 +629,13 @@ class _LeaderRole:
                     self._establish(rd.serving, now, wall)
                 seq = self.sequencer
                 if seq is not None:
+                    # requests and sessions are owned by the learner they came through
+                    sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
                     for lk, qp in rd.requests:
                         try:
-                            op = seq.submit_learner_request(qp.data or b"", qp.authinfo, now, wall)
+                            op = seq.submit_learner_request(
+                                qp.data or b"", qp.authinfo, now, wall, sid_of.get(lk, -2 - lk)
+                            )
                         except Exception as e:  # a bad REQUEST costs its link only
                             log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
                             link = peer._links.get(lk)
@@ -643,7 +647,8 @@ class _LeaderRole:
                     for sid, timeout in rd.touches:
                         seq.touch(sid, now, timeout)
                     for lk, sid, timeout in rd.revalidate:
-                        leader.revalidated(lk, sid, seq.touch(sid, now, timeout))
+                        owner = sid_of.get(lk, -2 - lk)
+                        leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
                 leader.advance(rd)
                 peer.shell.wake()
                 if rd.role is not None:

@@ -39,7 +39,7 @@ from .coreconfig import CoreConfig, ServerStats
 from .prep import WRITE_OPS, PendingChanges, PrepContext, PrepError, prep_close_session, prep_multi
 from .ratelog import RateLogger
 from .requests import decode_body, parse_multi
-from .sessions import SessionTracker, initial_session_id
+from .sessions import LOCAL, SessionTracker, initial_session_id
 
 __all__ = ["Sequencer", "WriteRequest"]
 
@@ -60,6 +60,8 @@ class WriteRequest:
     frame: bytes
     #: the connection's authenticated ids, (scheme, id)
     auth: list[tuple[str, str]]
+    #: the server the request came through (``Request.getOwner``): LOCAL, or a learner's sid
+    owner: int = LOCAL
 
 
 class Sequencer:
@@ -99,18 +101,21 @@ class Sequencer:
     def create_session(self, timeout: int, now: int, wall: int) -> int:
         """A new session: its id, tracked from now; its createSession txn is proposed."""
         sid = self.sessions.allocate_id()
-        self.sessions.add(sid, timeout, now)
+        self.sessions.add(sid, timeout, now).owner = LOCAL
         self._propose(sid, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
         return sid
 
-    def create_session_with_id(self, session_id: int, timeout: int, now: int, wall: int) -> None:
+    def create_session_with_id(
+        self, session_id: int, timeout: int, now: int, wall: int, owner: int = LOCAL
+    ) -> None:
         """A learner's new session (its id chosen by the learner): tracked here from now on,
-        its createSession txn proposed (PrepRequestProcessor, createSession from a learner)."""
-        self.sessions.add(session_id, timeout, now)
+        attached to that learner, its createSession txn proposed (PrepRequestProcessor:
+        ``setOwner`` on createSession)."""
+        self.sessions.add(session_id, timeout, now).owner = owner
         self._propose(session_id, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
 
     def submit_learner_request(
-        self, data: bytes, authinfo: Sequence[r.Id] | None, now: int, wall: int
+        self, data: bytes, authinfo: Sequence[r.Id] | None, now: int, wall: int, owner: int
     ) -> int:
         """A learner's REQUEST packet (``Learner.request``: long sessionId, int cxid, int type,
         then the request body). Returns its opcode: a sync is left to the caller, which orders
@@ -120,11 +125,11 @@ class Sequencer:
         body = data[_REQUEST.size :]
         if op == OpCode.CREATESESSION:
             (timeout,) = _TIMEOUT.unpack_from(body)
-            self.create_session_with_id(sid, timeout, now, wall)
+            self.create_session_with_id(sid, timeout, now, wall, owner)
         elif op != OpCode.SYNC:
             auth = [(i.scheme or "", i.id or "") for i in authinfo or ()]
             frame = r.RequestHeader(cxid, op).encode() + body
-            self.submit(WriteRequest(sid, cxid, op, frame, auth), now, wall)
+            self.submit(WriteRequest(sid, cxid, op, frame, auth, owner), now, wall)
         return op
 
     def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool:
@@ -135,7 +140,16 @@ class Sequencer:
         self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
     ) -> None:
         """A client reconnects with ``session_id``: ``done(valid)`` (at once: sessions are ours)."""
-        done(self.sessions.touch(session_id, now, timeout))
+        done(self.revalidate_for(session_id, timeout, now, LOCAL))
+
+    def revalidate_for(self, session_id: int, timeout: int, now: int, owner: int) -> bool:
+        """``ZooKeeperServer.revalidateSession`` / ``Leader.revalidateSession``: the session is
+        alive (touched) and now attached to ``owner``; later writes through any other server
+        get SESSIONMOVED."""
+        valid = self.sessions.touch(session_id, now, timeout)
+        if valid:
+            self.sessions.sessions[session_id].owner = owner
+        return valid
 
     def tick(self, now: int, wall: int) -> None:
         """Expire sessions whose time has come: each gets a closeSession txn."""
@@ -169,6 +183,7 @@ class Sequencer:
                 if session is not None:
                     session.closing = True
             elif op == OpCode.MULTI:
+                self._check_session(sid, req.owner)
                 ops = parse_multi(frame)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = OpCode.MULTI, multi
@@ -180,7 +195,7 @@ class Sequencer:
             else:
                 cls, fn = WRITE_OPS[op]
                 rec = decode_body(cls, frame)
-                self._check_session(sid)
+                self._check_session(sid, req.owner)
                 txn_type, txn = fn(op, rec, self.pending, ctx)
         except PrepError as e:
             txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
@@ -208,10 +223,17 @@ class Sequencer:
             txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
         self._propose(0, 0, txn_type, txn, wall)
 
-    def _check_session(self, sid: int) -> None:
+    def _check_session(self, sid: int, owner: int) -> None:
+        """``SessionTrackerImpl.checkSession``: an unknown or closing session is expired; the
+        first request attaches the session to its server; a request through another server
+        than the session's is SESSIONMOVED (ZOOKEEPER-710)."""
         s = self.sessions.sessions.get(sid)
         if s is None or s.closing:
             raise PrepError(Code.SESSIONEXPIRED)
+        if s.owner is None:
+            s.owner = owner
+        elif s.owner != owner:
+            raise PrepError(Code.SESSIONMOVED)
 
     def _propose(self, sid: int, cxid: int, txn_type: int, txn: r.Record | None, wall: int) -> None:
         self.last_zxid += 1

@@ -66,6 +66,10 @@ def initial_session_id(now_wall_ms: int, server_id: int = 0) -> int:
     return sid
 
 
+#: Session.owner of sessions attached to the sequencer's own server (``ServerCnxn.me``)
+LOCAL = -1
+
+
 @dataclass(slots=True)
 class Session:
     id: int
@@ -74,6 +78,9 @@ class Session:
     closing: bool = False
     #: authenticated ids (scheme, id), as ServerCnxn.authInfo carries them
     auth: list[tuple[str, str]] = field(default_factory=list)
+    #: the server the session is attached to (SessionImpl.owner): None until a request or a
+    #: revalidation sets it; LOCAL for the sequencer's own server, else a learner's sid
+    owner: int | None = None
 
 
 class SessionTracker:

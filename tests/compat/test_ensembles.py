@@ -22,7 +22,11 @@ from kazoo.exceptions import KazooException, NodeExistsError
 
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
 from trizk.compat.ensemble import ProcessEnsemble
+from trizk.compat.rawclient import ConnectionClosed, RawClient
 from trizk.compat.servers import zookeeper_available
+from trizk.jute import records as R
+from trizk.jute.codes import Code, OpCode
+from trizk.storage.datatree import OPEN_ACL_UNSAFE
 
 
 class Writers:
@@ -215,3 +219,32 @@ def ln_sync(line: str) -> bool:
     """A member's log line naming how it synced: trizk's "synced with the leader by X",
     ZooKeeper's "Getting a diff from the leader" / "Getting a snapshot from leader"."""
     return "synced with the leader by" in line or "Getting a " in line
+
+
+@pytest.mark.parametrize("kind", ["trizk", "zookeeper"])
+def test_session_moved_closes_the_old_connection(kind: str) -> None:
+    """ZOOKEEPER-710: a session reattached to another member (revalidated there) makes a write
+    still sent through its old member's connection a SESSIONMOVED error txn; that member closes
+    the connection without a reply (FinalRequestProcessor), and the write never happens."""
+    if kind == "zookeeper" and not zookeeper_available():
+        pytest.skip("Apache ZooKeeper is not installed")
+    with ProcessEnsemble({1: kind, 2: kind, 3: kind}) as ens:
+        ens.wait_serving()
+        a = RawClient(ens.host(1), ens.port(1), io_timeout=DEADLINE)
+        ra = a.connect(timeout_ms=20000)
+        assert ra is not None
+        b = RawClient(ens.host(2), ens.port(2), io_timeout=DEADLINE)
+        rb = b.connect(timeout_ms=20000, session_id=ra.sessionId, passwd=ra.passwd)
+        assert rb is not None and rb.sessionId == ra.sessionId
+        # Commits are matched to a member's pending requests by (session, cxid), in ZooKeeper
+        # too: two connections of one session must not use the same xids here.
+        b.next_xid = 1000
+        acl = tuple(OPEN_ACL_UNSAFE)
+        xid = a.send(OpCode.CREATE, R.CreateRequest("/old", b"", acl, 0))
+        with pytest.raises(ConnectionClosed):
+            a.read_until_reply(xid)
+        xid = b.send(OpCode.CREATE, R.CreateRequest("/new", b"", acl, 0))
+        assert b.read_until_reply(xid)[1].err == 0
+        xid = b.send(OpCode.EXISTS, R.ExistsRequest("/old", False))
+        assert b.read_until_reply(xid)[1].err == Code.NONODE
+        b.close()

@@ -227,7 +227,7 @@ class FakeLink:
     ) -> bool:
         data = struct.pack(">qii", session_id, cxid, op) + body
         seq = self.ens.leader.sequencer
-        if seq.submit_learner_request(data, authinfo, 0, WALL) == OpCode.SYNC:
+        if seq.submit_learner_request(data, authinfo, 0, WALL, 2) == OpCode.SYNC:
             self.ens.syncs.append(seq.last_zxid)  # answered once everything before commits
         return True
 
@@ -235,7 +235,7 @@ class FakeLink:
         self.touched[session_id] = timeout
 
     def revalidate(self, session_id: int, timeout: int) -> bool:
-        valid = self.ens.leader.sequencer.touch(session_id, 0, timeout)
+        valid = self.ens.leader.sequencer.revalidate_for(session_id, timeout, 0, 2)
         self.ens.revalidations.append((session_id, valid))
         return True
 
