@@ -138,7 +138,8 @@ class Server:
     """A trizk server for one test or one suite; see the module docstring.
 
     ``tick_time`` (ms) sets ZooKeeper's tickTime (sessions may time out from 2 ticks);
-    ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``)."""
+    ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``); the
+    server's temporary directory is made in ``base_dir`` (default: the system's temp dir)."""
 
     def __init__(
         self,
@@ -147,6 +148,7 @@ class Server:
         tick_time: int = 2000,
         properties: Mapping[str, str] | None = None,
         start_timeout: float = 20.0,
+        base_dir: str | Path | None = None,
     ) -> None:
         if mode not in (IN_PROCESS, PROCESS):
             raise ValueError(f"mode must be {IN_PROCESS!r} or {PROCESS!r}, not {mode!r}")
@@ -154,6 +156,8 @@ class Server:
         self.tick_time = tick_time
         self.properties = dict(properties or {})
         self.start_timeout = start_timeout
+        #: where the server's own temporary directory is made (default: the system's)
+        self.base_dir = base_dir
         #: the bound client port (0 until the first start; kept across restarts)
         self.port = 0
         self._root: Path | None = None
@@ -185,7 +189,7 @@ class Server:
         if self.running:
             raise ServerError("the server is already running")
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="trizk-testing-"))
+            self._root = Path(tempfile.mkdtemp(prefix="trizk-testing-", dir=self.base_dir))
             self.data_dir.mkdir()
         try:
             if self.mode == IN_PROCESS:
