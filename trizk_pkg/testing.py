@@ -348,15 +348,19 @@ class Server:
 
         return bool(self._in_server("expire_session", expire))
 
-    def drop_connections(self) -> int:
-        """Close every client connection from the server side (sessions stay: clients
-        reconnect into them). Returns how many were closed."""
+    def drop_connections(self, session_id: int | None = None) -> int:
+        """Close every client connection (or only ``session_id``'s) from the server side;
+        sessions stay, so clients reconnect into them. Returns how many were closed."""
 
         def drop() -> int:
             srv = self._thread.server if self._thread else None
             if srv is None:
                 return 0
-            conns = [c for c in srv.core.connections.values() if not c.closed]
+            conns = [
+                c
+                for c in srv.core.connections.values()
+                if not c.closed and (session_id is None or c.session_id == session_id)
+            ]
             for c in conns:
                 srv.core.close(c, "dropped by the test (trizk.testing)")
             srv.wake()
