@@ -121,6 +121,13 @@ class _Thread:
             raise ServerError("the server is not running")
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
+    def call_async(self, fn: Any, *args: Any) -> Any:
+        import trio
+
+        if not self._thread.is_alive():
+            raise ServerError("the server is not running")
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
     def stop(self, timeout: float) -> None:
         import trio
 
@@ -326,27 +333,39 @@ class Server:
                 p.stdout.close()
 
     # ------------------------------------------------------------------ test controls
-    def _in_server(self, what: str, fn: Any, *args: Any) -> Any:
+    def _in_server(self, what: str, fn: Any, *args: Any, is_async: bool = False) -> Any:
         if self.mode != IN_PROCESS:
             raise NotSupported(f"{what} is only available in-process for now")
         if self._thread is None:
             raise ServerError("the server is not running")
+        if is_async:
+            return self._thread.call_async(fn, *args)
         return self._thread.call(fn, *args)
 
     def expire_session(self, session_id: int) -> bool:
         """Expire a session now, server-side: its ephemerals go, its watchers fire, its client
-        sees EXPIRED_SESSION. False if the server does not know the session (or it is closing).
-        """
+        sees EXPIRED_SESSION. Returns once the closeSession is committed (what a client reads
+        next no longer shows the session's ephemerals); False if the server does not know the
+        session (or it is already closing)."""
+        import trio
 
-        def expire() -> bool:
+        timeout = self.start_timeout
+
+        async def expire() -> bool:
             srv = self._thread.server if self._thread else None
             if srv is None or srv.sequencer is None:
                 return False
-            done = bool(srv.sequencer.expire(session_id, srv._wall()))
+            seq = srv.sequencer
+            done = bool(seq.expire(session_id, srv._wall()))
             srv.wake()
+            # Sequencer.committed drops the session from the tracker when the closeSession
+            # commits; the server offers no commit event to wait on, so look each millisecond
+            with trio.fail_after(timeout):
+                while done and session_id in seq.sessions.sessions:
+                    await trio.sleep(0.001)
             return done
 
-        return bool(self._in_server("expire_session", expire))
+        return bool(self._in_server("expire_session", expire, is_async=True))
 
     def drop_connections(self, session_id: int | None = None) -> int:
         """Close every client connection (or only ``session_id``'s) from the server side;
