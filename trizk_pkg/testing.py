@@ -139,6 +139,9 @@ class _Thread:
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise ServerError("the trizk server thread did not stop")
+        if self._error is not None and self._ready.is_set() and self.port:
+            # the server failed while it ran: the test should hear of it
+            raise ServerError(f"the trizk server failed: {self._error!r}") from self._error
 
 
 class Server:
