@@ -85,6 +85,10 @@ class TrizkServer:
 
     def __init__(self, config: ServerConfig, ensemble: EnsembleSpec | None = None) -> None:
         self.config = config
+        #: milliseconds a test moved this server's clocks forward (:meth:`advance_clock`)
+        self.clock_offset = 0
+        #: set (and replaced) when the clock moves: the timed tasks wake up and look again
+        self.clock_moved = trio.Event()
         if ensemble is None and config.is_quorum:
             ensemble = EnsembleSpec.from_config(config)
         # -- durability: recover the data dir first; the core commits through the txn log.
@@ -116,13 +120,13 @@ class TrizkServer:
         self.peer: QuorumPeer | None = None
         if ensemble is None:
             self.node = Standalone(
-                self.core_config, self.replica, self.persistence, now=_now(), wall=_wall()
+                self.core_config, self.replica, self.persistence, now=self._now(), wall=self._wall()
             )
-            self.persistence.attach(self.node.commit, self._wake_dirty, _now)
+            self.persistence.attach(self.node.commit, self._wake_dirty, self._now)
             self._install(self.node.front, self.node.sequencer)
         else:
             self.peer = QuorumPeer(self, ensemble, self.core_config)
-            self.persistence.attach(lambda batch, now: None, self._wake_dirty, _now)
+            self.persistence.attach(lambda batch, now: None, self._wake_dirty, self._now)
             self._install(
                 FrontEnd(self.core_config, self.replica, NotServing(), ServerStats()), None
             )
@@ -140,8 +144,8 @@ class TrizkServer:
         self.per_ip_secure: Counter[str] = Counter()
         self.secure_port = config.secure_client_port
         self.port = config.client_port
-        self.started_wall = _wall()
-        self.started = _now()
+        self.started_wall = self._wall()
+        self.started = self._now()
         #: the AdminServer's bound port, None when it is off or its port was taken
         self.admin_port: int | None = None
         #: the Prometheus /metrics port, None when that provider is off or its port was taken
@@ -152,6 +156,29 @@ class TrizkServer:
             config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
         )
         self.sessionless_expired = 0
+
+    # ------------------------------------------------------------------ clocks
+    def _now(self) -> int:
+        """Monotonic milliseconds (session expiry, connection expiry), test offset included."""
+        return _now() + self.clock_offset
+
+    def _wall(self) -> int:
+        """Wall-clock milliseconds (txn times, TTLs, containers), test offset included."""
+        return _wall() + self.clock_offset
+
+    def advance_clock(self, ms: int) -> None:
+        """Move this server's clocks ``ms`` forward (trizk.testing): the ticker, the container
+        reaper and the connection expirer wake up and act on the new time at once."""
+        self.clock_offset += ms
+        moved, self.clock_moved = self.clock_moved, trio.Event()
+        moved.set()
+
+    async def _sleep_until(self, deadline: int) -> None:
+        """Sleep until :meth:`_now` reaches ``deadline``, cut short when a test moves the
+        clock past it."""
+        while (left := deadline - self._now()) > 0:
+            with trio.move_on_after(left / 1000):
+                await self.clock_moved.wait()
 
     def _install(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
         front.is_four_letter = fourlw.command_name
@@ -247,9 +274,10 @@ class TrizkServer:
             if seq is None:  # a learner, or LOOKING: the leader expires sessions
                 await trio.sleep(self.config.tick_time / 1000)
                 continue
-            await trio.sleep(max(seq.next_tick_in(_now()), 1) / 1000)
+            now = self._now()
+            await self._sleep_until(now + max(seq.next_tick_in(now), 1))
             if seq is self.sequencer:
-                seq.tick(_now(), _wall())
+                seq.tick(self._now(), self._wall())
             self._wake_dirty()
 
     async def _connection_expirer(self) -> None:
@@ -259,9 +287,9 @@ class TrizkServer:
         timeout, as in ZooKeeper's ExpiryQueue."""
         interval = self.sessionless_timeout
         while True:
-            now = _now()
-            await trio.sleep((interval - now % interval) / 1000)
-            now = _now()
+            now = self._now()
+            await self._sleep_until(now + interval - now % interval)
+            now = self._now()
             for p in list(self.peers.values()):
                 c = p.conn
                 timeout = c.session_timeout if c.state is State.OPEN else interval
@@ -272,14 +300,18 @@ class TrizkServer:
 
     async def _container_reaper(self) -> None:
         s = self.containers
+        next_check = self._now() + s.check_interval_ms
         while True:
-            await trio.sleep(s.check_interval_ms / 1000)
-            for path in candidates(self.replica.tree, _wall(), s):
+            # the next look is due check_interval after this one began (on the server's clock,
+            # so a clock a test moved while containers were being deleted is not missed)
+            await self._sleep_until(next_check)
+            next_check = self._now() + s.check_interval_ms
+            for path in candidates(self.replica.tree, self._wall(), s):
                 seq = self.sequencer
                 if seq is None:  # only the leader (or a standalone server) deletes containers
                     break
                 log.info("Attempting to delete candidate container: %s", path)
-                seq.delete_container(path, _wall())
+                seq.delete_container(path, self._wall())
                 self._wake_dirty()
                 await trio.sleep(s.min_interval_ms / 1000)
 
@@ -338,9 +370,9 @@ class TrizkServer:
                 return
             io = tls_stream
         conn = ClientConnection(
-            next(self._conn_ids), (ip, int(peer_addr[1])), self.config.jute_max_buffer, _wall()
+            next(self._conn_ids), (ip, int(peer_addr[1])), self.config.jute_max_buffer, self._wall()
         )
-        conn.last_io = _now()  # NIOServerCnxnFactory.createConnection: touchCnxn
+        conn.last_io = self._now()  # NIOServerCnxnFactory.createConnection: touchCnxn
         core = self.core
         peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event(), core)
         self.peers[conn.id] = peer
@@ -393,7 +425,7 @@ class TrizkServer:
         frames) to the core."""
         conn = peer.conn
         try:
-            peer.core.data_received(conn, data, _now(), _wall())
+            peer.core.data_received(conn, data, self._now(), self._wall())
         except Exception:
             # A bug must cost only this connection: the server and other clients go on.
             log.exception("%s: internal error while processing a request", conn)
@@ -416,7 +448,7 @@ class TrizkServer:
                         conn.out.clear()
                         break
                     await stream.send_all(conn.take_output())
-                    conn.last_io = _now()
+                    conn.last_io = self._now()
                     continue
                 peer.drained.set()
                 if conn.closed:
@@ -462,7 +494,7 @@ class TrizkServer:
     def _view(self, asking: ClientConnection | None) -> fourlw.SimpleView:
         core = self.core
         st = core.stats
-        wall_offset = _wall() - _now()
+        wall_offset = self._wall() - self._now()
         conns = []
         for p in self.peers.values():
             c = p.conn
@@ -531,7 +563,7 @@ class TrizkServer:
                 (f"{ns}_{quota.QUOTA_EXCEEDED_ERROR_PER_NAMESPACE}", st.quota_exceeded[ns])
                 for ns in quota.namespace_order(st.quota_exceeded)
             ],
-            uptime_ms=_now() - self.started,
+            uptime_ms=self._now() - self.started,
             connections=conns,
             sessions=sessions,
             data_watches=list(by_conn.items()),

@@ -155,9 +155,23 @@ class Sequencer:
         """Expire sessions whose time has come: each gets a closeSession txn."""
         for s in self.sessions.expired(now):
             log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
-            ctx = PrepContext(s.id, self.last_zxid + 1, wall, [])
-            txn_type, txn = prep_close_session(self.pending, ctx)
-            self._propose(s.id, 0, txn_type, txn, wall)
+            self._close_expired(s.id, wall)
+
+    def expire(self, session_id: int, wall: int) -> bool:
+        """Expire ``session_id`` now, as :meth:`tick` does when its time has come (a test's
+        ``expire_session``); False if the session is unknown or already closing."""
+        s = self.sessions.sessions.get(session_id)
+        if s is None or s.closing:
+            return False
+        s.closing = True
+        log.info("Expiring session 0x%x on request", s.id)
+        self._close_expired(s.id, wall)
+        return True
+
+    def _close_expired(self, session_id: int, wall: int) -> None:
+        ctx = PrepContext(session_id, self.last_zxid + 1, wall, [])
+        txn_type, txn = prep_close_session(self.pending, ctx)
+        self._propose(session_id, 0, txn_type, txn, wall)
 
     def next_tick_in(self, now: int) -> int:
         return self.sessions.wait_time(now)

@@ -219,6 +219,18 @@ def test_signal_shuts_down_cleanly(signum: int, caplog: pytest.LogCaptureFixture
     assert f"{signal.Signals(signum).name} received, shutting down" in messages(caplog)
 
 
+def test_readiness_line_names_the_bound_port(capsys: pytest.CaptureFixture[str]) -> None:
+    async def stop_at_once() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await trio.sleep_forever()
+
+    with _deadline(10):
+        assert main(["--port", "0"], serve=FakeServe(then=stop_at_once, port=45678)) == 0
+    out = capsys.readouterr().out.splitlines()
+    # trizk.testing (and any harness) waits for this stdout line: the port --port 0 bound
+    assert out == ["trizk-server ready on 127.0.0.1:45678 port=45678"]
+
+
 class _deadline:
     """Fail (via SIGALRM) if a blocking in-process main() does not return in time."""
 
