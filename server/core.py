@@ -408,7 +408,7 @@ class FrontEnd:
             if fifo:
                 fifo.append(_DeferredRead(xid, op, frame, now))
             else:
-                self._read(conn, xid, op, frame, now)
+                self._read(conn, xid, op, frame, now, now)
             return
         self._write(conn, xid, op, frame, now, wall)
 
@@ -488,12 +488,14 @@ class FrontEnd:
     def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
         return conn.auth
 
-    def _read(self, conn: ClientConnection, xid: int, op: int, frame: bytes, received: int) -> None:
+    def _read(
+        self, conn: ClientConnection, xid: int, op: int, frame: bytes, received: int, now: int
+    ) -> None:
         zxid = self.tree.last_processed_zxid
         self._finished(conn)
         if op == OpCode.PING:
             conn.send_reply(Xid.PING, zxid, 0)
-            self._replied(conn, op, xid, zxid, received)
+            self._replied(conn, op, xid, zxid, received, now)
             return
         ctx = ReadContext(
             self.tree, self.watches, conn, conn.session_id, self._auth_ids(conn.session_id, conn)
@@ -526,7 +528,7 @@ class FrontEnd:
             conn.send_reply_bytes(xid, zxid, err, payload)
         else:
             conn.send_reply(xid, zxid, err, body if err == 0 else None)
-        self._replied(conn, op, xid, zxid, received)
+        self._replied(conn, op, xid, zxid, received, now)
 
     def _queue(self, conn: ClientConnection) -> deque[_WriteMark | _SyncMark | _DeferredRead]:
         fifo = self._fifo.get(conn.id)
@@ -561,7 +563,7 @@ class FrontEnd:
         )
         return True
 
-    def on_synced(self) -> None:
+    def on_synced(self, now: int) -> None:
         """The leader answered the oldest forwarded sync (its SYNC packet): everything the
         leader had committed before it is applied here, so the sync is answered, in its
         session's order (FollowerZooKeeperServer.sync)."""
@@ -571,22 +573,22 @@ class FrontEnd:
         conn, mark = self._pending_syncs.popleft()
         mark.done = True
         if not conn.closed:
-            self._drain(conn)
+            self._drain(conn, now)
 
-    def _drain(self, conn: ClientConnection) -> None:
+    def _drain(self, conn: ClientConnection, now: int) -> None:
         """Answer what waits at the head of ``conn``'s FIFO: answered syncs, deferred reads."""
         fifo = self._fifo.get(conn.id)
         while fifo and not conn.closed:
             head = fifo[0]
             if isinstance(head, _DeferredRead):
                 fifo.popleft()
-                self._read(conn, head.xid, head.op, head.frame, head.received)
+                self._read(conn, head.xid, head.op, head.frame, head.received, now)
             elif isinstance(head, _SyncMark) and head.done:
                 fifo.popleft()
                 zxid = self.tree.last_processed_zxid
                 self._finished(conn)
                 conn.send_reply(head.xid, zxid, 0, r.SyncResponse(head.path))
-                self._replied(conn, OpCode.SYNC, head.xid, zxid, head.received)
+                self._replied(conn, OpCode.SYNC, head.xid, zxid, head.received, now)
             else:
                 return
 
@@ -609,7 +611,7 @@ class FrontEnd:
                 hconn, received = waiting
                 if not hconn.closed:
                     self._finish_session_init(hconn, True)
-                    self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received)
+                    self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received, now)
             return
         conn = self.session_conn.get(sid)
         fifo = self._fifo.get(conn.id) if conn is not None else None
@@ -624,11 +626,16 @@ class FrontEnd:
         fifo.popleft()
         if conn.closed:
             return
-        self._reply(conn, head, hdr, rc)
-        self._drain(conn)
+        self._reply(conn, head, hdr, rc, now)
+        self._drain(conn, now)
 
     def _reply(
-        self, conn: ClientConnection, mark: _WriteMark, hdr: r.TxnHeader, rc: ApplyResult
+        self,
+        conn: ClientConnection,
+        mark: _WriteMark,
+        hdr: r.TxnHeader,
+        rc: ApplyResult,
+        now: int,
     ) -> None:
         zxid = self.tree.last_processed_zxid
         op = mark.op
@@ -663,16 +670,21 @@ class FrontEnd:
             conn.send_reply_bytes(xid, zxid, err, payload)
         else:
             conn.send_reply(xid, zxid, err, body)
-        self._replied(conn, op, xid, zxid, mark.received)
+        self._replied(conn, op, xid, zxid, mark.received, now)
         if op == OpCode.CLOSESESSION:
             self.session_conn.pop(conn.session_id, None)
             self._close(conn, "client closed session")
 
-    def _replied(self, conn: ClientConnection, op: int, xid: int, zxid: int, received: int) -> None:
+    def _replied(
+        self, conn: ClientConnection, op: int, xid: int, zxid: int, received: int, now: int
+    ) -> None:
+        """Statistics of one answered request: latency from its arrival to this reply, in ms
+        (``ServerCnxn.updateStatsForResponse``: a write waits for its commit, a read queued
+        behind writes for them)."""
         self._mark(conn)
         self.stats.packets_sent += 1
-        latency = 0  # replies are produced within the same tick as the request in-memory
-        conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, received)
+        latency = max(0, now - received)
+        conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, now)
         self.stats.record(latency)
 
 

@@ -711,7 +711,7 @@ class _LearnerRole:
                         self.path.revalidated(sid, valid)
                 if self.front is not None:
                     for _ in range(rd.synced):
-                        self.front.on_synced()
+                        self.front.on_synced(now)
                 learner.advance(rd)
                 peer.shell.wake()
                 if rd.role is not None:

@@ -272,7 +272,7 @@ class MiniEnsemble:
         self.committer.flush()
         while self.syncs:
             self.syncs.pop(0)
-            self.follower.on_synced()
+            self.follower.on_synced(0)
         while self.revalidations:
             self.path.revalidated(*self.revalidations.pop(0))
 
