@@ -36,7 +36,6 @@ snapshot decoders cap what a peer can make us buffer; a peer that sends garbage 
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -87,14 +86,6 @@ LINK_OUTPUT_LIMIT = 256 * 1024 * 1024
 RECEIVE_SIZE = 256 * 1024
 #: Learner.connectToLeader: the pause between tries (leaderConnectDelayDuringRetryMs).
 CONNECT_PAUSE = 0.1
-
-
-def _now() -> int:
-    return int(trio.current_time() * 1000)
-
-
-def _wall() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -390,7 +381,7 @@ class QuorumPeer:
     def _init_config(self) -> None:
         """``QuorumPeer.initConfigInZKDatabase``: /zookeeper/config shows this member's view of
         the ensemble (at start-up and after every sync, reconfig being off)."""
-        self.replica.tree.set_config(self.spec.config, _wall())
+        self.replica.tree.set_config(self.spec.config, self.shell._wall())
 
     def kick(self) -> None:
         self._kick.set()
@@ -421,7 +412,11 @@ class QuorumPeer:
                 ("synced_observers", "watch_count", sum(s not in voters for s in synced)),
                 ("last_proposal_size", "open_file_descriptor_count", last),
                 ("pending_syncs", "open_file_descriptor_count", role.leader.pending_syncs),
-                ("leader_uptime", "open_file_descriptor_count", _now() - role.established_at),
+                (
+                    "leader_uptime",
+                    "open_file_descriptor_count",
+                    self.shell._now() - role.established_at,
+                ),
                 ("learners", "outstanding_tls_handshake", len(learners)),
             ]
         return out
@@ -444,7 +439,7 @@ class QuorumPeer:
             accepted_epoch=ep.accepted,
             current_epoch=ep.current,
             last_zxid=self.replica.last_zxid,
-            now_ms=_now(),
+            now_ms=self.shell._now(),
             committed_log=list(self._committed_log),
             force_snap=spec.force_snap_sync,
         )
@@ -474,14 +469,14 @@ class QuorumPeer:
             accepted_epoch=ep.accepted,
             current_epoch=ep.current,
             last_logged_zxid=self.replica.last_zxid,
-            now_ms=_now(),
+            now_ms=self.shell._now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
         stream = await self._connect(spec.members[leader_sid].quorum)
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
         link = _Link(0, stream)
-        learner.connected(_now())
+        learner.connected(self.shell._now())
         role = self._role = _LearnerRole(self, learner, link)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
@@ -512,7 +507,7 @@ class QuorumPeer:
         step = max(self.spec.timing.tick_ms // 2, 1) / 1000
         while True:
             await trio.sleep(step)
-            tick(_now())
+            tick(self.shell._now())
             self.kick()
 
     # ------------------------------------------------------------------ shared Ready handling
@@ -583,7 +578,7 @@ class _LeaderRole:
 
         def step(ev: StreamEvent) -> None:
             if isinstance(ev, r.QuorumPacket):  # learners send no snapshots
-                self.leader.step(link.link, ev, _now())
+                self.leader.step(link.link, ev, peer.shell._now())
 
         try:
             async with trio.open_nursery() as nursery:
@@ -619,7 +614,7 @@ class _LeaderRole:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
                 await peer.persist(rd)
-                now, wall = _now(), _wall()
+                now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
                     if self.sequencer is not None and self.front is not None:
@@ -684,7 +679,9 @@ class _LearnerRole:
 
     async def reader(self) -> None:
         reason = await _read_link(
-            self.link.stream, lambda ev: self.learner.step(ev, _now()), self.peer.kick
+            self.link.stream,
+            lambda ev: self.learner.step(ev, self.peer.shell._now()),
+            self.peer.kick,
         )
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
@@ -697,7 +694,7 @@ class _LearnerRole:
                 for s in rd.messages:
                     self.link.send(encode_packet(s.packet))
                 await peer.persist(rd)
-                now, wall = _now(), _wall()
+                now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, _txn, rc = peer.apply(e, None)
                     if self.front is not None:
