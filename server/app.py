@@ -541,9 +541,14 @@ class TrizkServer:
                 by_conn.setdefault(w.session_id, []).append(path)
         data_dir = Path(self.config.data_dir) / "version-2"
         log_dir = Path(self.config.data_log_dir) / "version-2"
+        advanced = dict(fourlw.MNTR_SUMMARIES)
+        measured: dict[str, int | float | str] = {}
+        for name, summary in [*st.summaries.items(), *self.persistence.summaries.items()]:
+            measured.update(summary.values(name, advanced.get(name, False)))
         return fourlw.SimpleView(
             config=self.config,
             client_port=self.port,
+            metrics=measured,
             serving=core.serving,
             server_state=self.peer.state if self.peer is not None else "standalone",
             role_metrics=self.peer.role_metrics() if self.peer is not None else (),

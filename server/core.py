@@ -611,7 +611,7 @@ class FrontEnd:
                 hconn, received = waiting
                 if not hconn.closed:
                     self._finish_session_init(hconn, True)
-                    self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received, now)
+                    self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received, now, txn=True)
             return
         conn = self.session_conn.get(sid)
         fifo = self._fifo.get(conn.id) if conn is not None else None
@@ -670,13 +670,21 @@ class FrontEnd:
             conn.send_reply_bytes(xid, zxid, err, payload)
         else:
             conn.send_reply(xid, zxid, err, body)
-        self._replied(conn, op, xid, zxid, mark.received, now)
+        self._replied(conn, op, xid, zxid, mark.received, now, txn=True)
         if op == OpCode.CLOSESESSION:
             self.session_conn.pop(conn.session_id, None)
             self._close(conn, "client closed session")
 
     def _replied(
-        self, conn: ClientConnection, op: int, xid: int, zxid: int, received: int, now: int
+        self,
+        conn: ClientConnection,
+        op: int,
+        xid: int,
+        zxid: int,
+        received: int,
+        now: int,
+        *,
+        txn: bool = False,
     ) -> None:
         """Statistics of one answered request: latency from its arrival to this reply, in ms
         (``ServerCnxn.updateStatsForResponse``: a write waits for its commit, a read queued
@@ -686,6 +694,8 @@ class FrontEnd:
         latency = max(0, now - received)
         conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, now)
         self.stats.record(latency)
+        # ServerStats.updateLatency: requests with a txn header are updates, the rest reads
+        self.stats.observe("updatelatency" if txn else "readlatency", latency)
 
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).

@@ -63,6 +63,7 @@ from ..storage.replica import Replica
 from ..storage.txnlog import TxnEntry
 from .committer import Proposal
 from .config import ServerConfig, java_boolean
+from .coreconfig import Summary
 
 log = logging.getLogger("trizk.server.persistence")
 
@@ -232,6 +233,8 @@ class Persistence:
         self._since_snapshot = 0  # txns logged since the last roll
         self._rand_roll = 0
         self._inflight = 0  # txns being appended and synced
+        #: ServerMetrics summaries of the disk: "fsynctime", "snapshottime" (ms)
+        self.summaries: dict[str, Summary] = {}
         #: writing the txn log failed: nothing more is written or synced
         self.failed = False
         self._snapshot_wanted = trio.Event()
@@ -476,7 +479,12 @@ class Persistence:
                 self._reset_roll()
                 writer.roll()
                 self._snapshot_wanted.set()
+            t0 = time.monotonic()
             await trio.to_thread.run_sync(writer.sync)
+            # ServerMetrics.FSYNC_TIME (ms)
+            self.summaries.setdefault("fsynctime", Summary()).add(
+                int((time.monotonic() - t0) * 1000)
+            )
         except OSError as e:
             # ZooKeeper: "Severe unrecoverable error, from thread : SyncThread:0", then the
             # JVM exits with code 1. Nothing of the batch was acknowledged. fsync is never
@@ -553,6 +561,10 @@ class Persistence:
                 await trio.sleep(0)
             path, size = await trio.to_thread.run_sync(self._write_snapshot, fs)
             self.snapshots_taken += 1
+            # ServerMetrics.SNAPSHOT_TIME (ms)
+            self.summaries.setdefault("snapshottime", Summary()).add(
+                int((time.monotonic() - t0) * 1000)
+            )
             self.last_snapshot = path
             log.info(
                 "snapshot %s: %d znodes, %d bytes in %.3f s",
