@@ -70,6 +70,7 @@ from .zab import (
     LearnerType,
     Quorum,
     Ready,
+    ReadyOutbox,
     RoleChange,
     Send,
     ServerState,
@@ -164,7 +165,7 @@ class _Proposal:
 TxnLogSource = Callable[[int], Iterable[Entry]]
 
 
-class Leader:
+class Leader(ReadyOutbox):
     """Leads one epoch. Built after election decided LEADING; finished when ``role`` is set."""
 
     def __init__(
@@ -253,13 +254,6 @@ class Leader:
         return len(self._outstanding)
 
     # ------------------------------------------------------------------ Ready
-
-    def has_ready(self) -> bool:
-        return bool(self._rd)
-
-    def ready(self) -> Ready:
-        rd, self._rd = self._rd, Ready()
-        return rd
 
     def advance(self, rd: Ready) -> None:
         """``rd``'s persistence is durable and its committed entries are applied."""

@@ -46,6 +46,7 @@ from .zab import (
     Entry,
     LearnerType,
     Ready,
+    ReadyOutbox,
     RoleChange,
     Send,
     ServerState,
@@ -85,7 +86,7 @@ class _Phase(Enum):
     DONE = auto()
 
 
-class Learner:
+class Learner(ReadyOutbox):
     """A follower (``learner_type=PARTICIPANT``) or an observer, talking to one leader."""
 
     def __init__(
@@ -209,13 +210,6 @@ class Learner:
         return True
 
     # ------------------------------------------------------------------ Ready
-
-    def has_ready(self) -> bool:
-        return bool(self._rd)
-
-    def ready(self) -> Ready:
-        rd, self._rd = self._rd, Ready()
-        return rd
 
     def advance(self, rd: Ready) -> None:
         """``rd``'s persistence is durable: send what it promised."""

@@ -237,6 +237,20 @@ class Ready:
         )
 
 
+class ReadyOutbox:
+    """What a Zab machine has produced since the shell last took it (the Ready half of the
+    contract both machines share)."""
+
+    _rd: Ready
+
+    def has_ready(self) -> bool:
+        return bool(self._rd)
+
+    def ready(self) -> Ready:
+        rd, self._rd = self._rd, Ready()
+        return rd
+
+
 class Replica(Protocol):
     """What the shell's replica offers Zab's snapshot transfer (bytes are opaque to Zab).
 
