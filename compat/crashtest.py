@@ -53,7 +53,7 @@ from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode
 
 from .rawclient import ConnectionClosed, RawClient, Reply, WireTimeout, handshake_ok
-from .servers import free_port
+from .servers import free_port, stop_process
 
 OPEN_ACL = (R.ACL(31, R.Id("world", "anyone")),)
 SESSION_TIMEOUT_MS = 30000
@@ -240,13 +240,8 @@ class ServerProc:
             self.proc.wait(30)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        if self.proc is not None:
+            stop_process(self.proc, 30)
 
     def log_tail(self, n: int = 40) -> str:
         try:

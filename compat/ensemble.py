@@ -32,7 +32,7 @@ from pathlib import Path
 from .javaquorum import _LOG4J_INFO, MemberAddrs, allocate, server_lines
 from .netns import NetnsLab
 from .rawclient import handshake_ok
-from .servers import BASE_CFG, _command
+from .servers import BASE_CFG, _command, stop_process
 
 __all__ = ["ProcessEnsemble", "four_letter"]
 
@@ -158,13 +158,8 @@ class ProcessEnsemble:
 
     def stop(self, sid: int) -> None:
         m = self.members[sid]
-        if m.proc is not None and m.proc.poll() is None:
-            m.proc.terminate()
-            try:
-                m.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                m.proc.kill()
-                m.proc.wait(15)
+        if m.proc is not None:
+            stop_process(m.proc, 15)
 
     def close(self) -> None:
         for sid in self.members:

@@ -99,6 +99,18 @@ def make_cfg(port: int, data_dir: str, extra: Mapping[str, str] | None = None) -
     return "".join(f"{k}={v}\n" for k, v in cfg.items())
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Terminate a process we started (by its PID), wait at most ``timeout`` s, then kill it
+    and wait as long again."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
 @dataclass
 class Server:
     """A server process we started; :meth:`stop` ends it and removes its directory."""
@@ -132,13 +144,7 @@ class Server:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate our process by PID, wait bounded, then kill."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
+        stop_process(self.proc, timeout)
         if not self.keep_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
