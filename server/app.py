@@ -1,14 +1,22 @@
 """The Trio shell around a standalone server's core (:mod:`trizk.server.standalone`): sockets,
 clocks, tasks.
 
-Structure (one nursery per connection, as trio-websocket's server does)::
+Structure::
 
     serve(config)
       ├── ticker: sleeps until the next session-expiry bucket, calls core.tick(now, wall)
-      └── listener: accept → _handle(stream)
-            ├── reader (this task): receive_some → core.data_received → wake writers
+      ├── acceptor (one per listening socket): accept → register the socket with the poller
+      ├── poller (:mod:`trizk.server.poller`): one task for every plain client socket; reads
+      │     what is ready → core.data_received → replies sent inline (non-blocking send)
+      └── TLS listener (secureClientPort), and any platform whose selector Trio cannot wait
+          on: one nursery per connection (as trio-websocket's server does)
+            ├── reader (this task): receive_some → core.data_received → wake the writer
             └── writer: waits for output, send_all(batch); closes the socket once the core
                         has closed the connection and its output is flushed
+
+Output the core produces outside a client's own request (commit replies, watch events, a
+connection closed by the server) marks connections dirty; :meth:`TrizkServer._wake_dirty`
+flushes them inline (plain sockets) or wakes their writer (streams).
 
 Bounds: a frame is at most ``jute.maxbuffer`` (the core closes the connection otherwise);
 ``maxClientCnxns`` connections per client address; a connection whose unsent output passes
@@ -24,6 +32,7 @@ import functools
 import itertools
 import logging
 import os
+import socket
 import ssl
 import struct
 import time
@@ -48,6 +57,7 @@ from .core import FrontEnd
 from .coreconfig import CoreConfig, ServerStats
 from .ensemble import EnsembleSpec, NotServing, QuorumPeer
 from .persistence import Persistence, PersistenceSettings
+from .poller import Poller, SockPeer
 from .sequencer import Sequencer
 from .standalone import Standalone
 
@@ -58,6 +68,10 @@ OUTBUF_HARD_LIMIT = 64 * 1024 * 1024
 RECEIVE_SIZE = 256 * 1024
 #: Netty's SslHandler default handshake timeout (10 s)
 TLS_HANDSHAKE_TIMEOUT = 10.0
+#: accept() failures that mean "out of descriptors or memory for now" (trio.serve_listeners'
+#: list): logged, and accepting resumes after ACCEPT_BACKOFF seconds
+_ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_BACKOFF = 0.1
 
 
 def _now() -> int:
@@ -69,7 +83,9 @@ def _wall() -> int:
 
 
 @dataclass
-class _Peer:
+class _StreamPeer:
+    """A connection served by its own reader and writer tasks (TLS, or no usable selector)."""
+
     conn: ClientConnection
     stream: trio.abc.Stream  # a SocketStream, or an SSLStream on the secure port
     lot: trio.lowlevel.ParkingLot
@@ -78,6 +94,11 @@ class _Peer:
     unthrottled: trio.Event
     #: the front end this connection was accepted by (an ensemble member's role may change)
     core: FrontEnd
+    ip: str
+    secure: bool
+
+
+_Peer = _StreamPeer | SockPeer
 
 
 class TrizkServer:
@@ -134,6 +155,8 @@ class TrizkServer:
         self._conn_ids = itertools.count(1)
         self.peers: dict[int, _Peer] = {}
         self.per_ip: Counter[str] = Counter()
+        #: ids of the front ends whose dirty connections are being flushed right now
+        self._waking: set[int] = set()
         # -- TLS (secureClientPort): its own listener and, as ZooKeeper's second connection
         # -- factory, its own per-address connection count.
         self.tls_settings: tls.TLSSettings | None = None
@@ -156,6 +179,17 @@ class TrizkServer:
             config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
         )
         self.sessionless_expired = 0
+        #: plain client sockets, one task over a selector; None: one task pair per connection
+        self.poller: Poller | None = None
+        if Poller.supported():
+            self.poller = Poller(
+                self,
+                self._now,
+                receive_size=RECEIVE_SIZE,
+                soft_limit=OUTBUF_SOFT_LIMIT,
+                hard_limit=OUTBUF_HARD_LIMIT,
+                linger_ms=self.sessionless_timeout,
+            )
 
     # ------------------------------------------------------------------ clocks
     def _now(self) -> int:
@@ -244,7 +278,12 @@ class TrizkServer:
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._container_reaper)
             nursery.start_soon(self._connection_expirer)
-            await nursery.start(trio.serve_listeners, self._handle, listeners)
+            if self.poller is not None:
+                nursery.start_soon(self.poller.run)
+                for listener in listeners:
+                    nursery.start_soon(self._accept_loop, listener)
+            else:
+                await nursery.start(trio.serve_listeners, self._handle, listeners)
             if self.tls is not None:
                 shost = self.config.secure_client_port_address
                 secure = await trio.open_tcp_listeners(self.config.secure_client_port, host=shost)
@@ -296,6 +335,10 @@ class TrizkServer:
                 if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
                     p.core.close(c, f"connection expired (no traffic for {timeout} ms)")
                     self.sessionless_expired += c.state is not State.OPEN
+            if self.poller is not None:
+                for p in self.poller.expired_lingerers(now):
+                    log.info("%s: closed, its last output not taken; dropping it", p.conn)
+                    self.poller.drop(p)
             self._wake_dirty()
 
     async def _container_reaper(self) -> None:
@@ -343,6 +386,80 @@ class TrizkServer:
             return None, None
         return s, tls.x509_subject(der)
 
+    def _admit(self, ip: str, secure: bool) -> bool:
+        """``maxClientCnxns``: count one more connection from ``ip``, or refuse it."""
+        limit = self.config.max_client_cnxns
+        per_ip = self.per_ip_secure if secure else self.per_ip
+        if limit > 0 and per_ip[ip] >= limit:
+            log.warning("Too many connections from /%s - max is %d", ip, limit)
+            return False
+        per_ip[ip] += 1
+        return True
+
+    def _release(self, ip: str, secure: bool) -> None:
+        per_ip = self.per_ip_secure if secure else self.per_ip
+        per_ip[ip] -= 1
+        if not per_ip[ip]:
+            del per_ip[ip]
+
+    def _new_connection(self, peer_addr: Any) -> ClientConnection:
+        conn = ClientConnection(
+            next(self._conn_ids),
+            (str(peer_addr[0]), int(peer_addr[1])),
+            self.config.jute_max_buffer,
+            self._wall(),
+        )
+        conn.last_io = self._now()  # NIOServerCnxnFactory.createConnection: touchCnxn
+        return conn
+
+    def _forget(self, peer: _Peer) -> None:
+        """The connection's socket is closed: drop it from the server and its front end."""
+        if self.peers.pop(peer.conn.id, None) is None:
+            return
+        self._release(peer.ip, peer.secure)
+        peer.core.connection_lost(peer.conn)
+        self._wake_dirty(peer.core)
+
+    # -- plain sockets: the poller (Owner protocol) --------------------------------
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        async with listener:  # closed when the server stops, as trio.serve_listeners does
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as e:
+                    if e.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                        raise
+                    log.error("accept() failed: %s; retrying in %.1f s", e, ACCEPT_BACKOFF)
+                    await trio.sleep(ACCEPT_BACKOFF)
+                    continue
+                self._adopt(stream.socket)
+
+    def _adopt(self, tsock: trio.socket.SocketType) -> None:
+        """A plain connection was accepted: admit it and hand its socket to the poller."""
+        assert self.poller is not None
+        try:
+            peer_addr = tsock.getpeername()
+        except OSError:
+            tsock.close()
+            return
+        ip = str(peer_addr[0])
+        if not self._admit(ip, secure=False):
+            tsock.close()
+            return
+        sock = socket.socket(fileno=tsock.detach())
+        conn = self._new_connection(peer_addr)
+        peer = SockPeer(sock, conn, self.core, ip)
+        self.peers[conn.id] = peer
+        self.core.connection_made(conn)
+        self.poller.add(peer)
+
+    def feed(self, peer: SockPeer, data: bytes) -> None:
+        self._feed(peer, data)
+
+    def finished(self, peer: SockPeer) -> None:
+        self._forget(peer)
+
+    # -- streams: TLS, or no usable selector ----------------------------------------
     async def _handle(self, stream: trio.SocketStream, *, secure: bool = False) -> None:
         try:
             peer_addr = stream.socket.getpeername()
@@ -350,31 +467,24 @@ class TrizkServer:
             await stream.aclose()
             return
         ip = str(peer_addr[0])
-        limit = self.config.max_client_cnxns
-        per_ip = self.per_ip_secure if secure else self.per_ip
-        if limit > 0 and per_ip[ip] >= limit:
-            log.warning("Too many connections from /%s - max is %d", ip, limit)
+        if not self._admit(ip, secure):
             await stream.aclose()
             return
-        per_ip[ip] += 1
         io: trio.abc.Stream = stream
         subject: str | None = None
         if secure:
             tls_stream, subject = await self._tls_handshake(stream, ip)
             if tls_stream is None:
-                per_ip[ip] -= 1
-                if not per_ip[ip]:
-                    del per_ip[ip]
+                self._release(ip, secure)
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
                 return
             io = tls_stream
-        conn = ClientConnection(
-            next(self._conn_ids), (ip, int(peer_addr[1])), self.config.jute_max_buffer, self._wall()
-        )
-        conn.last_io = self._now()  # NIOServerCnxnFactory.createConnection: touchCnxn
+        conn = self._new_connection(peer_addr)
         core = self.core
-        peer = _Peer(conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event(), core)
+        peer = _StreamPeer(
+            conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event(), core, ip, secure
+        )
         self.peers[conn.id] = peer
         core.connection_made(conn)
         if subject is not None:
@@ -390,16 +500,11 @@ class TrizkServer:
                 # flush what is queued, then it cancels the nursery.
                 peer.lot.unpark_all()
         finally:
-            per_ip[ip] -= 1
-            if not per_ip[ip]:
-                del per_ip[ip]
-            self.peers.pop(conn.id, None)
-            core.connection_lost(conn)
-            self._wake_dirty(core)
+            self._forget(peer)
             with trio.CancelScope(shield=True):
                 await io.aclose()
 
-    async def _reader(self, peer: _Peer) -> None:
+    async def _reader(self, peer: _StreamPeer) -> None:
         conn, stream = peer.conn, peer.stream
         while not conn.closed:
             try:
@@ -422,7 +527,7 @@ class TrizkServer:
 
     def _feed(self, peer: _Peer, data: bytes) -> None:
         """Hand received bytes (or, for a connection no longer throttled, nothing: its buffered
-        frames) to the core."""
+        frames) to the core, then flush what that produced."""
         conn = peer.conn
         try:
             peer.core.data_received(conn, data, self._now(), self._wall())
@@ -430,9 +535,10 @@ class TrizkServer:
             # A bug must cost only this connection: the server and other clients go on.
             log.exception("%s: internal error while processing a request", conn)
             conn.close("internal error")
+            peer.core.dirty.append(conn)
         self._wake_dirty(peer.core)
 
-    async def _writer(self, peer: _Peer, scope: trio.CancelScope) -> None:
+    async def _writer(self, peer: _StreamPeer, scope: trio.CancelScope) -> None:
         conn, stream = peer.conn, peer.stream
         try:
             while True:
@@ -459,20 +565,39 @@ class TrizkServer:
         scope.cancel()
 
     def _wake_dirty(self, core: FrontEnd | None = None) -> None:
+        """Flush (plain sockets) or wake the writers of (streams) the connections ``core``
+        marked dirty. Not re-entrant per front end: what a flush makes dirty (a closed
+        connection forgotten, a throttled one fed again) is taken by the running pass."""
         if self.peer is not None:
             # what the front end did may have given the role's Zab machine work (a learner's
             # REQUEST or REVALIDATE to send, session touches)
             self.peer.kick()
-        dirty = (core or self.core).dirty
-        if not dirty:
+        core = core or self.core
+        dirty = core.dirty
+        if not dirty or id(core) in self._waking:
             return
-        for c in dirty:
-            p = self.peers.get(c.id)
-            if p is not None:
-                p.lot.unpark_all()
-                if not c.throttled:
-                    p.unthrottled.set()
-        dirty.clear()
+        self._waking.add(id(core))
+        try:
+            while dirty:
+                batch = dirty[:]
+                dirty.clear()
+                for c in batch:
+                    p = self.peers.get(c.id)
+                    if p is None:
+                        continue
+                    if isinstance(p, SockPeer):
+                        assert self.poller is not None
+                        if p.paused and not c.throttled:
+                            # the throttle ended: the frames that waited behind it, then read
+                            p.paused = False
+                            self._feed(p, b"")
+                        self.poller.flush(p)
+                    else:
+                        p.lot.unpark_all()
+                        if not c.throttled:
+                            p.unthrottled.set()
+        finally:
+            self._waking.discard(id(core))
 
     # ------------------------------------------------------------------ 4lw
     def _four_letter(self, word: str, conn: ClientConnection, arg: bytes) -> bytes | None:
