@@ -6,11 +6,16 @@ This shell is the standalone server's :class:`~trizk.server.committer.Committer`
 SyncRequestProcessor): the sequencer proposes txns to it, and it hands them, once durable, to
 its commit sink (:meth:`trizk.server.standalone.Standalone.commit`: apply, fire watches, reply).
 
-* **Committer task.** Wait until txns were proposed; append all of them to the
-  :class:`~trizk.storage.files.TxnLogWriter` (each with the tree digest prep computed for it),
-  ``fdatasync`` in a worker thread, then commit them. Txns that arrive while a sync runs wait
-  for the next round, so one fsync covers all of them: throughput with many clients is
-  bounded by the disk, not by one fsync per write.
+* **Committer task and sync thread: group commit as a pipeline.** The committer task appends
+  proposed txns to the :class:`~trizk.storage.files.TxnLogWriter`'s queue (each with the tree
+  digest prep computed for it) as soon as they are proposed; one long-lived sync thread
+  (:class:`_SyncThread`) writes and fdatasyncs whatever is queued each time it is free.
+  While sync *N* runs, the txns proposed meanwhile are appended and go with sync *N+1*, which
+  starts the moment *N* returns; meanwhile the committer hands batch *N* to the sink. So one
+  fsync covers every txn that arrived during the previous one, the disk never waits for the
+  Trio thread, and throughput with many clients is bounded by the disk, not by a serial
+  append → fsync → commit chain. An ensemble member's logging (:meth:`log_entries`) goes
+  through the same thread.
   A txn is durable before any client can see its effects, and a reply is never sent for a
   txn that is not durable. An ``OSError`` from the disk is fatal (:class:`StorageFailure`
   stops the server, as ZooKeeper exits when it cannot write its log): afterwards nothing is
@@ -49,7 +54,9 @@ import gzip
 import logging
 import os
 import random
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,6 +240,14 @@ class Persistence:
         self._since_snapshot = 0  # txns logged since the last roll
         self._rand_roll = 0
         self._inflight = 0  # txns being appended and synced
+        #: the sync thread (while running), appends made and appends known durable
+        self._syncer: _SyncThread | None = None
+        self._appended = 0
+        self._synced = 0
+        #: set (and replaced) whenever a sync returns
+        self._progress = trio.Event()
+        #: the log failed: raised to everyone waiting for durability
+        self._failure: StorageFailure | None = None
         #: ServerMetrics summaries of the disk: "fsynctime", "snapshottime" (ms)
         self.summaries: dict[str, Summary] = {}
         #: writing the txn log failed: nothing more is written or synced
@@ -413,6 +428,12 @@ class Persistence:
         self.writer = files.TxnLogWriter(
             s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
         )
+        token = trio.lowlevel.current_trio_token()
+        self._syncer = _SyncThread(
+            lambda: self.writer,
+            lambda seq, err, ms: token.run_sync_soon(self._on_synced, seq, err, ms),
+        )
+        self._syncer.start()
         try:
             async with trio.open_nursery() as nursery:
                 if committer:
@@ -424,6 +445,8 @@ class Persistence:
                     log.info("Purge task is not scheduled.")
                 task_status.started()
         finally:
+            self._syncer.stop()
+            self._syncer = None
             w, self.writer = self.writer, None
             with trio.CancelScope(shield=True):
                 try:
@@ -433,68 +456,95 @@ class Persistence:
                     log.error("closing the txn log: %s", e)
 
     async def _committer(self) -> None:
+        """Standalone: append what was proposed as soon as it is (the sync thread picks it up
+        with its next sync, while the previous one may still run), and hand each batch to the
+        sink once a sync covering it has returned -- in proposal order."""
         sink = self._sink
         assert sink is not None
         digests = self.settings.digest_enabled
+        pending: deque[tuple[int, list[Proposal]]] = deque()
         while True:
-            if not self._queue:
+            if self._failure is not None:
+                raise self._failure
+            if self._queue:
+                batch, self._queue = self._queue, []
+                txns = [
+                    TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
+                    for p in batch
+                ]
+                seq = self._append(functools.partial(_append_txns, txns=txns), len(txns))
+                pending.append((seq, batch))
+                self._inflight += len(batch)
+            committed = False
+            while pending and pending[0][0] <= self._synced:
+                _, batch = pending.popleft()
+                self._inflight -= len(batch)
+                sink(batch, self._now())
+                committed = True
+            if committed:
+                self._wake()
+            if not self._queue and self._failure is None:
                 self._kick = trio.Event()
                 await self._kick.wait()
-                continue
-            batch, self._queue = self._queue, []
-            self._inflight = len(batch)
-            txns = [
-                TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
-                for p in batch
-            ]
-            await self._log(functools.partial(_append_txns, txns=txns), len(txns))
-            self._inflight = 0
-            sink(batch, self._now())
-            self._wake()
 
     async def log_entries(self, entries: Sequence[tuple[int, bytes]]) -> None:
         """An ensemble member's txns as (zxid, marshalled entry) -- its leader's proposals, or
         its own as leader: append and fsync them; they are durable when this returns. Raises
         :class:`StorageFailure`."""
         pairs = list(entries)
-        await self._log(lambda w: w.append_payloads(pairs), len(pairs))
-
-    async def _log(self, append: Callable[[files.TxnLogWriter], None], count: int) -> None:
-        """Append ``count`` txns (``append(writer)``), roll the log for a snapshot when it is
-        time, fdatasync."""
         # A checkpoint first: when the server is being cancelled, run() may already have closed
         # the writer; this raises Cancelled rather than finding it gone.
         await trio.lowlevel.checkpoint()
+        seq = self._append(lambda w: w.append_payloads(pairs), len(pairs))
+        while self._synced < seq:
+            if self._failure is not None:
+                raise self._failure
+            await self._progress.wait()
+        if self._failure is not None and self._synced < seq:
+            raise self._failure
+
+    def _append(self, append: Callable[[files.TxnLogWriter], None], count: int) -> int:
+        """Queue ``count`` txns (``append(writer)``) in the log writer, roll the log for a
+        snapshot when it is time, and ask the sync thread to write and fdatasync them;
+        returns the append's number (durable once ``_synced`` reaches it)."""
         writer = self.writer
-        assert writer is not None, "run() first"
+        assert writer is not None and self._syncer is not None, "run() first"
         if self.failed:
             raise StorageFailure(0, "the txn log failed earlier")
-        try:
-            append(writer)
-            self.txns_logged += count
-            self._since_snapshot += count
-            if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
-                # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
-                # snapshot in the background.
-                self._reset_roll()
-                writer.roll()
-                self._snapshot_wanted.set()
-            t0 = time.monotonic()
-            await trio.to_thread.run_sync(writer.sync)
-            # ServerMetrics.FSYNC_TIME (ms)
-            self.summaries.setdefault("fsynctime", Summary()).add(
-                int((time.monotonic() - t0) * 1000)
-            )
-        except OSError as e:
+        append(writer)
+        self.txns_logged += count
+        self._since_snapshot += count
+        if self._since_snapshot > self.settings.snap_count // 2 + self._rand_roll:
+            # SyncRequestProcessor.shouldSnapshot: roll the log after this batch and
+            # snapshot in the background.
+            self._reset_roll()
+            writer.roll()
+            self._snapshot_wanted.set()
+        self._appended += 1
+        self._syncer.request(self._appended)
+        return self._appended
+
+    def _on_synced(self, seq: int, error: OSError | None, ms: int) -> None:
+        """From the sync thread (through the Trio token): appends up to ``seq`` are durable,
+        or the log failed."""
+        if error is not None:
             # ZooKeeper: "Severe unrecoverable error, from thread : SyncThread:0", then the
-            # JVM exits with code 1. Nothing of the batch was acknowledged. fsync is never
+            # JVM exits with code 1. Nothing unsynced was acknowledged. fsync is never
             # retried: after a failed fsync the kernel may have dropped the dirty pages, so
             # a later success would prove nothing (the restart recovers from what is on
             # disk, torn tail cut).
-            log.critical("cannot write the txn log (%s); stopping the server", e)
+            log.critical("cannot write the txn log (%s); stopping the server", error)
             self.failed = True
-            raise StorageFailure(e.errno, f"txn log write failed: {e}") from e
-        self.syncs += 1
+            self._failure = StorageFailure(error.errno, f"txn log write failed: {error}")
+            self._failure.__cause__ = error
+        else:
+            self._synced = seq
+            self.syncs += 1
+            # ServerMetrics.FSYNC_TIME (ms)
+            self.summaries.setdefault("fsynctime", Summary()).add(ms)
+        self._kick.set()
+        progress, self._progress = self._progress, trio.Event()
+        progress.set()
 
     def newest_snapshot_zxid(self) -> int:
         """The zxid in the name of the newest snapshot on disk (0: none)."""
@@ -635,6 +685,71 @@ class Persistence:
             return []
         log.info("Purge task completed (%d files removed).", len(gone))
         return gone
+
+
+class _SyncThread:
+    """The txn log's syncer: one long-lived thread that, whenever appends are waiting, runs
+    :meth:`TxnLogWriter.sync` (write what is queued, fdatasync) and reports the newest append
+    it covers. Appends made while a sync runs are covered by the next one, which starts as soon
+    as this one returns: the disk is never idle while txns wait, and the Trio thread keeps
+    preparing, applying and answering meanwhile (group commit as a pipeline).
+
+    Invariant: the append number a sync reports was read *before* that sync took the writer's
+    queue, so every append up to it was in the queue (or synced before): reported = durable.
+    After a failed sync the thread reports the error and ends; nothing is synced again."""
+
+    def __init__(
+        self,
+        writer: Callable[[], files.TxnLogWriter | None],
+        post: Callable[[int, OSError | None, int], None],
+    ) -> None:
+        self._writer = writer
+        self._post = post
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="trizk-txnlog-sync", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self, seq: int) -> None:
+        """Appends up to ``seq`` are in the writer's queue: sync them."""
+        with self._cond:
+            self._requested = seq
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Finish the sync under way (if any) and end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        done = 0
+        while True:
+            with self._cond:
+                while self._requested == done and not self._stopping:
+                    self._cond.wait()
+                if self._requested == done:
+                    return
+                target = self._requested
+            writer = self._writer()
+            t0 = time.monotonic()
+            error: OSError | None = None
+            try:
+                if writer is not None:
+                    writer.sync()
+            except OSError as e:
+                error = e
+            try:
+                self._post(target, error, int((time.monotonic() - t0) * 1000))
+            except trio.RunFinishedError:
+                return
+            if error is not None:
+                return
+            done = target
 
 
 def _append_txns(writer: files.TxnLogWriter, txns: list[TxnEntry]) -> None:
