@@ -39,6 +39,7 @@ superUser`` is set, a connection id equal to it.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import ipaddress
 import logging
@@ -187,6 +188,8 @@ class AuthInfo(list[Id]):
             return
         self._seq[ident] = len(self._seq)
         self.append(ident)
+        if len(self) == 1:
+            return  # one id: nothing to order (every fresh connection's ``ip`` id)
         capacity = 16
         while len(self) > capacity * 3 // 4:
             capacity *= 2
@@ -228,6 +231,7 @@ def java_parse_int(s: str) -> int | None:
     return n if -(2**31) <= n < 2**31 else None
 
 
+@functools.lru_cache(maxsize=4096)
 def java_host_address(ip: str) -> str:
     """``InetAddress.getHostAddress``: IPv4 as is, IPv4-mapped IPv6 as IPv4 (Java maps them to
     Inet4Address), other IPv6 as eight uncompressed hex groups (``0:0:0:0:0:0:0:1``)."""

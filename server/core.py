@@ -234,7 +234,8 @@ class FrontEnd:
 
     def _close(self, conn: ClientConnection, reason: str) -> None:
         if not conn.closed:
-            log.info("closing connection %s: %s", conn, reason)
+            # ZooKeeper 3.8 logs a connection's close at DEBUG (NIOServerCnxn.close)
+            log.debug("closing connection %s: %s", conn, reason)
         conn.close(reason)
         self._mark(conn)
 
@@ -364,7 +365,10 @@ class FrontEnd:
         if valid:
             conn.state = State.OPEN
             self.session_conn[sid] = conn
-            log.info("session 0x%x established for %s, timeout %d", sid, conn, conn.session_timeout)
+            # ZooKeeperServer.finishSessionInit: "Established session" at DEBUG
+            log.debug(
+                "session 0x%x established for %s, timeout %d", sid, conn, conn.session_timeout
+            )
         else:
             log.info("invalid session 0x%x for client %s, probably expired", sid, conn)
             self._close(conn, "session expired or bad password")
