@@ -28,6 +28,14 @@ Figures (one JSON line each with ``--json``):
 * RSS idle (right after start-up plus a 1 s settle) and with 100,000 znodes of 100 bytes
   (``VmRSS`` from /proc/PID/statm; for the JVM this includes a heap that is not collected
   eagerly, with ``-Xmx1g``);
+* **the headline: closed-loop throughput**, as applications load a server (kazoo and Curator
+  mostly wait for each answer before the next request): 1, 8 and 32 sessions, each with *one*
+  request in flight, at 100 %, 90 %, 0 % reads, each with the server's CPU per request (µs,
+  from /proc/PID/stat over the same interval) and the generator's own CPU share;
+* a watch fan-out as applications make it: 1,000 sessions each holding a data watch on one
+  znode, one setData from another session; time from sending it to the 1,000th notification;
+* sessions: open 1,000 one by one (each handshake waits for its answer), open 1,000 with 32
+  handshakes in flight, then close those 1,000 (all closeSessions sent at once);
 * single-client latency p50/p99 for get/set/create/delete (one request in flight);
 * throughput with 1, 8, 32 pipelined clients (``window`` requests in flight per client) at
   100 %, 90 %, 0 % reads (getData / setData of 100 bytes over 1,000 znodes), each with the
@@ -237,14 +245,22 @@ class Bench:
                     flush=True,
                 )
 
-    def throughput_cell(self, srv: Server, clients: int, reads: float, ramp: float, dur: float):
+    def throughput_cell(
+        self,
+        srv: Server,
+        clients: int,
+        reads: float,
+        ramp: float,
+        dur: float,
+        window: int | None = None,
+    ) -> LoadResult:
         socks = open_sessions(srv.host, srv.port, clients)
         try:
             frames = [mix_frames(reads, 31 * k) for k in range(clients)]
             res = run_load(
                 socks,
                 frames,
-                window=self.st.window,
+                window=self.st.window if window is None else window,
                 cycle=True,
                 ramp_s=ramp,
                 duration_s=dur,
@@ -294,42 +310,76 @@ class Bench:
                 vals = {k: pct(v, q) for k, v in per.items()}
                 self.emit(f"latency_{name}_{tag}", "ms", "lower", vals, params=params)
 
-    def throughput(self) -> None:
+    def throughput(self, window: int | None = None, prefix: str = "throughput") -> None:
+        """Every clients x reads cell, ``window`` requests in flight per client (default: the
+        pipelined window; 1: closed loop, the headline)."""
         for clients in self.st.clients:
             for reads in self.st.reads:
                 runs: dict[str, list[LoadResult]] = {}
                 for _round in range(self.st.repeat):
                     for lab, srv in self.order():
                         r = self.throughput_cell(
-                            srv, clients, reads, self.st.ramp_s, self.st.duration_s
+                            srv, clients, reads, self.st.ramp_s, self.st.duration_s, window
                         )
                         runs.setdefault(lab, []).append(r)
                 vals: dict[str, float] = {}
                 extra: dict[str, dict[str, Any]] = {}
-                cpu10k: dict[str, float] = {}
+                cpu_us: dict[str, float] = {}
                 for lab, rs in runs.items():
                     # The median round (by throughput) supplies every figure of the cell.
                     rs = sorted(rs, key=lambda r: r.ops_per_s)
                     med = rs[len(rs) // 2]
                     vals[lab] = med.ops_per_s
-                    cpu10k[lab] = med.server_cpu_s / med.replies * 1e4 if med.replies else 0.0
+                    cpu_us[lab] = med.server_cpu_s / med.replies * 1e6 if med.replies else 0.0
                     extra[lab] = {
-                        "gen_cpu": med.gen_cpu_share,
+                        "cpu_us_per_req": cpu_us[lab],
                         "srv_cpu": med.server_cpu_s / med.wall_s,
+                        "gen_cpu": med.gen_cpu_share,
+                        "min": rs[0].ops_per_s,
+                        "max": rs[-1].ops_per_s,
                     }
-                    if len(rs) > 1:
-                        extra[lab]["min"] = rs[0].ops_per_s
-                        extra[lab]["max"] = rs[-1].ops_per_s
                 params = {
                     "clients": clients,
                     "reads": reads,
-                    "window": self.st.window,
+                    "window": self.st.window if window is None else window,
                     "duration_s": self.st.duration_s,
                     "repeat": self.st.repeat,
                 }
                 tag = f"c{clients}_r{round(reads * 100)}"
-                self.emit(f"throughput_{tag}", "ops/s", "higher", vals, extra, params)
-                self.emit(f"server_cpu_per_10k_{tag}", "cpu-s", "lower", cpu10k, params=params)
+                self.emit(f"{prefix}_{tag}", "ops/s", "higher", vals, extra, params)
+                self.emit(f"{prefix}_cpu_us_per_req_{tag}", "us", "lower", cpu_us, params=params)
+
+    def closed_loop(self) -> None:
+        """The headline: one request in flight per session."""
+        self.throughput(window=1, prefix="closed")
+
+    def watch_fanout(self) -> None:
+        """1,000 sessions each watching one znode; one setData; time to the last notification."""
+        n = self.st.sessions
+        target = node(0)
+        got: dict[str, list[float]] = {}
+        for _round in range(self.st.repeat):
+            for lab, srv in self.order():
+                _, watchers = open_many_sessions(srv.host, srv.port, n)
+                setter = open_sessions(srv.host, srv.port, 1)
+                try:
+                    arm = [[exists_frame(1, target, watch=True)] for _ in watchers]
+                    r = run_load(watchers, arm, window=1, cycle=False)
+                    if r.errors:
+                        raise RuntimeError(f"{lab}: {r.errors} errors arming {n} watches")
+                    frames: list[list[bytes]] = [[] for _ in watchers]
+                    frames.append([set_frame(1, target, DATA)])
+                    r = run_load(
+                        [*watchers, *setter], frames, window=1, cycle=False, expect_events=n
+                    )
+                    if r.events_done_s is None or r.errors:
+                        raise RuntimeError(f"{lab}: fan-out: {r.events} events, {r.errors} errors")
+                    got.setdefault(lab, []).append(r.events_done_s)
+                finally:
+                    close_sessions([*watchers, *setter])
+        vals = {k: statistics.median(v) for k, v in got.items()}
+        params = {"sessions": n, "repeat": self.st.repeat}
+        self.emit(f"watch_fanout_{n}_sessions", "s", "lower", vals, params=params)
 
     def watches(self) -> None:
         n = self.st.watches
@@ -350,16 +400,28 @@ class Bench:
         self.emit(f"watch_{n}_notifications", "s", "lower", vals, params=params)
 
     def sessions(self) -> None:
+        """Open ``sessions`` one by one, then with 32 handshakes in flight, then close those."""
         n = self.st.sessions
-        got: dict[str, list[float]] = {}
+        got: dict[str, dict[str, list[float]]] = {}
         for _round in range(self.st.repeat):
             for lab, srv in self.order():
-                elapsed, socks = open_many_sessions(srv.host, srv.port, n)
+                per = got.setdefault(lab, {})
+                elapsed, socks = open_many_sessions(srv.host, srv.port, n, concurrency=1)
+                per.setdefault("serial", []).append(elapsed)
                 close_sessions(socks)
-                got.setdefault(lab, []).append(elapsed)
-        vals = {k: statistics.median(v) for k, v in got.items()}
+                elapsed, socks = open_many_sessions(srv.host, srv.port, n, concurrency=32)
+                per.setdefault("open32", []).append(elapsed)
+                t0 = time.monotonic()
+                close_sessions(socks)
+                per.setdefault("close", []).append(time.monotonic() - t0)
         params = {"sessions": n, "repeat": self.st.repeat}
-        self.emit(f"open_{n}_sessions", "s", "lower", vals, params=params)
+        for key, metric in (
+            ("serial", f"open_{n}_sessions_one_by_one"),
+            ("open32", f"open_{n}_sessions"),
+            ("close", f"close_{n}_sessions"),
+        ):
+            vals = {lab: statistics.median(v[key]) for lab, v in got.items()}
+            self.emit(metric, "s", "lower", vals, params=params)
 
     def rss_full(self) -> None:
         n = self.st.rss_znodes
@@ -394,10 +456,12 @@ class Bench:
                 self.setup_data(srv)
             self.durability()
             self.warmup()
+            self.closed_loop()
+            self.watch_fanout()
+            self.sessions()
             self.latency()
             self.throughput()
             self.watches()
-            self.sessions()
             self.rss_full()
         finally:
             for srv in self.servers.values():
