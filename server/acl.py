@@ -446,6 +446,7 @@ def check(acl: Sequence[r.ACL], perm: int, ids: Sequence[Id]) -> bool:
     """``ZooKeeperServer.checkACL`` (True = granted)."""
     if not acl:
         return True
+    perm = int(perm)  # a Perms flag: int & IntFlag runs enum code for every ACL entry
     for scheme, _ in ids:
         if scheme == "super":
             return True
