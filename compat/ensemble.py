@@ -7,7 +7,9 @@ Every member is a process started from its own zoo.cfg (``server.N`` lines for a
 ``java ... QuorumPeerMain zoo.cfg``. Members share one wire protocol, so any mix forms one
 ensemble. :class:`ProcessEnsemble` starts, kills (SIGKILL: what a crash leaves), stops and
 restarts members on the same ports and data, finds the leader through the ``srvr`` four-letter
-word (``Mode: leader``), and waits until every running member serves a session.
+word (``Mode: leader``), and waits until every running member serves a session. With
+``links=True`` every member reaches the others through per-link proxies that a test cuts and
+heals (compat/linkproxy.py); each member then has its own ``server.N`` lines.
 
 Invariants
 ----------
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .javaquorum import _LOG4J_INFO, MemberAddrs, allocate, server_lines
+from .linkproxy import LinkNet
 from .netns import NetnsLab
 from .rawclient import handshake_ok
 from .servers import BASE_CFG, _command, stop_process
@@ -92,6 +95,7 @@ class ProcessEnsemble:
         extra: Mapping[str, str] | None = None,
         start: bool = True,
         lab: NetnsLab | None = None,
+        links: bool = False,
     ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="trizk-ensemble-"))
         #: members on the hosts of a network-namespace lab (member i on host i, ZooKeeper's
@@ -104,7 +108,13 @@ class ProcessEnsemble:
                 sid: MemberAddrs(sid, 2888, 3888, 2181, sid in set(observers), lab.host(sid))
                 for sid in kinds
             }
-        lines = server_lines(addrs)
+        #: with ``links``, every member reaches every other through the link proxies of
+        #: compat/linkproxy.py (``self.links.cut(1, 3)``, ``isolate``, ``partition``, ``heal``)
+        self.links: LinkNet | None = None
+        if links:
+            if lab is not None:
+                raise ValueError("link proxies are for loopback ensembles")
+            self.links = LinkNet(addrs).start_thread()
         self.members: dict[int, _Member] = {}
         for sid, kind in kinds.items():
             a = addrs[sid]
@@ -122,13 +132,17 @@ class ProcessEnsemble:
             )
             if a.observer:
                 cfg["peerType"] = "observer"
-            cfg.update(lines)
+            cfg.update(self.links.server_lines(sid) if self.links else server_lines(addrs))
             cfg.update(extra or {})
             (workdir / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
             self.members[sid] = _Member(sid, kind, a, workdir)
         if start:
-            for sid in self.members:
-                self.start(sid)
+            try:
+                for sid in self.members:
+                    self.start(sid)
+            except BaseException:
+                self.close()
+                raise
 
     # ------------------------------------------------------------------ processes
     def start(self, sid: int) -> None:
@@ -162,9 +176,13 @@ class ProcessEnsemble:
             stop_process(m.proc, 15)
 
     def close(self) -> None:
-        for sid in self.members:
-            self.stop(sid)
-        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            for sid in self.members:
+                self.stop(sid)
+        finally:
+            if self.links is not None:
+                self.links.close()
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> ProcessEnsemble:
         return self
