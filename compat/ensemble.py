@@ -27,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from .netns import NetnsLab
 from .rawclient import handshake_ok
 from .servers import BASE_CFG, _command, stop_process
 
-__all__ = ["ProcessEnsemble", "four_letter"]
+__all__ = ["ProcessEnsemble", "four_letter", "member_mode", "wait_serving"]
 
 
 def four_letter(
@@ -202,10 +202,7 @@ class ProcessEnsemble:
 
     def mode(self, sid: int) -> str:
         """leader / follower / observer / standalone, or '' (down, or not serving)."""
-        for line in four_letter(self.port(sid), host=self.host(sid)).splitlines():
-            if line.startswith("Mode: "):
-                return line[6:].strip()
-        return ""
+        return member_mode(self.host(sid), self.port(sid))
 
     def leader(self) -> int | None:
         for sid, m in self.members.items():
@@ -218,21 +215,48 @@ class ProcessEnsemble:
     ) -> dict[int, str]:
         """Wait until every running member (or those of ``members``) has a role and accepts
         a session, one of them the leader."""
-        deadline = time.monotonic() + timeout
         chosen = set(self.members if members is None else members)
-        while True:
-            modes = {s: self.mode(s) for s, m in self.members.items() if m.alive() and s in chosen}
-            roles = list(modes.values())
-            if (
-                roles.count("leader") == 1
-                and all(roles)
-                and all(handshake_ok(self.host(s), self.port(s), timeout=2.0) for s in modes)
-            ):
-                return modes
-            if time.monotonic() > deadline:
-                tails = "\n".join(
-                    f"--- member {s} ({m.kind}) {modes.get(s)!r}\n{m.log_tail()}"
-                    for s, m in self.members.items()
-                )
-                raise TimeoutError(f"ensemble not serving within {timeout}s: {modes}\n{tails}")
-            time.sleep(0.05)  # polling interval of a bounded wait
+
+        def tails() -> str:
+            return "\n".join(
+                f"--- member {s} ({m.kind})\n{m.log_tail()}" for s, m in self.members.items()
+            )
+
+        addrs = {
+            s: (self.host(s), self.port(s))
+            for s, m in self.members.items()
+            if s in chosen and m.alive()
+        }
+        return wait_serving(addrs, timeout, tails)
+
+
+def member_mode(host: str, port: int) -> str:
+    """A member's ``Mode`` in ``srvr`` (leader / follower / observer / standalone), or '' when
+    it is down or not serving."""
+    for line in four_letter(port, host=host).splitlines():
+        if line.startswith("Mode: "):
+            return line[6:].strip()
+    return ""
+
+
+def wait_serving(
+    addrs: Mapping[int, tuple[str, int]],
+    timeout: float,
+    tails: Callable[[], str] = lambda: "",
+) -> dict[int, str]:
+    """Wait until every member of ``addrs`` (sid -> client address) has a role and accepts a
+    session, exactly one of them the leader; their modes. Bounded: past ``timeout`` a
+    TimeoutError with the modes seen and ``tails()`` (the members' logs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        modes = {s: member_mode(*a) for s, a in addrs.items()}
+        roles = list(modes.values())
+        if (
+            roles.count("leader") == 1
+            and all(roles)
+            and all(handshake_ok(*addrs[s], timeout=2.0) for s in modes)
+        ):
+            return modes
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ensemble not serving within {timeout}s: {modes}\n{tails()}")
+        time.sleep(0.05)  # polling interval of a bounded wait
