@@ -37,7 +37,7 @@ from .netns import NetnsLab
 from .rawclient import handshake_ok
 from .servers import BASE_CFG, _command, stop_process
 
-__all__ = ["ProcessEnsemble", "four_letter", "member_mode", "wait_serving"]
+__all__ = ["ProcessEnsemble", "ProcessMember", "four_letter", "member_mode", "wait_serving"]
 
 
 def four_letter(
@@ -58,7 +58,9 @@ def four_letter(
 
 
 @dataclass
-class _Member:
+class ProcessMember:
+    """A member's directory (zoo.cfg, server.log) and its process."""
+
     sid: int
     kind: str
     addrs: MemberAddrs
@@ -115,7 +117,7 @@ class ProcessEnsemble:
             if lab is not None:
                 raise ValueError("link proxies are for loopback ensembles")
             self.links = LinkNet(addrs).start_thread()
-        self.members: dict[int, _Member] = {}
+        self.members: dict[int, ProcessMember] = {}
         for sid, kind in kinds.items():
             a = addrs[sid]
             workdir = self.root / f"m{sid}"
@@ -135,7 +137,7 @@ class ProcessEnsemble:
             cfg.update(self.links.server_lines(sid) if self.links else server_lines(addrs))
             cfg.update(extra or {})
             (workdir / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
-            self.members[sid] = _Member(sid, kind, a, workdir)
+            self.members[sid] = ProcessMember(sid, kind, a, workdir)
         if start:
             try:
                 for sid in self.members:

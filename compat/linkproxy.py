@@ -69,7 +69,7 @@ from trizk.quorum.messages import (
 
 from .javaquorum import MemberAddrs, server_lines
 
-__all__ = ["BLACKHOLE", "REFUSE", "LinkNet", "Pipe"]
+__all__ = ["BLACKHOLE", "REFUSE", "LinkNet", "LoopThread", "Pipe"]
 
 log = logging.getLogger("trizk.compat.linkproxy")
 
@@ -238,6 +238,66 @@ class Pipe:
             done.cancel()
 
 
+class LoopThread:
+    """One daemon thread running one Trio loop, with a nursery that other threads start tasks
+    into (:meth:`run` ``(nursery.start, fn)``) -- the link proxies' home in synchronous tests,
+    and trizk.testing's in-process ensembles'."""
+
+    def __init__(self, name: str) -> None:
+        self.token: Any = None
+        self.nursery: Any = None
+        self._scope: trio.CancelScope | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                self.token = trio.lowlevel.current_trio_token()
+                async with trio.open_nursery() as nursery:
+                    self.nursery = nursery
+                    self._ready.set()
+                    await trio.sleep_forever()
+
+        try:
+            trio.run(main)
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._ready.set()
+
+    def start(self, timeout: float = 10.0) -> LoopThread:
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._error is not None:
+            raise RuntimeError(f"the Trio loop thread did not start: {self._error!r}")
+        return self
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``await fn(*args)`` in the loop; its result (or exception) here."""
+        return trio.from_thread.run(fn, *args, trio_token=self.token)
+
+    def start_task(self, fn: Callable[..., Any]) -> Any:
+        """``nursery.start(fn)`` in the loop: returns once ``fn`` said it started."""
+
+        async def start() -> Any:
+            return await self.nursery.start(fn)
+
+        return self.run(start)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Cancel everything in the loop and join the thread (bounded)."""
+        if self._thread.is_alive() and self._scope is not None:
+            try:
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self.token)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError("the Trio loop thread did not stop")
+
+
 def _each(pipes: list[Pipe], method: Callable[..., None], *args: Any) -> None:
     for p in pipes:
         method(p, *args)
@@ -253,10 +313,7 @@ class LinkNet:
         self.members = dict(members)
         self.pipes: dict[tuple[int, int, str], Pipe] = {}
         self._token: Any = None
-        self._thread: threading.Thread | None = None
-        self._scope: trio.CancelScope | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._loop: LoopThread | None = None
         socks: dict[tuple[int, int, str], socket.socket] = {}
         try:
             for src in self.members:
@@ -308,39 +365,19 @@ class LinkNet:
 
     def start_thread(self, timeout: float = 10.0) -> LinkNet:
         """Serve in a daemon thread with its own Trio loop (for synchronous tests)."""
-
-        async def main() -> None:
-            with trio.CancelScope() as scope:
-                self._scope = scope
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.serve)
-                    self._ready.set()
-
-        def run() -> None:
-            try:
-                trio.run(main)
-            except BaseException as e:
-                self._error = e
-            finally:
-                self._ready.set()
-
-        self._thread = threading.Thread(target=run, name="trizk-linkproxy", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout) or self._error is not None:
-            raise RuntimeError(f"link proxies did not start: {self._error!r}")
+        self._loop = LoopThread("trizk-linkproxy").start(timeout)
+        self._loop.start_task(self.serve)
         return self
 
     def close(self) -> None:
         """Stop the thread (if :meth:`start_thread` started one) and close every socket."""
-        if self._thread is not None and self._scope is not None:
-            try:
-                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
-            self._thread.join(10)
-            self._thread = None
-        for pipe in self.pipes.values():
-            pipe.sock.close()
+        try:
+            if self._loop is not None:
+                loop, self._loop = self._loop, None
+                loop.stop()
+        finally:
+            for pipe in self.pipes.values():
+                pipe.sock.close()
 
     def __enter__(self) -> LinkNet:
         return self.start_thread()

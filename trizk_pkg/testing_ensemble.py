@@ -32,16 +32,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .compat.ensemble import member_mode, wait_serving
-from .compat.javaquorum import MemberAddrs, allocate
-from .compat.linkproxy import REFUSE, LinkNet
+from .compat.ensemble import ProcessMember, member_mode, wait_serving
+from .compat.javaquorum import allocate
+from .compat.linkproxy import REFUSE, LinkNet, LoopThread
 from .compat.servers import stop_process
 from .testing import IN_PROCESS, PROCESS, ServerError
 
@@ -51,33 +50,17 @@ log = logging.getLogger("trizk.testing")
 
 
 @dataclass
-class _Member:
-    sid: int
-    addrs: MemberAddrs
-    root: Path
-    proc: subprocess.Popen[bytes] | None = None
-    #: in-process: the member's cancel scope while it runs, and its server
+class _Member(ProcessMember):
+    """A member's directory (``workdir``: zoo.cfg, data/, server.log) and what runs it: a child
+    process, or in-process its server, cancel scope and a stopped event."""
+
     scope: Any = None
     server: Any = None
     stopped: Any = None
 
     @property
     def data_dir(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def cfg_path(self) -> Path:
-        return self.root / "zoo.cfg"
-
-    @property
-    def log_path(self) -> Path:
-        return self.root / "server.log"
-
-    def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        return self.workdir / "data"
 
 
 class _Started:
@@ -90,65 +73,6 @@ class _Started:
     def started(self, value: Any = None) -> None:
         self.done = True
         self.task_status.started(value)
-
-
-class _Loop:
-    """One daemon thread running one Trio loop: the link proxies and the in-process members."""
-
-    def __init__(self, net: LinkNet) -> None:
-        self.net = net
-        self.token: Any = None
-        self.nursery: Any = None
-        self._scope: Any = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="trizk-ensemble", daemon=True)
-
-    def _run(self) -> None:
-        import trio
-
-        async def main() -> None:
-            with trio.CancelScope() as scope:
-                self._scope = scope
-                self.token = trio.lowlevel.current_trio_token()
-                async with trio.open_nursery() as nursery:
-                    self.nursery = nursery
-                    await nursery.start(self.net.serve)
-                    self._ready.set()
-
-        try:
-            trio.run(main)
-        except BaseException as e:
-            self._error = e
-        finally:
-            self._ready.set()
-
-    def start(self, timeout: float) -> None:
-        self._thread.start()
-        if not self._ready.wait(timeout) or self._error is not None:
-            raise ServerError(f"the ensemble's loop did not start: {self._error!r}")
-
-    def run(self, fn: Any, *args: Any) -> Any:
-        import trio
-
-        return trio.from_thread.run(fn, *args, trio_token=self.token)
-
-    def run_sync(self, fn: Any, *args: Any) -> Any:
-        import trio
-
-        return trio.from_thread.run_sync(fn, *args, trio_token=self.token)
-
-    def stop(self, timeout: float) -> None:
-        import trio
-
-        if self._thread.is_alive() and self._scope is not None:
-            try:
-                trio.from_thread.run_sync(self._scope.cancel, trio_token=self.token)
-            except trio.RunFinishedError:
-                pass
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise ServerError("the ensemble's thread did not stop")
 
 
 class Ensemble:
@@ -195,7 +119,7 @@ class Ensemble:
         self.observers: tuple[int, ...] = tuple(sids[n:])
         self.root: Path | None = None
         self.links: LinkNet | None = None
-        self._loop: _Loop | None = None
+        self._loop: LoopThread | None = None
         self._members: dict[int, _Member] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -207,8 +131,8 @@ class Ensemble:
         try:
             self.links = LinkNet(self._addrs)
             if self.mode == IN_PROCESS:
-                self._loop = _Loop(self.links)
-                self._loop.start(self.start_timeout)
+                self._loop = LoopThread("trizk-ensemble").start(self.start_timeout)
+                self._loop.start_task(self.links.serve)
             else:
                 self.links.start_thread(self.start_timeout)
             for sid in self.members:
@@ -249,7 +173,7 @@ class Ensemble:
     def _write_member(self, sid: int) -> None:
         assert self.root is not None and self.links is not None
         a = self._addrs[sid]
-        m = _Member(sid, a, self.root / f"m{sid}")
+        m = _Member(sid, "trizk", a, self.root / f"m{sid}")
         m.data_dir.mkdir(parents=True)
         (m.data_dir / "myid").write_text(f"{sid}\n")
         cfg = {
@@ -266,7 +190,7 @@ class Ensemble:
     def _running(self, m: _Member) -> bool:
         if self.mode == IN_PROCESS:
             return m.scope is not None
-        return m.proc is not None and m.proc.poll() is None
+        return m.alive()
 
     def _start(self, sid: int) -> None:
         m = self._members[sid]
@@ -279,7 +203,7 @@ class Ensemble:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    cwd=m.root,
+                    cwd=m.workdir,
                 )
             return
         assert self._loop is not None
@@ -308,11 +232,8 @@ class Ensemble:
                 m.scope = None
                 m.stopped.set()
 
-        async def start() -> None:
-            await loop.nursery.start(run_member)
-
         try:
-            loop.run(start)
+            loop.start_task(run_member)
         except BaseException as e:
             raise ServerError(f"member {sid} did not start: {e!r}") from e
 

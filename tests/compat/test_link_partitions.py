@@ -14,12 +14,14 @@ Both run with three trizk members and with an Apache ZooKeeper member among two 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
 from trizk.compat.ensemble import ProcessEnsemble
+from trizk.compat.linkproxy import LinkNet
 from trizk.compat.servers import zookeeper_available
 
 TRIZK = {1: "trizk", 2: "trizk", 3: "trizk"}
@@ -37,6 +39,18 @@ def _until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> No
     while not cond():
         assert time.monotonic() < deadline, f"timed out: {what}"
         time.sleep(0.05)  # polling interval of a bounded wait
+
+
+@contextmanager
+def _ensemble(kinds: dict[int, str]) -> Iterator[tuple[ProcessEnsemble, LinkNet, int]]:
+    """A serving ensemble behind link proxies, its proxies and its leader."""
+    _needs(kinds)
+    with ProcessEnsemble(kinds, links=True) as ens:
+        assert ens.links is not None
+        ens.wait_serving(DEADLINE)
+        leader = ens.leader()
+        assert leader is not None
+        yield ens, ens.links, leader
 
 
 def _write(ens: ProcessEnsemble, sids: list[int], path: str) -> None:
@@ -60,42 +74,32 @@ def _agree(ens: ProcessEnsemble, *paths: str) -> None:
 def test_follower_cut_from_the_leader_only_stops_serving_and_rejoins(
     kinds: dict[int, str],
 ) -> None:
-    _needs(kinds)
-    with ProcessEnsemble(kinds, links=True) as ens:
-        assert ens.links is not None
-        ens.wait_serving(DEADLINE)
-        leader = ens.leader()
-        assert leader is not None
+    with _ensemble(kinds) as (ens, links, leader):
         # the ZooKeeper member, when there is one and it follows, is the one cut off
         followers = sorted((s for s in kinds if s != leader), key=lambda s: kinds[s] != "zookeeper")
         cut, other = followers
         _write(ens, list(kinds), "/before")
-        ens.links.cut(cut, leader)
+        links.cut(cut, leader)
         _until(lambda: ens.mode(cut) == "", f"member {cut} stops serving")
         assert ens.mode(leader) == "leader" and ens.mode(other) == "follower"
         _write(ens, [leader, other], "/during")
         # it still hears the other follower, yet stays out: no LEADING vote from the leader
         assert ens.mode(cut) == ""
-        ens.links.heal()
+        links.heal()
         _agree(ens, "/before", "/during")
         assert ens.leader() == leader
 
 
 @KINDS
 def test_isolated_leader_stops_majority_elects_heal_agrees(kinds: dict[int, str]) -> None:
-    _needs(kinds)
-    with ProcessEnsemble(kinds, links=True) as ens:
-        assert ens.links is not None
-        ens.wait_serving(DEADLINE)
-        old = ens.leader()
-        assert old is not None
+    with _ensemble(kinds) as (ens, links, old):
         majority = [s for s in kinds if s != old]
         _write(ens, list(kinds), "/before")
-        ens.links.isolate(old)
+        links.isolate(old)
         modes = ens.wait_serving(DEADLINE, members=majority)
         assert sorted(modes.values()) == ["follower", "leader"]
         _until(lambda: ens.mode(old) == "", "the old leader stops serving")
         _write(ens, majority, "/during")
-        ens.links.heal()
+        links.heal()
         _agree(ens, "/before", "/during")
         assert ens.mode(old) == "follower"
