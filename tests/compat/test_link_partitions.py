@@ -7,8 +7,10 @@ through the link proxies of compat/linkproxy.py (no root needed), and the test c
 * A leader cut off from both followers stops serving; the followers elect a new leader and take
   writes; after the heal every member agrees, tree for tree.
 
-Both run with three trizk members and with an Apache ZooKeeper member among two trizk ones
-(per-member server lines are fine for ZooKeeper: see compat/linkproxy.py).
+The second runs with three trizk members and with an Apache ZooKeeper member among two trizk
+ones (per-member server lines are fine for ZooKeeper: see compat/linkproxy.py); when the trizk
+member 3 leads first, as it usually does, the ZooKeeper member leads the new epoch and the old
+leader rejoins it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from trizk.compat.servers import zookeeper_available
 
 TRIZK = {1: "trizk", 2: "trizk", 3: "trizk"}
 MIXED = {1: "trizk", 2: "zookeeper", 3: "trizk"}
-KINDS = pytest.mark.parametrize("kinds", [TRIZK, MIXED], ids=["3-trizk", "mixed"])
 
 
 def _needs(kinds: dict[int, str]) -> None:
@@ -70,14 +71,10 @@ def _agree(ens: ProcessEnsemble, *paths: str) -> None:
         assert p in final, f"{p} lost"
 
 
-@KINDS
-def test_follower_cut_from_the_leader_only_stops_serving_and_rejoins(
-    kinds: dict[int, str],
-) -> None:
+def test_follower_cut_from_the_leader_only_stops_serving_and_rejoins() -> None:
+    kinds = TRIZK
     with _ensemble(kinds) as (ens, links, leader):
-        # the ZooKeeper member, when there is one and it follows, is the one cut off
-        followers = sorted((s for s in kinds if s != leader), key=lambda s: kinds[s] != "zookeeper")
-        cut, other = followers
+        cut, other = (s for s in kinds if s != leader)
         _write(ens, list(kinds), "/before")
         links.cut(cut, leader)
         _until(lambda: ens.mode(cut) == "", f"member {cut} stops serving")
@@ -90,7 +87,7 @@ def test_follower_cut_from_the_leader_only_stops_serving_and_rejoins(
         assert ens.leader() == leader
 
 
-@KINDS
+@pytest.mark.parametrize("kinds", [TRIZK, MIXED], ids=["3-trizk", "mixed"])
 def test_isolated_leader_stops_majority_elects_heal_agrees(kinds: dict[int, str]) -> None:
     with _ensemble(kinds) as (ens, links, old):
         majority = [s for s in kinds if s != old]
