@@ -7,7 +7,9 @@ Every member is a process started from its own zoo.cfg (``server.N`` lines for a
 ``java ... QuorumPeerMain zoo.cfg``. Members share one wire protocol, so any mix forms one
 ensemble. :class:`ProcessEnsemble` starts, kills (SIGKILL: what a crash leaves), stops and
 restarts members on the same ports and data, finds the leader through the ``srvr`` four-letter
-word (``Mode: leader``), and waits until every running member serves a session.
+word (``Mode: leader``), and waits until every running member serves a session. With
+``links=True`` every member reaches the others through per-link proxies that a test cuts and
+heals (compat/linkproxy.py); each member then has its own ``server.N`` lines.
 
 Invariants
 ----------
@@ -25,16 +27,17 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .javaquorum import _LOG4J_INFO, MemberAddrs, allocate, server_lines
+from .linkproxy import LinkNet
 from .netns import NetnsLab
 from .rawclient import handshake_ok
 from .servers import BASE_CFG, _command, stop_process
 
-__all__ = ["ProcessEnsemble", "four_letter"]
+__all__ = ["ProcessEnsemble", "ProcessMember", "four_letter", "member_mode", "wait_serving"]
 
 
 def four_letter(
@@ -55,7 +58,9 @@ def four_letter(
 
 
 @dataclass
-class _Member:
+class ProcessMember:
+    """A member's directory (zoo.cfg, server.log) and its process."""
+
     sid: int
     kind: str
     addrs: MemberAddrs
@@ -92,6 +97,7 @@ class ProcessEnsemble:
         extra: Mapping[str, str] | None = None,
         start: bool = True,
         lab: NetnsLab | None = None,
+        links: bool = False,
     ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="trizk-ensemble-"))
         #: members on the hosts of a network-namespace lab (member i on host i, ZooKeeper's
@@ -104,8 +110,14 @@ class ProcessEnsemble:
                 sid: MemberAddrs(sid, 2888, 3888, 2181, sid in set(observers), lab.host(sid))
                 for sid in kinds
             }
-        lines = server_lines(addrs)
-        self.members: dict[int, _Member] = {}
+        #: with ``links``, every member reaches every other through the link proxies of
+        #: compat/linkproxy.py (``self.links.cut(1, 3)``, ``isolate``, ``partition``, ``heal``)
+        self.links: LinkNet | None = None
+        if links:
+            if lab is not None:
+                raise ValueError("link proxies are for loopback ensembles")
+            self.links = LinkNet(addrs).start_thread()
+        self.members: dict[int, ProcessMember] = {}
         for sid, kind in kinds.items():
             a = addrs[sid]
             workdir = self.root / f"m{sid}"
@@ -122,13 +134,17 @@ class ProcessEnsemble:
             )
             if a.observer:
                 cfg["peerType"] = "observer"
-            cfg.update(lines)
+            cfg.update(self.links.server_lines(sid) if self.links else server_lines(addrs))
             cfg.update(extra or {})
             (workdir / "zoo.cfg").write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
-            self.members[sid] = _Member(sid, kind, a, workdir)
+            self.members[sid] = ProcessMember(sid, kind, a, workdir)
         if start:
-            for sid in self.members:
-                self.start(sid)
+            try:
+                for sid in self.members:
+                    self.start(sid)
+            except BaseException:
+                self.close()
+                raise
 
     # ------------------------------------------------------------------ processes
     def start(self, sid: int) -> None:
@@ -162,9 +178,13 @@ class ProcessEnsemble:
             stop_process(m.proc, 15)
 
     def close(self) -> None:
-        for sid in self.members:
-            self.stop(sid)
-        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            for sid in self.members:
+                self.stop(sid)
+        finally:
+            if self.links is not None:
+                self.links.close()
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> ProcessEnsemble:
         return self
@@ -184,10 +204,7 @@ class ProcessEnsemble:
 
     def mode(self, sid: int) -> str:
         """leader / follower / observer / standalone, or '' (down, or not serving)."""
-        for line in four_letter(self.port(sid), host=self.host(sid)).splitlines():
-            if line.startswith("Mode: "):
-                return line[6:].strip()
-        return ""
+        return member_mode(self.host(sid), self.port(sid))
 
     def leader(self) -> int | None:
         for sid, m in self.members.items():
@@ -200,21 +217,48 @@ class ProcessEnsemble:
     ) -> dict[int, str]:
         """Wait until every running member (or those of ``members``) has a role and accepts
         a session, one of them the leader."""
-        deadline = time.monotonic() + timeout
         chosen = set(self.members if members is None else members)
-        while True:
-            modes = {s: self.mode(s) for s, m in self.members.items() if m.alive() and s in chosen}
-            roles = list(modes.values())
-            if (
-                roles.count("leader") == 1
-                and all(roles)
-                and all(handshake_ok(self.host(s), self.port(s), timeout=2.0) for s in modes)
-            ):
-                return modes
-            if time.monotonic() > deadline:
-                tails = "\n".join(
-                    f"--- member {s} ({m.kind}) {modes.get(s)!r}\n{m.log_tail()}"
-                    for s, m in self.members.items()
-                )
-                raise TimeoutError(f"ensemble not serving within {timeout}s: {modes}\n{tails}")
-            time.sleep(0.05)  # polling interval of a bounded wait
+
+        def tails() -> str:
+            return "\n".join(
+                f"--- member {s} ({m.kind})\n{m.log_tail()}" for s, m in self.members.items()
+            )
+
+        addrs = {
+            s: (self.host(s), self.port(s))
+            for s, m in self.members.items()
+            if s in chosen and m.alive()
+        }
+        return wait_serving(addrs, timeout, tails)
+
+
+def member_mode(host: str, port: int) -> str:
+    """A member's ``Mode`` in ``srvr`` (leader / follower / observer / standalone), or '' when
+    it is down or not serving."""
+    for line in four_letter(port, host=host).splitlines():
+        if line.startswith("Mode: "):
+            return line[6:].strip()
+    return ""
+
+
+def wait_serving(
+    addrs: Mapping[int, tuple[str, int]],
+    timeout: float,
+    tails: Callable[[], str] = lambda: "",
+) -> dict[int, str]:
+    """Wait until every member of ``addrs`` (sid -> client address) has a role and accepts a
+    session, exactly one of them the leader; their modes. Bounded: past ``timeout`` a
+    TimeoutError with the modes seen and ``tails()`` (the members' logs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        modes = {s: member_mode(*a) for s, a in addrs.items()}
+        roles = list(modes.values())
+        if (
+            roles.count("leader") == 1
+            and all(roles)
+            and all(handshake_ok(*addrs[s], timeout=2.0) for s in modes)
+        ):
+            return modes
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ensemble not serving within {timeout}s: {modes}\n{tails()}")
+        time.sleep(0.05)  # polling interval of a bounded wait

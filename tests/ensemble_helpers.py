@@ -22,15 +22,19 @@ def client(hosts: str) -> KazooClient:
     return zk
 
 
-def tree(zk: KazooClient, path: str = "/") -> dict[str, tuple[bytes, object]]:
+def tree(zk: KazooClient, path: str = "/", config: bool = True) -> dict[str, tuple[bytes, object]]:
     """Every node under ``path``: (data, Stat); for /zookeeper/config the data only (each
-    member writes it itself, with its own clock, at start-up and after each sync)."""
+    member writes it itself, with its own clock, at start-up and after each sync), or nothing
+    without ``config`` (members behind link proxies each show their own view there)."""
     out: dict[str, tuple[bytes, object]] = {}
     stack = [path]
     while stack:
         p = stack.pop()
         data, st = zk.get(p)
-        out[p] = (data, None if p == "/zookeeper/config" else st)
+        if p == "/zookeeper/config":
+            out[p] = (data if config else b"", None)
+        else:
+            out[p] = (data, st)
         for c in zk.get_children(p):
             stack.append(("" if p == "/" else p) + "/" + c)
     return out
@@ -44,7 +48,7 @@ def views(ens: ProcessEnsemble) -> dict[int, dict[str, tuple[bytes, object]]]:
         zk = client(ens.hosts([sid]))
         try:
             zk.sync("/")
-            out[sid] = tree(zk)
+            out[sid] = tree(zk, config=ens.links is None)
         finally:
             zk.stop()
             zk.close()

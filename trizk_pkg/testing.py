@@ -36,9 +36,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["READY_PREFIX", "NotSupported", "Server", "ServerError"]
+if TYPE_CHECKING:
+    from .testing_ensemble import Ensemble
+
+__all__ = ["READY_PREFIX", "Ensemble", "NotSupported", "Server", "ServerError"]
 
 #: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.main)
 READY_PREFIX = "trizk-server ready"
@@ -522,3 +525,13 @@ class Server:
             zk.stop()
             zk.close()
         return created
+
+
+def __getattr__(name: str) -> Any:
+    # Ensemble (trizk/testing_ensemble.py: members, link proxies) is imported on first use, so
+    # that a test using Server alone imports none of it
+    if name == "Ensemble":
+        from .testing_ensemble import Ensemble
+
+        return Ensemble
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

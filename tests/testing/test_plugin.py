@@ -54,7 +54,7 @@ def test_fresh_again(trizk_fresh_server):
 
 def leftovers(base: Path) -> list[str]:
     """trizk data dirs under ``base`` and live processes whose command line names ``base``."""
-    found = [str(p) for p in base.rglob("trizk-testing-*")]
+    found = [str(p) for p in (*base.rglob("trizk-testing-*"), *base.rglob("trizk-ensemble-*"))]
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -117,4 +117,43 @@ def test_under_xdist(pytester: pytest.Pytester) -> None:
     base = pytester.path / "base"
     result = pytester.runpytest_subprocess("-n", "2", f"--basetemp={base}")
     result.assert_outcomes(passed=4)
+    assert leftovers(base) == []
+
+
+USES_ENSEMBLE = (
+    CLIENT
+    + """
+import pytest
+
+
+def test_leader_kill(trizk_ensemble):
+    assert trizk_ensemble.members == (1, 2, 3)
+    leader = trizk_ensemble.leader()
+    zk = client(trizk_ensemble.connect_string)
+    zk.create("/x", b"1")
+    trizk_ensemble.kill(leader)
+    assert leader not in trizk_ensemble.wait_for_quorum()
+    assert zk.retry(zk.get, "/x")[0] == b"1"
+    zk.stop(); zk.close()
+
+
+@pytest.mark.trizk_ensemble(n=3, observers=1)
+def test_marker_shapes_it(trizk_ensemble):
+    assert trizk_ensemble.observers == (4,)
+    assert trizk_ensemble.wait_for_quorum()[4] == "observer"
+
+
+def test_fails(trizk_ensemble):
+    trizk_ensemble.isolate(1)
+    assert trizk_ensemble.leader() == 99, "no such leader"
+"""
+)
+
+
+def test_ensemble_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inner=USES_ENSEMBLE)
+    base = pytester.path / "base"
+    result = pytester.runpytest_subprocess(f"--basetemp={base}")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: no such leader*"])
     assert leftovers(base) == []

@@ -21,12 +21,13 @@ def blocks() -> list[str]:
 
 def test_readme_has_the_examples() -> None:
     found = blocks()
-    assert len(found) == 3
+    assert len(found) == 4
     assert "trizk_chroot" in found[0] and "unittest" in found[1] and "kazoo_harness" in found[2]
+    assert "trizk_ensemble" in found[3]
 
 
 def test_readme_examples_pass(pytester: pytest.Pytester) -> None:
     for i, code in enumerate(blocks()):
         pytester.makepyfile(**{f"test_readme_{i}": code})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=7)

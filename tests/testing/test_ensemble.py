@@ -1,0 +1,167 @@
+"""trizk.testing.Ensemble, used through kazoo as other people's tests would: a kazoo client
+given every member rides through a leader kill with no acknowledged write lost; partitions and
+heals through the link proxies; restarts on the same ports and data; observers; nothing left
+behind, even when the test fails."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.retry import KazooRetry
+
+from trizk.testing import Ensemble
+
+DEADLINE = 30.0
+
+
+def client(hosts: str) -> KazooClient:
+    zk = KazooClient(
+        hosts=hosts,
+        timeout=10,
+        connection_retry=KazooRetry(max_tries=-1, delay=0.02, max_delay=0.3),
+    )
+    zk.start(timeout=DEADLINE)
+    return zk
+
+
+def children_everywhere(ens: Ensemble, path: str = "/") -> dict[int, set[str]]:
+    """Each running member's children of ``path``, read through that member after a sync."""
+    out = {}
+    for sid in ens.members:
+        if not ens.running(sid):
+            continue
+        zk = client(ens.hosts([sid]))
+        try:
+            zk.sync(path)
+            out[sid] = set(zk.get_children(path))
+        finally:
+            zk.stop()
+            zk.close()
+    return out
+
+
+def write_until(zk: KazooClient, prefix: str, n: int, acked: list[str]) -> None:
+    """Create ``n`` nodes; a write that raised may or may not have happened, so only those
+    that returned count as acknowledged. Bounded by DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    i = 0
+    while i < n:
+        assert time.monotonic() < deadline, f"only {i} of {n} writes went through"
+        name = f"{prefix}{i:03d}"
+        try:
+            zk.create(f"/{name}", b"x")
+        except NodeExistsError:
+            pass  # an earlier try that raised had happened after all
+        except KazooException:  # the connection went: try again once reconnected
+            time.sleep(0.01)  # interval between tries of a bounded loop
+            continue
+        acked.append(name)
+        i += 1
+
+
+@pytest.mark.parametrize("mode", ["in-process", "process"])
+def test_kazoo_rides_through_a_leader_kill_and_loses_no_acknowledged_write(mode: str) -> None:
+    with Ensemble(3, mode=mode) as ens:
+        first = ens.leader()
+        assert first is not None
+        zk = client(ens.connect_string)
+        try:
+            session = zk.client_id
+            acked: list[str] = []
+            write_until(zk, "a", 20, acked)
+            ens.kill(first)
+            modes = ens.wait_for_quorum()
+            assert first not in modes and list(modes.values()).count("leader") == 1
+            write_until(zk, "b", 20, acked)
+            assert zk.client_id == session  # the same session, moved to another member
+            views = children_everywhere(ens)
+            assert all(set(acked) <= v for v in views.values()), "an acknowledged write is lost"
+            ens.start_member(first)  # back with its old data: it catches up
+            ens.wait_for_quorum()
+            assert ens.leader() != first
+            assert set(acked) <= children_everywhere(ens)[first]
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def test_partition_and_heal_in_process() -> None:
+    with Ensemble(3) as ens:
+        old = ens.leader()
+        assert old is not None
+        rest = [s for s in ens.members if s != old]
+        zk = client(ens.hosts(rest))
+        try:
+            zk.create("/before", b"1")
+            ens.partition([old], rest)
+            modes = ens.wait_for_quorum(members=rest)
+            assert sorted(modes.values()) == ["follower", "leader"]
+            deadline = time.monotonic() + DEADLINE
+            while ens.mode_of(old) != "":  # cut off from a quorum, it stops serving
+                assert time.monotonic() < deadline, "the old leader kept serving"
+                time.sleep(0.02)  # polling interval of a bounded wait
+            zk.retry(zk.create, "/during", b"2")
+            ens.heal()
+            assert ens.wait_for_quorum()[old] == "follower"
+            views = children_everywhere(ens)
+            assert all({"before", "during"} <= v for v in views.values())
+            assert views[1] == views[2] == views[3]
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def test_a_follower_cut_from_the_leader_and_a_restart_keep_data() -> None:
+    with Ensemble(3) as ens:
+        leader = ens.leader()
+        assert leader is not None
+        f, other = (s for s in ens.members if s != leader)
+        zk = client(ens.hosts([leader]))
+        try:
+            zk.create("/kept", b"k")
+            ens.cut(f, leader)
+            deadline = time.monotonic() + DEADLINE
+            while ens.mode_of(f) != "":
+                assert time.monotonic() < deadline, f"member {f} kept serving"
+                time.sleep(0.02)  # polling interval of a bounded wait
+            assert ens.mode_of(other) == "follower"
+            ens.heal()
+            ens.restart(other)  # same ports, same data
+            ens.wait_for_quorum()
+            assert all("kept" in v for v in children_everywhere(ens).values())
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def test_observers_and_shape() -> None:
+    with Ensemble(3, observers=1) as ens:
+        assert ens.members == (1, 2, 3, 4) and ens.observers == (4,)
+        modes = ens.wait_for_quorum()
+        assert modes[4] == "observer"
+        assert ens.connect_string.count(",") == 3
+        zk = client(ens.hosts([4]))
+        try:
+            zk.create("/via-observer", b"o")
+            zk.sync("/")
+            assert zk.exists("/via-observer") is not None
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def test_nothing_is_left_after_a_failing_test(tmp_path: Path) -> None:
+    threads = set(threading.enumerate())
+    roots = []
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with Ensemble(3, base_dir=tmp_path) as ens:
+            roots.append(ens.root)
+            raise RuntimeError("the test failed")
+    assert roots[0] is not None and not roots[0].exists()
+    assert list(tmp_path.iterdir()) == []
+    assert set(threading.enumerate()) <= threads
