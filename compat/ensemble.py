@@ -231,6 +231,32 @@ class ProcessEnsemble:
         }
         return wait_serving(addrs, timeout, tails)
 
+    def wait_leader(self, sid: int, timeout: float = 90.0) -> dict[int, str]:
+        """Wait until every member serves with ``sid``, the highest voter sid, as leader.
+
+        Members with equal zxids (a fresh ensemble, or one whose members all synced) elect the
+        highest voter sid -- unless a quorum of the others finalized before it was heard, as
+        a slow start on a loaded machine can make them do. Then the leader is stopped (the
+        survivors, still with equal zxids, elect the highest sid among them) and restarted
+        as a follower. Bounded: one such round per member at most."""
+        deadline = time.monotonic() + timeout
+        voters = [s for s, m in self.members.items() if not m.addrs.observer]
+        assert sid == max(voters), "only the highest voter sid wins an election of equals"
+
+        def left() -> float:
+            return max(deadline - time.monotonic(), 1.0)
+
+        modes = self.wait_serving(left())
+        for _ in range(len(self.members)):
+            leader = next(s for s, m in modes.items() if m == "leader")
+            if leader == sid:
+                return modes
+            self.stop(leader)
+            self.wait_serving(left(), members=[s for s in self.members if s != leader])
+            self.start(leader)
+            modes = self.wait_serving(left())
+        raise TimeoutError(f"member {sid} did not become the leader: {modes}")
+
 
 def member_mode(host: str, port: int) -> str:
     """A member's ``Mode`` in ``srvr`` (leader / follower / observer / standalone), or '' when

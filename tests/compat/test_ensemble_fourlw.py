@@ -56,7 +56,7 @@ def _conf(port: int) -> list[str]:
 )
 def test_fourlw_of_each_role_as_zookeeper(kinds: dict[int, str]) -> None:
     with ProcessEnsemble(kinds) as ens:
-        modes = ens.wait_serving()
+        modes = ens.wait_leader(3)
         assert modes == {1: "follower", 2: "follower", 3: "leader"}
         zk_f, tz_f = (1, 2) if kinds[1] == "zookeeper" else (2, 1)
         # followers of both kinds, same ensemble: same keys, same order, same role values

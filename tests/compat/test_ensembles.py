@@ -91,9 +91,8 @@ def trizk3() -> Iterator[ProcessEnsemble]:
 @pytest.mark.parametrize("size", [3, 5])
 def test_kill_the_leader_under_load_loses_nothing(size: int) -> None:
     with ProcessEnsemble({i: "trizk" for i in range(1, size + 1)}) as ens:
-        ens.wait_serving()
-        first = ens.leader()
-        assert first == size  # equal histories: the highest sid leads
+        ens.wait_leader(size)  # equal histories: the highest sid leads
+        first = size
         w = Writers(ens)
         try:
             w.wait_for(200)
@@ -152,8 +151,7 @@ MIXED = {
 def test_mixed_ensemble(name: str) -> None:
     kinds, observers = MIXED[name]
     with ProcessEnsemble(kinds, observers=observers) as ens:
-        modes = ens.wait_serving()
-        assert modes[3] == "leader"  # the highest voter sid, whatever its kind
+        ens.wait_leader(3)  # the highest voter sid, whatever its kind
         for sid in kinds:
             zk = client(ens.hosts([sid]))
             try:
@@ -197,7 +195,7 @@ def test_mixed_rejoin_by_diff_and_by_snap(kinds: dict[int, str]) -> None:
     for force, mode in (("false", "DIFF"), ("true", "SNAP")):
         extra = {"forceSnapshotSync": force}
         with ProcessEnsemble(kinds, extra=extra) as ens:
-            assert ens.wait_serving()[3] == "leader"
+            ens.wait_leader(3)
             ens.kill(1)
             zk = client(ens.hosts([2, 3]))
             try:
