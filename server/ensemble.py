@@ -35,6 +35,7 @@ snapshot decoders cap what a peer can make us buffer; a peer that sends garbage 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -274,6 +275,8 @@ class QuorumPeer:
         self.spec = spec
         self.core_config = core_config
         self.persistence = shell.persistence
+        # a sync that returned may let a pump send its ACKs
+        self.persistence.on_durable = self.kick
         assert self.persistence.replica is not None, "load() first"
         self.replica: Replica = self.persistence.replica
         self.epoch_dir: Path = self.persistence.settings.snap_dir
@@ -297,6 +300,8 @@ class QuorumPeer:
         )
         #: txns logged by this member and not (yet) applied: zxid -> marshalled entry
         self._unapplied: dict[int, bytes] = {}
+        #: entries appended by a broadcast Ready, not yet known durable: (append number, entries)
+        self._undurable: deque[tuple[int, list[Entry]]] = deque()
         #: the replica equals the data directory (just loaded); else see _catch_up
         self._fresh = True
         #: the last role reached serving (its in-memory state is whole)
@@ -320,6 +325,9 @@ class QuorumPeer:
     async def _round(self) -> None:
         self.state = "looking"
         self._not_serving()
+        # the vote is the last *logged* zxid: everything appended must be durable first
+        await self.persistence.durable()
+        self._undurable.clear()
         self._catch_up()
         self._served = False
         ep = epochfiles.load_epochs(self.epoch_dir, self.replica.last_zxid)
@@ -511,8 +519,34 @@ class QuorumPeer:
             self.kick()
 
     # ------------------------------------------------------------------ shared Ready handling
-    async def persist(self, rd: Ready) -> None:
-        """Ready step 1 (both roles): epoch files, wipe, TRUNC, SNAP install, snapshot, txn log."""
+    async def persist(self, rd: Ready) -> Ready:
+        """Ready step 1 (both roles): epoch files, wipe, TRUNC, SNAP install, snapshot, txn log.
+
+        Returns what ``advance`` may be given now. A broadcast Ready (txn entries, nothing else
+        to persist) only *appends* its entries: the rest of the Ready goes on while the sync
+        thread makes them durable, and their advance (the ACKs that promise durability) comes
+        from :meth:`durable_entries` once their sync has returned -- so the leader keeps
+        proposing, and a learner keeps logging, during an fsync (ZooKeeper's
+        SyncRequestProcessor runs beside the proposal flow the same way). Any other Ready waits
+        for every append before it to be durable and is persisted whole, in order, as before:
+        an ACK of NEWLEADER still follows the durability of the txns synced before it."""
+        persistence = self.persistence
+        if not (
+            rd.accepted_epoch is not None
+            or rd.current_epoch is not None
+            or rd.wipe
+            or rd.truncate_to is not None
+            or rd.snapshot_in is not None
+            or rd.take_snapshot
+        ):
+            if rd.entries:
+                seq = persistence.append_entries([(e.zxid, e.data) for e in rd.entries])
+                for e in rd.entries:
+                    self._unapplied[e.zxid] = e.data
+                self._undurable.append((seq, rd.entries))
+                return dataclasses.replace(rd, entries=[])
+            return rd
+        await persistence.durable()
         if rd.accepted_epoch is not None:
             await trio.to_thread.run_sync(
                 epochfiles.write_epoch, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, rd.accepted_epoch
@@ -522,10 +556,10 @@ class QuorumPeer:
                 epochfiles.write_epoch, self.epoch_dir, epochfiles.CURRENT_EPOCH, rd.current_epoch
             )
         if rd.wipe:
-            self.persistence.wipe()
+            persistence.wipe()
             self._reload()
         if rd.truncate_to is not None:
-            self.persistence.truncate(rd.truncate_to)
+            persistence.truncate(rd.truncate_to)
             self._reload()
             log.info("TRUNC: the replica is at %#x", self.replica.last_zxid)
         if rd.snapshot_in is not None:
@@ -540,11 +574,21 @@ class QuorumPeer:
             self._init_config()
             log.info("SNAP: loaded the leader's snapshot at %#x", rd.snapshot_in.zxid)
         if rd.take_snapshot:
-            await self.persistence.take_snapshot()
+            await persistence.take_snapshot()
         if rd.entries:
-            await self.persistence.log_entries([(e.zxid, e.data) for e in rd.entries])
+            await persistence.log_entries([(e.zxid, e.data) for e in rd.entries])
             for e in rd.entries:
                 self._unapplied[e.zxid] = e.data
+        return rd
+
+    def durable_entries(self) -> list[Ready]:
+        """Readies of the appended entries whose sync has returned since (oldest first): what
+        to hand to the machine's ``advance``. Raises StorageFailure after a failed sync."""
+        synced = self.persistence.synced
+        out = []
+        while self._undurable and self._undurable[0][0] <= synced:
+            out.append(Ready(entries=self._undurable.popleft()[1]))
+        return out
 
     def apply(self, e: Entry, p: Proposal | None) -> tuple[r.TxnHeader, r.Record | None, Any]:
         """Ready step 3: one committed txn into the replica: (header, txn, apply result)."""
@@ -597,6 +641,8 @@ class _LeaderRole:
     async def pump(self) -> str:
         peer, leader = self.peer, self.leader
         while True:
+            for done in peer.durable_entries():
+                leader.advance(done)  # the leader's own ACKs
             while leader.has_ready():
                 rd = leader.ready()
                 # Messages never wait for this Ready's persistence (what needs it comes from
@@ -613,7 +659,9 @@ class _LeaderRole:
                     if link is not None:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
-                await peer.persist(rd)
+                now_ready = await peer.persist(rd)
+                for done in peer.durable_entries():
+                    leader.advance(done)  # earlier appends first: ACKs in zxid order
                 now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
@@ -644,7 +692,7 @@ class _LeaderRole:
                     for lk, sid, timeout in rd.revalidate:
                         owner = sid_of.get(lk, -2 - lk)
                         leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
-                leader.advance(rd)
+                leader.advance(now_ready)
                 peer.shell.wake()
                 if rd.role is not None:
                     return rd.role.reason
@@ -689,11 +737,17 @@ class _LearnerRole:
     async def pump(self) -> str:
         peer, learner = self.peer, self.learner
         while True:
+            for done in peer.durable_entries():
+                learner.advance(done)  # ACKs, now that the proposals are durable
             while learner.has_ready():
                 rd = learner.ready()
                 for s in rd.messages:
                     self.link.send(encode_packet(s.packet))
-                await peer.persist(rd)
+                now_ready = await peer.persist(rd)
+                for done in peer.durable_entries():
+                    # earlier appends first: their ACKs precede this Ready's (an ACK of
+                    # NEWLEADER is the one packet LearnerHandler reads after sending it)
+                    learner.advance(done)
                 now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, _txn, rc = peer.apply(e, None)
@@ -709,7 +763,7 @@ class _LearnerRole:
                 if self.front is not None:
                     for _ in range(rd.synced):
                         self.front.on_synced(now)
-                learner.advance(rd)
+                learner.advance(now_ready)
                 peer.shell.wake()
                 if rd.role is not None:
                     return rd.role.reason

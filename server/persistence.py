@@ -248,6 +248,8 @@ class Persistence:
         self._progress = trio.Event()
         #: the log failed: raised to everyone waiting for durability
         self._failure: StorageFailure | None = None
+        #: called (in the Trio thread) whenever a sync returns, or the log failed
+        self.on_durable: Callable[[], None] = lambda: None
         #: ServerMetrics summaries of the disk: "fsynctime", "snapshottime" (ms)
         self.summaries: dict[str, Summary] = {}
         #: writing the txn log failed: nothing more is written or synced
@@ -491,17 +493,34 @@ class Persistence:
         """An ensemble member's txns as (zxid, marshalled entry) -- its leader's proposals, or
         its own as leader: append and fsync them; they are durable when this returns. Raises
         :class:`StorageFailure`."""
-        pairs = list(entries)
         # A checkpoint first: when the server is being cancelled, run() may already have closed
         # the writer; this raises Cancelled rather than finding it gone.
         await trio.lowlevel.checkpoint()
-        seq = self._append(lambda w: w.append_payloads(pairs), len(pairs))
-        while self._synced < seq:
-            if self._failure is not None:
-                raise self._failure
-            await self._progress.wait()
-        if self._failure is not None and self._synced < seq:
+        await self.durable(self.append_entries(entries))
+
+    def append_entries(self, entries: Sequence[tuple[int, bytes]]) -> int:
+        """Append an ensemble member's txns without waiting: durable once :attr:`synced`
+        reaches the number returned (the sync thread takes them at once, or right after the
+        sync under way). Raises :class:`StorageFailure` after a failure."""
+        pairs = list(entries)
+        return self._append(lambda w: w.append_payloads(pairs), len(pairs))
+
+    @property
+    def synced(self) -> int:
+        """The newest append known durable. Raises :class:`StorageFailure` after a failure
+        (what was not reported durable before it never will be)."""
+        if self._failure is not None:
             raise self._failure
+        return self._synced
+
+    async def durable(self, seq: int | None = None) -> None:
+        """Wait until append ``seq`` (default: every append so far) is durable."""
+        target = self._appended if seq is None else seq
+        # A checkpoint first: when the server is being cancelled, run() may already have closed
+        # the writer; this raises Cancelled rather than finding it gone.
+        await trio.lowlevel.checkpoint()
+        while self.synced < target:
+            await self._progress.wait()
 
     def _append(self, append: Callable[[files.TxnLogWriter], None], count: int) -> int:
         """Queue ``count`` txns (``append(writer)``) in the log writer, roll the log for a
@@ -545,6 +564,7 @@ class Persistence:
         self._kick.set()
         progress, self._progress = self._progress, trio.Event()
         progress.set()
+        self.on_durable()
 
     def newest_snapshot_zxid(self) -> int:
         """The zxid in the name of the newest snapshot on disk (0: none)."""

@@ -92,7 +92,7 @@ def leader_keys() -> dict[str, list[str]]:
     for kind in ("zookeeper", "trizk"):
         other = "trizk" if kind == "zookeeper" else "zookeeper"
         with ProcessEnsemble({1: other, 2: other, 3: kind}) as ens:
-            ens.wait_serving()
+            ens.wait_leader(3)
             out[kind] = _mntr(ens.port(3))[0]
     return out
 
