@@ -48,12 +48,13 @@ view does not tell TLS connections apart yet).
 from __future__ import annotations
 
 import errno
+import inspect
 import logging
 import math
 import os
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
@@ -670,7 +671,9 @@ def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> Htt
     return HttpAnswer(a.status, a.headers, body.encode())
 
 
-Responder = Callable[[str, str], HttpAnswer]
+#: ``respond(method, target)``: the answer, or an awaitable of it (a responder that waits on
+#: the server, as the test controls' ``expire`` does)
+Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
 
 
 async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeout_ms: int) -> None:
@@ -699,7 +702,8 @@ async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeou
                 return  # idle timeout (Jetty closes idle connections) or nothing to answer
             method = request.method.decode("ascii", "replace")
             target = request.target.decode("latin-1")
-            result = respond(method, target)
+            answered = respond(method, target)
+            result = await answered if inspect.isawaitable(answered) else answered
             headers = [
                 ("Date", formatdate(usegmt=True)),
                 *result.headers,

@@ -602,7 +602,22 @@ def _dir_size(d: Path) -> int:
         return 0
 
 
-async def serve(config: ServerConfig, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Run a standalone trizk server until cancelled; ``task_status.started(port)``."""
+async def serve(
+    config: ServerConfig, *, testing: bool = False, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a standalone trizk server until cancelled; ``task_status.started(port)``. With
+    ``testing`` (``trizk-server --testing``) the test controls (:mod:`.testcontrol`) are served
+    too, on their own 127.0.0.1 port: ``task_status.started((port, controls_port))``."""
     os.makedirs(config.data_dir, exist_ok=True)
-    await TrizkServer(config).run(task_status=task_status)
+    server = TrizkServer(config)
+    if not testing:
+        await server.run(task_status=task_status)
+        return
+    from . import testcontrol
+
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(server.run)
+        controls = await nursery.start(
+            testcontrol.serve_controls, testcontrol.Controls(server), "127.0.0.1"
+        )
+        task_status.started((port, controls))

@@ -7,10 +7,13 @@ gone after ``__exit__`` or :meth:`Server.close`, even when the test failed. Two 
 * ``mode="in-process"`` (default, fastest): a :class:`trizk.server.app.TrizkServer` runs in a
   thread of the test process with its own Trio loop. Test controls run inside that loop
   (``trio.from_thread``), so they see and change the server's real state.
-* ``mode="process"``: a real ``trizk-server`` child (``python -m trizk.server zoo.cfg --port 0``);
-  its readiness line on stdout gives the bound port. ``kill()`` is SIGKILL. The test controls
-  that act inside the server (``expire_session``, ``drop_connections``, ``advance``) are only
-  in-process for now: they raise :class:`NotSupported` here.
+* ``mode="process"``: a real ``trizk-server`` child (``python -m trizk.server zoo.cfg --port 0
+  --testing``); its readiness line on stdout gives the bound port and the URL of its test
+  controls (:mod:`trizk.server.testcontrol`), which the controls below use. ``kill()`` is
+  SIGKILL.
+
+Both modes perform the controls through :class:`trizk.server.testcontrol.Controls`, the same
+code (in-process directly, out-of-process over its HTTP endpoint), so they mean the same.
 
 Controls: ``stop()``/``start()``/``restart()`` (same port, same data), ``kill()`` (no clean
 shutdown), ``expire_session(id)`` (the server proposes the closeSession, as when the session
@@ -38,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["READY_PREFIX", "NotSupported", "Server", "ServerError"]
+__all__ = ["READY_PREFIX", "NotSupported", "Server", "ServerError", "parse_ready_line"]
 
 #: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.main)
 READY_PREFIX = "trizk-server ready"
@@ -55,6 +58,18 @@ class NotSupported(ServerError):
     """This control does not exist in this mode."""
 
 
+def parse_ready_line(line: str) -> dict[str, str] | None:
+    """The fields of ``trizk-server``'s readiness line, None for any other line::
+
+        trizk-server ready on 127.0.0.1:PORT port=PORT [testing=http://127.0.0.1:CPORT]
+
+    gives ``{"port": "PORT", "testing": "http://127.0.0.1:CPORT"}``: every space-separated
+    ``key=value`` after the prefix."""
+    if not line.startswith(READY_PREFIX):
+        return None
+    return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+
+
 def _b(data: Any) -> bytes:
     if data is None:
         return b""
@@ -63,13 +78,32 @@ def _b(data: Any) -> bytes:
     return str(data).encode()
 
 
-def _plain(data: bytes | None) -> dict[str, Any]:
-    if data is None:
-        return {"data": None}
+def _control_reply(reply: Any, what: str) -> Any:
+    """The body of a test control's answer (a testcontrol.Reply), or ServerError."""
+    if reply.status != 200:
+        error = reply.body.get("error") if isinstance(reply.body, dict) else reply.body
+        raise ServerError(f"{what}: {error}")
+    return reply.body
+
+
+def _http_control(base_url: str, action: Any, timeout: float) -> Any:
+    """Perform ``action`` through a ``trizk-server --testing`` child's HTTP test controls;
+    its answer as a testcontrol.Reply."""
+    import urllib.error
+    import urllib.request
+
+    from trizk.server.testcontrol import Reply, request_for
+
+    method, target = request_for(action)
+    req = urllib.request.Request(base_url + target, method=method)
     try:
-        return {"data": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"data_b64": base64.b64encode(data).decode("ascii")}
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    except OSError as e:
+        raise ServerError(f"the server's test controls did not answer: {e}") from e
+    return Reply(status, json.loads(raw))
 
 
 class _Thread:
@@ -83,18 +117,21 @@ class _Thread:
         self._error: BaseException | None = None
         self._scope: Any = None
         self._token: Any = None
+        self.controls: Any = None
         self._thread = threading.Thread(target=self._run, name="trizk-testing", daemon=True)
 
     def _run(self) -> None:
         import trio
 
         from trizk.server.app import TrizkServer
+        from trizk.server.testcontrol import Controls
 
         async def main() -> None:
             with trio.CancelScope() as scope:
                 self._scope = scope
                 self._token = trio.lowlevel.current_trio_token()
                 self.server = TrizkServer(self.config)
+                self.controls = Controls(self.server)
                 async with trio.open_nursery() as nursery:
                     self.port = await nursery.start(self.server.run)
                     self._ready.set()
@@ -113,13 +150,6 @@ class _Thread:
         if self._error is not None or not self._thread.is_alive():
             raise ServerError(f"trizk did not start: {self._error!r}") from self._error
         return self.port
-
-    def call(self, fn: Any, *args: Any) -> Any:
-        import trio
-
-        if not self._thread.is_alive():
-            raise ServerError("the server is not running")
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
     def call_async(self, fn: Any, *args: Any) -> Any:
         import trio
@@ -173,6 +203,8 @@ class Server:
         self._root: Path | None = None
         self._thread: _Thread | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        #: the child's test controls (``testing=`` on its readiness line)
+        self._controls_url: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -283,16 +315,21 @@ class Server:
         log = open(self._root / "server.log", "ab")
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "trizk.server", str(cfg), "--port", str(self.port)],
+                [
+                    *(sys.executable, "-m", "trizk.server", str(cfg)),
+                    *("--port", str(self.port), "--testing"),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
             )
         finally:
             log.close()
-        self.port = self._wait_ready(self._proc)
+        ready = self._wait_ready(self._proc)
+        self.port = int(ready["port"])
+        self._controls_url = ready.get("testing")
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> int:
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, str]:
         assert proc.stdout is not None
         deadline = time.monotonic() + self.start_timeout
         buf = b""
@@ -308,9 +345,10 @@ class Server:
                 if not chunk:
                     raise ServerError(f"trizk-server exited ({proc.wait()}): {self._log_tail()}")
                 buf += chunk
-                for line in buf.decode(errors="replace").splitlines():
-                    if line.startswith(READY_PREFIX):
-                        return int(line.rsplit("port=", 1)[1].split()[0])
+                for line in buf.decode(errors="replace").splitlines(keepends=True):
+                    ready = parse_ready_line(line) if line.endswith("\n") else None
+                    if ready is not None:
+                        return ready
 
     def _log_tail(self) -> str:
         assert self._root is not None
@@ -336,78 +374,51 @@ class Server:
                 p.stdout.close()
 
     # ------------------------------------------------------------------ test controls
-    def _in_server(self, what: str, fn: Any, *args: Any, is_async: bool = False) -> Any:
-        if self.mode != IN_PROCESS:
-            raise NotSupported(f"{what} is only available in-process for now")
-        if self._thread is None:
-            raise ServerError("the server is not running")
-        if is_async:
-            return self._thread.call_async(fn, *args)
-        return self._thread.call(fn, *args)
+    def _control(self, what: str, action: Any) -> Any:
+        """Perform a testcontrol action on the running server: in-process inside its Trio loop,
+        out-of-process through its HTTP test controls. The answer's body, or ServerError."""
+        if self.mode == IN_PROCESS:
+            if self._thread is None or self._thread.controls is None:
+                raise ServerError("the server is not running")
+            reply = self._thread.call_async(self._thread.controls.perform, action)
+        else:
+            if self._proc is None or self._controls_url is None:
+                raise ServerError("the server is not running")
+            reply = _http_control(self._controls_url, action, self.start_timeout)
+        return _control_reply(reply, what)
 
     def expire_session(self, session_id: int) -> bool:
         """Expire a session now, server-side: its ephemerals go, its watchers fire, its client
         sees EXPIRED_SESSION. Returns once the closeSession is committed (what a client reads
         next no longer shows the session's ephemerals); False if the server does not know the
         session (or it is already closing)."""
-        import trio
+        from trizk.server.testcontrol import Expire, parse_session_id
 
-        timeout = self.start_timeout
-
-        async def expire() -> bool:
-            srv = self._thread.server if self._thread else None
-            if srv is None or srv.sequencer is None:
-                return False
-            seq = srv.sequencer
-            done = bool(seq.expire(session_id, srv._wall()))
-            srv.wake()
-            # Sequencer.committed drops the session from the tracker when the closeSession
-            # commits; the server offers no commit event to wait on, so look each millisecond
-            with trio.fail_after(timeout):
-                while done and session_id in seq.sessions.sessions:
-                    await trio.sleep(0.001)
-            return done
-
-        return bool(self._in_server("expire_session", expire, is_async=True))
+        body = self._control("expire_session", Expire(parse_session_id(str(session_id))))
+        return bool(body["expired"])
 
     def drop_connections(self, session_id: int | None = None) -> int:
         """Close every client connection (or only ``session_id``'s) from the server side;
         sessions stay, so clients reconnect into them. Returns how many were closed."""
+        from trizk.server.testcontrol import Drop, parse_session_id
 
-        def drop() -> int:
-            srv = self._thread.server if self._thread else None
-            if srv is None:
-                return 0
-            conns = [
-                c
-                for c in srv.core.connections.values()
-                if not c.closed and (session_id is None or c.session_id == session_id)
-            ]
-            for c in conns:
-                srv.core.close(c, "dropped by the test (trizk.testing)")
-            srv.wake()
-            return len(conns)
-
-        return int(self._in_server("drop_connections", drop))
+        sid = None if session_id is None else parse_session_id(str(session_id))
+        return int(self._control("drop_connections", Drop(sid))["dropped"])
 
     def advance(self, seconds: float) -> None:
         """Move the server's clocks forward: sessions not heard from for their timeout expire,
         TTL nodes and empty containers are reaped on the reaper's next look (wall clock), with
         no sleeping. Clients' own clocks do not move: connections idle past their session
         timeout are closed as ZooKeeper would."""
-        if seconds < 0:
+        from trizk.server.testcontrol import Advance
+
+        if not seconds >= 0:
             raise ValueError("the clock only moves forward")
-
-        def move() -> None:
-            srv = self._thread.server if self._thread else None
-            if srv is not None:
-                srv.advance_clock(round(seconds * 1000))
-
-        self._in_server("advance", move)
+        self._control("advance", Advance(round(seconds * 1000)))
 
     def session_ids(self) -> list[int]:
         """The ids of the sessions the server tracks."""
-        return sorted(int(s) for s in self.dump()["sessions"])
+        return sorted(int(s, 16) for s in self.dump()["sessions"])
 
     def dump(self) -> dict[str, Any]:
         """The server's state as plain data (JSON-able)::
@@ -416,45 +427,11 @@ class Server:
              "sessions": {"0x...": {"timeout": ms, "ephemerals": [path, ...]}},
              "watches": {"data": {path: ["0x<session>", ...]}, "child": {...}}}
 
-        Data that is not UTF-8 is given as ``"data_b64"``. Out-of-process, the tree is read
-        through a client and ``sessions``/``watches`` are None.
+        Data that is not UTF-8 is given as ``"data_b64"``.
         """
-        if self.mode != IN_PROCESS:
-            return {"tree": self._client_tree(), "sessions": None, "watches": None}
-        return dict(self._in_server("dump", self._dump_in_server))
+        from trizk.server.testcontrol import Dump
 
-    def _dump_in_server(self) -> dict[str, Any]:
-        srv = self._thread.server if self._thread else None
-        assert srv is not None
-        tree = srv.core.tree
-        nodes: dict[str, Any] = {}
-        for path, node in sorted(tree.iter_nodes()):
-            entry = _plain(node.data)
-            entry.update(
-                version=node.version,
-                cversion=node.cversion,
-                ephemeral_owner=node.ephemeral_owner,
-                num_children=node.num_children(),
-            )
-            nodes[path] = entry
-        sessions: dict[str, Any] = {}
-        tracked = srv.sequencer.sessions.sessions if srv.sequencer is not None else {}
-        for sid, s in tracked.items():
-            eph = tree.ephemerals.get(sid)
-            sessions[f"0x{sid:x}"] = {
-                "timeout": s.timeout,
-                "closing": s.closing,
-                "ephemerals": sorted(eph) if eph is not None else [],
-            }
-
-        def table(t: Any) -> dict[str, list[str]]:
-            return {
-                p: sorted(f"0x{getattr(w, 'session_id', 0):x}" for w in ws)
-                for p, ws in sorted(t.by_path.items())
-            }
-
-        watches = {"data": table(srv.core.watches.data), "child": table(srv.core.watches.child)}
-        return {"tree": nodes, "sessions": sessions, "watches": watches}
+        return dict(self._control("dump", Dump()))
 
     def _client(self) -> Any:
         from kazoo.client import KazooClient
@@ -462,29 +439,6 @@ class Server:
         zk = KazooClient(hosts=self.connect_string, timeout=10)
         zk.start(timeout=self.start_timeout)
         return zk
-
-    def _client_tree(self) -> dict[str, Any]:
-        zk = self._client()
-        try:
-            nodes: dict[str, Any] = {}
-            todo = ["/"]
-            while todo:
-                path = todo.pop()
-                data, stat = zk.get(path)
-                entry = _plain(data)
-                entry.update(
-                    version=stat.version,
-                    cversion=stat.cversion,
-                    ephemeral_owner=stat.ephemeralOwner,
-                    num_children=stat.numChildren,
-                )
-                nodes[path] = entry
-                base = path.rstrip("/")
-                todo.extend(f"{base}/{c}" for c in zk.get_children(path))
-            return dict(sorted(nodes.items()))
-        finally:
-            zk.stop()
-            zk.close()
 
     def load(self, tree: Mapping[str, Any] | str | bytes) -> int:
         """Seed the tree through ordinary creates (a client session of its own). ``tree`` is a
