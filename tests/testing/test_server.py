@@ -112,7 +112,7 @@ def test_expire_session_server_side(mode: str) -> None:
                 c.close()
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ["in-process"])  # process: test_async_server.py
 def test_drop_connections_keeps_sessions(mode: str) -> None:
     with Server(mode=mode) as srv:
         zk = client(srv)
@@ -132,7 +132,7 @@ def test_drop_connections_keeps_sessions(mode: str) -> None:
             zk.close()
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ["in-process"])  # process: test_async_server.py
 def test_advance_expires_sessions_without_sleeping(mode: str) -> None:
     with Server(mode=mode) as srv:
         zk = client(srv)
