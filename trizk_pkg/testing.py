@@ -15,6 +15,9 @@ gone after ``__exit__`` or :meth:`Server.close`, even when the test failed. Two 
 Both modes perform the controls through :class:`trizk.server.testcontrol.Controls`, the same
 code (in-process directly, out-of-process over its HTTP endpoint), so they mean the same.
 
+:class:`AsyncServer` is the same API for Trio tests (``async with``, the controls awaited); its
+in-process mode runs the server's tasks in the caller's own Trio loop.
+
 Controls: ``stop()``/``start()``/``restart()`` (same port, same data), ``kill()`` (no clean
 shutdown), ``expire_session(id)`` (the server proposes the closeSession, as when the session
 times out, so any client sees EXPIRED_SESSION), ``drop_connections()`` (every client connection
