@@ -137,9 +137,8 @@ class AdminSettings:
     @classmethod
     def from_config(cls, config: ServerConfig) -> AdminSettings:
         p = config.get_property
-        # AdminServerFactory: !"false".equals(System.getProperty("zookeeper.admin.enableServer"))
         return cls(
-            enabled=p("zookeeper.admin.enableServer") != "false",
+            enabled=config.admin_server_enabled,
             address=p("zookeeper.admin.serverAddress") or DEFAULT_ADDRESS,
             port=_java_int(p("zookeeper.admin.serverPort"), DEFAULT_PORT),
             idle_timeout_ms=_java_int(p("zookeeper.admin.idleTimeout"), DEFAULT_IDLE_TIMEOUT),
