@@ -245,6 +245,10 @@ class _Base:
             "tickTime": self.tick_time,
             "4lw.commands.whitelist": "*",
             "admin.enableServer": "false",
+            # a throwaway server: every txn is still written to the OS before it is answered
+            # (a kill, even SIGKILL, loses nothing), only not fsynced -- which would cost a
+            # test each session and write; properties={"forceSync": "yes"} puts it back
+            "forceSync": "no",
         }
         keys.update(self.properties)
         return keys
@@ -377,7 +381,9 @@ class Server(_Base):
 
     ``tick_time`` (ms) sets ZooKeeper's tickTime (sessions may time out from 2 ticks);
     ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``); the
-    server's temporary directory is made in ``base_dir`` (default: the system's temp dir)."""
+    server's temporary directory is made in ``base_dir`` (default: the system's temp dir).
+    Test servers run with ``forceSync=no`` (written, not fsynced) unless ``properties`` say
+    otherwise."""
 
     def __init__(
         self,
