@@ -60,7 +60,6 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
-import h11
 import trio
 
 import trizk
@@ -678,6 +677,8 @@ Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
 async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeout_ms: int) -> None:
     """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
     client closes, ``idle_timeout_ms`` passes without a request, or the request bound."""
+    import h11  # here, not at the top: a server that is never asked over HTTP never loads it
+
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
     idle = max(idle_timeout_ms, 1) / 1000
     try:
