@@ -385,24 +385,9 @@ class Server(_Base):
     Test servers run with ``forceSync=no`` (written, not fsynced) unless ``properties`` say
     otherwise."""
 
-    def __init__(
-        self,
-        *,
-        mode: str = IN_PROCESS,
-        tick_time: int = 2000,
-        properties: Mapping[str, str] | None = None,
-        start_timeout: float = 20.0,
-        base_dir: str | Path | None = None,
-    ) -> None:
-        super().__init__(
-            mode=mode,
-            tick_time=tick_time,
-            properties=properties,
-            start_timeout=start_timeout,
-            base_dir=base_dir,
-        )
-        self._thread: _Thread | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+    # (the settings are _Base's keyword arguments)
+    _thread: _Thread | None = None
+    _proc: subprocess.Popen[bytes] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -585,30 +570,15 @@ class AsyncServer(_Base):
 
     MODES = (IN_PROCESS, THREAD, PROCESS)
 
-    def __init__(
-        self,
-        *,
-        mode: str = IN_PROCESS,
-        tick_time: int = 2000,
-        properties: Mapping[str, str] | None = None,
-        start_timeout: float = 20.0,
-        base_dir: str | Path | None = None,
-    ) -> None:
-        super().__init__(
-            mode=mode,
-            tick_time=tick_time,
-            properties=properties,
-            start_timeout=start_timeout,
-            base_dir=base_dir,
-        )
-        self._nursery_cm: Any = None
-        self._nursery: Any = None
-        # in-process: the server task's cancel scope, its end, its controls
-        self._scope: Any = None
-        self._done: Any = None
-        self._controls: Any = None
-        self._thread: _Thread | None = None
-        self._proc: Any = None  # trio.Process
+    # (the settings are _Base's keyword arguments)
+    _nursery_cm: Any = None
+    _nursery: Any = None
+    # in-process: the server task's cancel scope, its end, its controls
+    _scope: Any = None
+    _done: Any = None
+    _controls: Any = None
+    _thread: _Thread | None = None
+    _proc: Any = None  # trio.Process
 
     # ------------------------------------------------------------------ lifecycle
     @property
