@@ -1,7 +1,8 @@
 """The README's "Use trizk in your tests" examples are run as written: each python block becomes
 a test module of a child pytest run; the shell blocks run in bash (the readiness line parsed
-and the controls called exactly as shown, a kazoo session in between); where ``javac`` and
-``go`` are installed, the Java example is compiled and run against ZooKeeper's own client and
+and the controls called exactly as shown, a kazoo session in between). With
+``TRIZK_TEST_RECIPES=1`` (compilers are slow: ~10-20 s each), and where ``javac`` and ``go``
+are installed, the Java example is also compiled and run against ZooKeeper's own client and
 the Go helper is compiled and run with a test of its own."""
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ def test_readme_wire_recipe(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # the recipe cleaned up after itself
 
 
+recipes = pytest.mark.skipif(
+    os.environ.get("TRIZK_TEST_RECIPES") != "1", reason="TRIZK_TEST_RECIPES=1 runs the compilers"
+)
+
+
+@recipes
 def test_readme_java_recipe(tmp_path: Path) -> None:
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None or not all(os.path.exists(j) for j in ZK_JARS):
@@ -153,6 +160,7 @@ func TestRecipe(t *testing.T) {
 """
 
 
+@recipes
 def test_readme_go_recipe(tmp_path: Path) -> None:
     go = shutil.which("go")
     if go is None:
