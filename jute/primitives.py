@@ -16,7 +16,8 @@ that single declaration we derive
 
 * a frozen, slotted dataclass (the value type the rest of trizk uses);
 * a ``construct`` Struct (``Record.construct``): the reference codec, easy to read and to
-  check against zookeeper.jute;
+  check against zookeeper.jute (:mod:`trizk.jute.reference`, imported on first use: the
+  server itself never needs it);
 * a generated fast codec (``Record.decode_from`` / ``Record.encode``): Python source emitted from
   the same declaration, with runs of fixed-width fields merged into one precompiled
   ``struct.Struct``. It exists because construct's interpreted parser costs ~40 µs per request.
@@ -41,9 +42,10 @@ import struct
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
-import construct as cs
+if TYPE_CHECKING:
+    import construct as cs
 
 #: ZooKeeper's default ``jute.maxbuffer`` (0xfffff = 1 MiB - 1).
 DEFAULT_MAX_BUFFER = 0xFFFFF
@@ -108,7 +110,8 @@ def reset_limits(token: Token[JuteLimits]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Types. Each knows its construct subcon and how to emit decode/encode source for itself.
+# Types. Each knows its construct subcon (from .reference) and how to emit decode/encode
+# source for itself.
 # --------------------------------------------------------------------------------------------
 
 
@@ -139,14 +142,15 @@ class JuteType:
 class _Fixed(JuteType):
     fixed: str
 
-    def __init__(self, fmt: str, name: str, sub: cs.Construct, pytype: type) -> None:
+    def __init__(self, fmt: str, name: str, pytype: type) -> None:
         self.fixed = fmt
         self.jute_name = name
-        self._sub = sub
         self._pytype = pytype
 
     def subcon(self) -> cs.Construct:
-        return self._sub
+        from . import reference
+
+        return reference.fixed(self.jute_name)
 
     def python_type(self) -> Any:
         return self._pytype
@@ -161,49 +165,10 @@ class _Fixed(JuteType):
         gen.line(f"out.append({st}.pack({expr}))")
 
 
-class _JavaBool(cs.Adapter):
-    """DataInputStream.readBoolean: any non-zero byte is true; we write 0/1."""
-
-    def _decode(self, obj: int, context: Any, path: Any) -> bool:
-        return obj != 0
-
-    def _encode(self, obj: bool, context: Any, path: Any) -> int:
-        return 1 if obj else 0
-
-
-INT = _Fixed("i", "int", cs.Int32sb, int)
-LONG = _Fixed("q", "long", cs.Int64sb, int)
-BOOL = _Fixed("?", "boolean", _JavaBool(cs.Int8ub), bool)
+INT = _Fixed("i", "int", int)
+LONG = _Fixed("q", "long", int)
+BOOL = _Fixed("?", "boolean", bool)
 # struct's "?" accepts any byte and yields bool(byte), which is Java's readBoolean rule.
-
-
-class _Nullable(cs.Construct):
-    """Length-prefixed bytes/str with -1 meaning null and the jute.maxbuffer cap."""
-
-    def __init__(self, text: bool) -> None:
-        super().__init__()
-        self.text = text
-
-    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
-        n = cs.Int32sb._parsereport(stream, context, path)
-        if n == -1:
-            return None
-        if n < 0 or n > _LIMITS_VAR.get().max_length:
-            raise cs.ExplicitError(f"Unreasonable length = {n}")
-        data = cs.stream_read(stream, n, path)
-        return data.decode("utf-8", "replace") if self.text else bytes(data)
-
-    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
-        if obj is None:
-            cs.Int32sb._build(-1, stream, context, path)
-            return obj
-        data = obj.encode("utf-8") if self.text else bytes(obj)
-        cs.Int32sb._build(len(data), stream, context, path)
-        cs.stream_write(stream, data, len(data), path)
-        return obj
-
-    def _sizeof(self, context: Any, path: Any) -> int:
-        raise cs.SizeofError(path=path)
 
 
 class _Bytes(JuteType):
@@ -212,7 +177,9 @@ class _Bytes(JuteType):
         self.jute_name = "ustring" if text else "buffer"
 
     def subcon(self) -> cs.Construct:
-        return _Nullable(self.text)
+        from . import reference
+
+        return reference.Nullable(self.text)
 
     def python_type(self) -> Any:
         return str | None if self.text else bytes | None
@@ -248,32 +215,6 @@ BUFFER = _Bytes(text=False)
 USTRING = _Bytes(text=True)
 
 
-class _NullableVector(cs.Construct):
-    def __init__(self, sub: cs.Construct) -> None:
-        super().__init__()
-        self.sub = sub
-
-    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
-        n = cs.Int32sb._parsereport(stream, context, path)
-        if n == -1:
-            return None
-        # BinaryInputArchive.startVector: any count but -1 is a length, and done() is
-        # ``nelems <= 0``, so a count below -1 is an empty vector. Counts are not capped.
-        return [self.sub._parsereport(stream, context, path) for _ in range(max(n, 0))]
-
-    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
-        if obj is None:
-            cs.Int32sb._build(-1, stream, context, path)
-            return obj
-        cs.Int32sb._build(len(obj), stream, context, path)
-        for item in obj:
-            self.sub._build(item, stream, context, path)
-        return obj
-
-    def _sizeof(self, context: Any, path: Any) -> int:
-        raise cs.SizeofError(path=path)
-
-
 class Vector(JuteType):
     """``vector<T>``; decodes to a tuple (records are immutable) or None."""
 
@@ -282,7 +223,9 @@ class Vector(JuteType):
         self.jute_name = f"vector<{item.jute_name}>"
 
     def subcon(self) -> cs.Construct:
-        return _NullableVector(self.item.subcon())
+        from . import reference
+
+        return reference.NullableVector(self.item.subcon())
 
     def python_type(self) -> Any:
         return tuple[self.item.python_type(), ...] | None  # type: ignore[misc]
@@ -327,34 +270,22 @@ class RecordType(JuteType):
         self.jute_name = cls.__name__
 
     def subcon(self) -> cs.Construct:
-        return _RecordAdapter(self.cls)
+        from . import reference
+
+        return reference.RecordAdapter(self.cls)
 
     def python_type(self) -> Any:
         return self.cls
 
     def gen_decode(self, target: str, gen: _Gen) -> None:
+        _compile(self.cls)  # the nested record's own codec, not its compile-on-first-use stub
         f = gen.const(self.cls.decode_from, "dec")
         gen.line(f"{target}, p = {f}(b, p)")
 
     def gen_encode(self, expr: str, gen: _Gen) -> None:
+        _compile(self.cls)
         f = gen.const(self.cls._encode_into, "enc")
         gen.line(f"{f}({expr}, out)")
-
-
-class _RecordAdapter(cs.Adapter):
-    def __init__(self, cls: type[Record]) -> None:
-        super().__init__(cls.construct)
-        self.cls = cls
-
-    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
-        return self.cls(**{name: _freeze(obj[name]) for name, _ in self.cls.FIELDS})
-
-    def _encode(self, obj: Any, context: Any, path: Any) -> Any:
-        return {name: getattr(obj, name) for name, _ in self.cls.FIELDS}
-
-
-def _freeze(v: Any) -> Any:
-    return tuple(v) if isinstance(v, list) else v
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,6 +347,11 @@ def _runs(fields: Sequence[tuple[str, JuteType]]) -> list[list[tuple[str, JuteTy
 
 
 def _compile(cls: type[Record]) -> None:
+    """Generate ``cls``'s fast codec, once: on the first decode or encode of the record (about
+    a millisecond per record, which a server that starts in a fraction of a second does not
+    spend on the records it never sees), or when a record that nests it is compiled."""
+    if "decode_from" in cls.__dict__:
+        return
     fields = cls.FIELDS
     # decode_from(b, p) -> (record, p)
     gen = _Gen()
@@ -466,9 +402,21 @@ def _compile(cls: type[Record]) -> None:
     enc_ns = dict(gen.ns)
     exec(compile(src, f"<jute {cls.__name__}._encode_into>", "exec"), enc_ns)
 
-    cls.decode_from = staticmethod(dec_ns["decode_from"])  # type: ignore[method-assign]
+    # _encode_into first: decode_from in the class dict is what marks it compiled
     cls._encode_into = enc_ns["_encode_into"]  # type: ignore[method-assign]
-    cls.construct = cs.Struct(*(name / t.subcon() for name, t in fields))
+    cls.decode_from = staticmethod(dec_ns["decode_from"])  # type: ignore[method-assign]
+
+
+class _ConstructOnFirstUse:
+    """``Record.construct``: the reference Struct, built when first asked for (only the
+    reference codec and the tests use it), then kept on the record class."""
+
+    def __get__(self, obj: Any, owner: type[Record]) -> cs.Construct:
+        from . import reference
+
+        built = reference.struct_of(owner)
+        owner.construct = built
+        return built
 
 
 # --------------------------------------------------------------------------------------------
@@ -485,14 +433,18 @@ class Record:
     FIELDS: ClassVar[tuple[tuple[str, JuteType], ...]] = ()
     #: Jute module the record belongs to (``data``, ``proto``, ``txn``, ...).
     MODULE: ClassVar[str] = ""
-    construct: ClassVar[cs.Construct]
+    construct: ClassVar[Any] = _ConstructOnFirstUse()
 
-    @staticmethod
-    def decode_from(b: bytes | memoryview, p: int) -> tuple[Any, int]:  # replaced per class
-        raise NotImplementedError
+    # Until a record class is first used, these compile its codec (:func:`_compile`), which
+    # then replaces them on the class.
+    @classmethod
+    def decode_from(cls, b: bytes | memoryview, p: int) -> tuple[Any, int]:
+        _compile(cls)
+        return cls.decode_from(b, p)
 
-    def _encode_into(self, out: list[bytes]) -> None:  # replaced per class
-        raise NotImplementedError
+    def _encode_into(self, out: list[bytes]) -> None:
+        _compile(type(self))
+        type(self)._encode_into(self, out)
 
     @classmethod
     def decode(cls: type[R], b: bytes | memoryview) -> R:
@@ -507,23 +459,17 @@ class Record:
         self._encode_into(out)
         return b"".join(out)
 
-    # Reference path (construct), used to cross-check the generated codec.
+    # Reference path (construct, :mod:`trizk.jute.reference`): cross-checks the generated codec.
     @classmethod
     def parse_reference(cls: type[R], b: bytes) -> R:
-        try:
-            raw = cs.Sequence(cls.construct, cs.Terminated).parse(b)[0]
-        except cs.ConstructError as e:
-            raise JuteDecodeError(str(e)) from None
-        return _RecordAdapter(cls)._decode(raw, None, None)
+        from . import reference
+
+        return reference.parse(cls, b)
 
     def build_reference(self) -> bytes:
-        return bytes(
-            cls_construct(self).build(_RecordAdapter(type(self))._encode(self, None, None))
-        )
+        from . import reference
 
-
-def cls_construct(rec: Record) -> cs.Construct:
-    return type(rec).construct
+        return reference.build(self)
 
 
 class _FieldSpec:
@@ -571,7 +517,6 @@ def record(module: str) -> Callable[[type[R]], type[R]]:
         dc = dataclasses.dataclass(frozen=True, slots=True)(cls)
         dc.FIELDS = tuple(jute_fields)
         dc.MODULE = module
-        _compile(dc)
         return dc
 
     return wrap

@@ -48,18 +48,18 @@ view does not tell TLS connections apart yet).
 from __future__ import annotations
 
 import errno
+import inspect
 import logging
 import math
 import os
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
-import h11
 import trio
 
 import trizk
@@ -136,9 +136,8 @@ class AdminSettings:
     @classmethod
     def from_config(cls, config: ServerConfig) -> AdminSettings:
         p = config.get_property
-        # AdminServerFactory: !"false".equals(System.getProperty("zookeeper.admin.enableServer"))
         return cls(
-            enabled=p("zookeeper.admin.enableServer") != "false",
+            enabled=config.admin_server_enabled,
             address=p("zookeeper.admin.serverAddress") or DEFAULT_ADDRESS,
             port=_java_int(p("zookeeper.admin.serverPort"), DEFAULT_PORT),
             idle_timeout_ms=_java_int(p("zookeeper.admin.idleTimeout"), DEFAULT_IDLE_TIMEOUT),
@@ -670,12 +669,16 @@ def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> Htt
     return HttpAnswer(a.status, a.headers, body.encode())
 
 
-Responder = Callable[[str, str], HttpAnswer]
+#: ``respond(method, target)``: the answer, or an awaitable of it (a responder that waits on
+#: the server, as the test controls' ``expire`` does)
+Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
 
 
 async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeout_ms: int) -> None:
     """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
     client closes, ``idle_timeout_ms`` passes without a request, or the request bound."""
+    import h11  # here, not at the top: a server that is never asked over HTTP never loads it
+
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
     idle = max(idle_timeout_ms, 1) / 1000
     try:
@@ -699,7 +702,8 @@ async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeou
                 return  # idle timeout (Jetty closes idle connections) or nothing to answer
             method = request.method.decode("ascii", "replace")
             target = request.target.decode("latin-1")
-            result = respond(method, target)
+            answered = respond(method, target)
+            result = await answered if inspect.isawaitable(answered) else answered
             headers = [
                 ("Date", formatdate(usegmt=True)),
                 *result.headers,

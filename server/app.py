@@ -39,7 +39,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -48,18 +48,25 @@ import trizk
 from ..jute.primitives import reset_limits, set_max_buffer
 from ..storage import quota
 from . import acl as aclmod
-from . import admin, fourlw, metrics, tls
+from . import fourlw
 from . import sasl as saslmod
 from .config import ServerConfig
 from .connection import ClientConnection, State
 from .containers import ContainerSettings, candidates
 from .core import FrontEnd
 from .coreconfig import CoreConfig, ServerStats
-from .ensemble import EnsembleSpec, NotServing, QuorumPeer
 from .persistence import Persistence, PersistenceSettings
 from .poller import Poller, SockPeer
 from .sequencer import Sequencer
 from .standalone import Standalone
+
+if TYPE_CHECKING:
+    from . import tls
+    from .ensemble import EnsembleSpec, QuorumPeer
+
+# Imported where used, so that a standalone server answers sooner (trizk-server's start-up is
+# most of a test's set-up): .ensemble and the quorum package (ensemble members only), .admin
+# with h11 (admin.enableServer), .metrics (metricsProvider.className), .tls (secureClientPort).
 
 log = logging.getLogger("trizk.server")
 
@@ -111,6 +118,8 @@ class TrizkServer:
         #: set (and replaced) when the clock moves: the timed tasks wake up and look again
         self.clock_moved = trio.Event()
         if ensemble is None and config.is_quorum:
+            from .ensemble import EnsembleSpec
+
             ensemble = EnsembleSpec.from_config(config)
         # -- durability: recover the data dir first; the core commits through the txn log.
         self.persistence = Persistence(
@@ -146,6 +155,8 @@ class TrizkServer:
             self.persistence.attach(self.node.commit, self._wake_dirty, self._now)
             self._install(self.node.front, self.node.sequencer)
         else:
+            from .ensemble import NotServing, QuorumPeer
+
             self.peer = QuorumPeer(self, ensemble, self.core_config)
             self.persistence.attach(lambda batch, now: None, self._wake_dirty, self._now)
             self._install(
@@ -162,6 +173,8 @@ class TrizkServer:
         self.tls_settings: tls.TLSSettings | None = None
         self.tls: ssl.SSLContext | None = None
         if config.secure_client_port:
+            from . import tls
+
             self.tls_settings = tls.TLSSettings.from_properties(config.properties)
             self.tls = tls.server_context(self.tls_settings)
         self.per_ip_secure: Counter[str] = Counter()
@@ -290,21 +303,27 @@ class TrizkServer:
                 self.secure_port = secure[0].socket.getsockname()[1]
                 log.info("serving TLS clients on %s:%d", shost or "0.0.0.0", self.secure_port)
                 await nursery.start(trio.serve_listeners, self._handle_secure, secure)
-            self.admin_port = await nursery.start(
-                admin.serve_admin,
-                admin.AdminSettings.from_config(self.config),
-                admin.AdminHooks(
-                    view=lambda: self._view(None),
-                    act=self._side_effect,
-                    last_snapshot=lambda: self.persistence.last_snapshot,
-                    properties=lambda: self.config.properties,
-                ),
-            )
-            self.metrics_port = await nursery.start(
-                metrics.serve_metrics,
-                metrics.MetricsSettings.from_config(self.config),
-                lambda: self._view(None),
-            )
+            if self.config.admin_server_enabled:
+                from . import admin
+
+                self.admin_port = await nursery.start(
+                    admin.serve_admin,
+                    admin.AdminSettings.from_config(self.config),
+                    admin.AdminHooks(
+                        view=lambda: self._view(None),
+                        act=self._side_effect,
+                        last_snapshot=lambda: self.persistence.last_snapshot,
+                        properties=lambda: self.config.properties,
+                    ),
+                )
+            if self.config.metrics_provider.get("className"):
+                from . import metrics
+
+                self.metrics_port = await nursery.start(
+                    metrics.serve_metrics,
+                    metrics.MetricsSettings.from_config(self.config),
+                    lambda: self._view(None),
+                )
             task_status.started(self.port)
 
     async def _ticker(self) -> None:
@@ -384,6 +403,8 @@ class TrizkServer:
             with trio.CancelScope(shield=True):
                 await s.aclose()
             return None, None
+        from . import tls
+
         return s, tls.x509_subject(der)
 
     def _admit(self, ip: str, secure: bool) -> bool:
@@ -727,7 +748,22 @@ def _dir_size(d: Path) -> int:
         return 0
 
 
-async def serve(config: ServerConfig, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Run a standalone trizk server until cancelled; ``task_status.started(port)``."""
+async def serve(
+    config: ServerConfig, *, testing: bool = False, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a standalone trizk server until cancelled; ``task_status.started(port)``. With
+    ``testing`` (``trizk-server --testing``) the test controls (:mod:`.testcontrol`) are served
+    too, on their own 127.0.0.1 port: ``task_status.started((port, controls_port))``."""
     os.makedirs(config.data_dir, exist_ok=True)
-    await TrizkServer(config).run(task_status=task_status)
+    server = TrizkServer(config)
+    if not testing:
+        await server.run(task_status=task_status)
+        return
+    from . import testcontrol
+
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(server.run)
+        controls = await nursery.start(
+            testcontrol.serve_controls, testcontrol.Controls(server), "127.0.0.1"
+        )
+        task_status.started((port, controls))

@@ -464,6 +464,12 @@ class ServerConfig:
         """A system property by full name (``zookeeper.extendedTypesEnabled``)."""
         return self.properties.get(name, default)
 
+    @property
+    def admin_server_enabled(self) -> bool:
+        """AdminServerFactory: on unless ``zookeeper.admin.enableServer`` is exactly
+        ``false`` (``!"false".equals(System.getProperty(...))``)."""
+        return self.get_property("zookeeper.admin.enableServer") != "false"
+
     def flag(self, name: str, default: bool = False) -> bool:
         """A boolean property as Java's ``Boolean.parseBoolean`` reads it."""
         value = self.properties.get(name)

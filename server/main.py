@@ -12,7 +12,9 @@ Two ways to start:
 Once the client port accepts connections, one line goes to stdout (logs go to stderr):
 ``trizk-server ready on 127.0.0.1:PORT port=PORT``, with the port actually bound, so a test
 harness in any language can start ``trizk-server --port 0`` and wait for it
-(``trizk.testing.READY_PREFIX``).
+(``trizk.testing.READY_PREFIX``). With ``--testing`` (never on by default) the server also
+serves its test controls over HTTP on a free 127.0.0.1 port (:mod:`trizk.server.testcontrol`)
+and the line ends `` testing=http://127.0.0.1:CPORT`` (no trailing slash: append ``/dump``).
 
 Exit codes follow ZooKeeper's ``ExitCode``: 0 after SIGINT/SIGTERM (clean shutdown), 2 for an
 invalid configuration (ZooKeeper: "Invalid config, exiting abnormally", INVALID_CONFIG = 2),
@@ -26,6 +28,7 @@ so the command line can be tested without a server.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import shutil
 import signal
@@ -77,9 +80,12 @@ def _storage_failure(exc: BaseException) -> BaseException | None:
 
 
 class Serve(Protocol):
-    """The shape of ``trizk.server.app.serve``."""
+    """The shape of ``trizk.server.app.serve`` (``testing=True`` is passed only with
+    ``--testing``; the server then reports ``(port, test controls' port)``)."""
 
-    def __call__(self, config: ServerConfig, *, task_status: Any = ...) -> Awaitable[None]: ...
+    def __call__(
+        self, config: ServerConfig, *, testing: bool = ..., task_status: Any = ...
+    ) -> Awaitable[None]: ...
 
 
 class _ZkFormatter(logging.Formatter):
@@ -112,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=_port, help="client port (overrides clientPort; 0 = any free port)"
     )
     p.add_argument("--data-dir", type=Path, help="data directory (overrides dataDir)")
+    p.add_argument(
+        "--testing",
+        action="store_true",
+        help="serve the test controls (expire a session, drop connections, move the clock,"
+        " dump) over HTTP on a free 127.0.0.1 port named on the readiness line; for tests only",
+    )
     p.add_argument(
         "--log-level",
         default="info",
@@ -232,6 +244,8 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         from .app import serve as app_serve
 
         serve = app_serve
+    if args.testing:
+        serve = functools.partial(serve, testing=True)
     try:
         return trio.run(_run, config, serve)
     except KeyboardInterrupt:  # a signal before the receiver was installed
@@ -274,9 +288,17 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
                 log.error("cannot start: %s", exc)
                 nursery.cancel_scope.cancel()
                 return EXIT_UNEXPECTED_ERROR
+            # with --testing, serve reports (client port, test controls' port or None)
+            controls = None
+            if isinstance(port, tuple):
+                port, controls = port
             bound = port if isinstance(port, int) else config.client_port
             # The readiness line test harnesses wait for (trizk.testing.READY_PREFIX): printed
-            # once the client port accepts connections, with the port bound (--port 0).
-            print(f"trizk-server ready on {_address(config, bound)} port={bound}", flush=True)
+            # once the client port accepts connections, with the port bound (--port 0), and
+            # with --testing the test controls' URL.
+            line = f"trizk-server ready on {_address(config, bound)} port={bound}"
+            if controls is not None:
+                line += f" testing=http://127.0.0.1:{controls}"
+            print(line, flush=True)
     log.info("shut down")
     return EXIT_OK

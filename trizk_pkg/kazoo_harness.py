@@ -19,8 +19,8 @@ Differences, on purpose:
 * ``expire_session`` has the *server* expire the client's session (kazoo fakes it inside the
   client), and ``lose_connection`` has the server close the client's connection; both then wait,
   as kazoo's do, for the client to see LOST/SUSPENDED and to be CONNECTED again. With
-  ``TRIZK_TEST_MODE=process`` (a ``trizk-server`` child per cluster) they fall back to kazoo's
-  client-side way.
+  ``TRIZK_TEST_MODE=process`` (a ``trizk-server`` child per cluster) the child does them,
+  asked through its test controls (``trizk-server --testing``).
 * The cluster is one standalone trizk server (trizk.testing.Server): the ``ZOOKEEPER_*``
   variables kazoo's harness reads (ZOOKEEPER_PATH, ZOOKEEPER_CLUSTER_SIZE, ...) are not needed
   and are ignored; ``TRIZK_TEST_MODE`` (``in-process``, the default, or ``process``) is read
@@ -42,7 +42,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
-from .testing import IN_PROCESS, NotSupported, Server
+from .testing import IN_PROCESS, Server
 
 __all__ = ["KazooTestCase", "KazooTestHarness", "TrizkCluster", "get_global_cluster"]
 
@@ -206,7 +206,7 @@ class KazooTestHarness(unittest.TestCase):
         def drop(session_id: int) -> None:
             self.cluster[0].drop_connections(session_id)
 
-        self._break(drop, "_CONNECTION_DROP", KazooState.SUSPENDED, event_factory)
+        self._break(drop, KazooState.SUSPENDED, event_factory)
 
     def expire_session(self, event_factory: Callable[[], Any]) -> None:
         """The server expires the client's session; returns once the client has a new one."""
@@ -214,12 +214,11 @@ class KazooTestHarness(unittest.TestCase):
         def expire(session_id: int) -> None:
             self.cluster[0].expire_session(session_id)
 
-        self._break(expire, "_SESSION_EXPIRED", KazooState.LOST, event_factory)
+        self._break(expire, KazooState.LOST, event_factory)
 
     def _break(
         self,
         server_side: Callable[[int], None],
-        client_event: str,
         expected: KazooState,
         event_factory: Callable[[], Any],
     ) -> None:
@@ -236,13 +235,7 @@ class KazooTestHarness(unittest.TestCase):
             return None
 
         client.add_listener(watch_loss)
-        try:
-            server_side(client.client_id[0])
-        except NotSupported:
-            # a trizk-server child: do it kazoo's way, inside the client
-            from kazoo.protocol import connection
-
-            client._call(getattr(connection, client_event), None)
+        server_side(client.client_id[0])
         lost.wait(5)
         if not lost.is_set():
             raise Exception("Failed to get notified of broken connection.")

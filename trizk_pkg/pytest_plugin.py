@@ -21,7 +21,7 @@ Fixtures, cheapest first (figures for the default in-process mode on a small mac
   ``heal``).
 
 ``--trizk-mode=process`` makes every fixture start a real ``trizk-server`` child instead of a
-thread (for ``kill()`` as SIGKILL; the in-server controls are in-process only for now).
+thread (for ``kill()`` as SIGKILL; the controls go through its ``--testing`` HTTP endpoint).
 
 Under pytest-xdist every worker has its own servers: free ports (bound to port 0, never
 guessed), data directories under the worker's own base temp dir. Every server is stopped and

@@ -7,10 +7,16 @@ gone after ``__exit__`` or :meth:`Server.close`, even when the test failed. Two 
 * ``mode="in-process"`` (default, fastest): a :class:`trizk.server.app.TrizkServer` runs in a
   thread of the test process with its own Trio loop. Test controls run inside that loop
   (``trio.from_thread``), so they see and change the server's real state.
-* ``mode="process"``: a real ``trizk-server`` child (``python -m trizk.server zoo.cfg --port 0``);
-  its readiness line on stdout gives the bound port. ``kill()`` is SIGKILL. The test controls
-  that act inside the server (``expire_session``, ``drop_connections``, ``advance``) are only
-  in-process for now: they raise :class:`NotSupported` here.
+* ``mode="process"``: a real ``trizk-server`` child (``python -m trizk.server zoo.cfg --port 0
+  --testing``); its readiness line on stdout gives the bound port and the URL of its test
+  controls (:mod:`trizk.server.testcontrol`), which the controls below use. ``kill()`` is
+  SIGKILL.
+
+Both modes perform the controls through :class:`trizk.server.testcontrol.Controls`, the same
+code (in-process directly, out-of-process over its HTTP endpoint), so they mean the same.
+
+:class:`AsyncServer` is the same API for Trio tests (``async with``, the controls awaited); its
+in-process mode runs the server's tasks in the caller's own Trio loop.
 
 Controls: ``stop()``/``start()``/``restart()`` (same port, same data), ``kill()`` (no clean
 shutdown), ``expire_session(id)`` (the server proposes the closeSession, as when the session
@@ -33,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -41,7 +47,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .testing_ensemble import Ensemble
 
-__all__ = ["READY_PREFIX", "Ensemble", "NotSupported", "Server", "ServerError"]
+__all__ = [
+    "READY_PREFIX",
+    "AsyncServer",
+    "Ensemble",
+    "NotSupported",
+    "Server",
+    "ServerError",
+    "parse_ready_line",
+]
 
 #: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.main)
 READY_PREFIX = "trizk-server ready"
@@ -58,6 +72,18 @@ class NotSupported(ServerError):
     """This control does not exist in this mode."""
 
 
+def parse_ready_line(line: str) -> dict[str, str] | None:
+    """The fields of ``trizk-server``'s readiness line, None for any other line::
+
+        trizk-server ready on 127.0.0.1:PORT port=PORT [testing=http://127.0.0.1:CPORT]
+
+    gives ``{"port": "PORT", "testing": "http://127.0.0.1:CPORT"}``: every space-separated
+    ``key=value`` after the prefix."""
+    if not line.startswith(READY_PREFIX):
+        return None
+    return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+
+
 def _b(data: Any) -> bytes:
     if data is None:
         return b""
@@ -66,13 +92,32 @@ def _b(data: Any) -> bytes:
     return str(data).encode()
 
 
-def _plain(data: bytes | None) -> dict[str, Any]:
-    if data is None:
-        return {"data": None}
+def _control_reply(reply: Any, what: str) -> Any:
+    """The body of a test control's answer (a testcontrol.Reply), or ServerError."""
+    if reply.status != 200:
+        error = reply.body.get("error") if isinstance(reply.body, dict) else reply.body
+        raise ServerError(f"{what}: {error}")
+    return reply.body
+
+
+def _http_control(base_url: str, action: Any, timeout: float) -> Any:
+    """Perform ``action`` through a ``trizk-server --testing`` child's HTTP test controls;
+    its answer as a testcontrol.Reply."""
+    import urllib.error
+    import urllib.request
+
+    from trizk.server.testcontrol import Reply, request_for
+
+    method, target = request_for(action)
+    req = urllib.request.Request(base_url + target, method=method)
     try:
-        return {"data": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"data_b64": base64.b64encode(data).decode("ascii")}
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    except OSError as e:
+        raise ServerError(f"the server's test controls did not answer: {e}") from e
+    return Reply(status, json.loads(raw))
 
 
 class _Thread:
@@ -86,18 +131,21 @@ class _Thread:
         self._error: BaseException | None = None
         self._scope: Any = None
         self._token: Any = None
+        self.controls: Any = None
         self._thread = threading.Thread(target=self._run, name="trizk-testing", daemon=True)
 
     def _run(self) -> None:
         import trio
 
         from trizk.server.app import TrizkServer
+        from trizk.server.testcontrol import Controls
 
         async def main() -> None:
             with trio.CancelScope() as scope:
                 self._scope = scope
                 self._token = trio.lowlevel.current_trio_token()
                 self.server = TrizkServer(self.config)
+                self.controls = Controls(self.server)
                 async with trio.open_nursery() as nursery:
                     self.port = await nursery.start(self.server.run)
                     self._ready.set()
@@ -116,13 +164,6 @@ class _Thread:
         if self._error is not None or not self._thread.is_alive():
             raise ServerError(f"trizk did not start: {self._error!r}") from self._error
         return self.port
-
-    def call(self, fn: Any, *args: Any) -> Any:
-        import trio
-
-        if not self._thread.is_alive():
-            raise ServerError("the server is not running")
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
     def call_async(self, fn: Any, *args: Any) -> Any:
         import trio
@@ -147,12 +188,12 @@ class _Thread:
             raise ServerError(f"the trizk server failed: {self._error!r}") from self._error
 
 
-class Server:
-    """A trizk server for one test or one suite; see the module docstring.
+class _Base:
+    """What :class:`Server` and :class:`AsyncServer` share: settings, the temporary directory,
+    the server's configuration (a ServerConfig in-process, a zoo.cfg for a child), and each
+    control as (name, testcontrol action, how to read its answer)."""
 
-    ``tick_time`` (ms) sets ZooKeeper's tickTime (sessions may time out from 2 ticks);
-    ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``); the
-    server's temporary directory is made in ``base_dir`` (default: the system's temp dir)."""
+    MODES: tuple[str, ...] = (IN_PROCESS, PROCESS)
 
     def __init__(
         self,
@@ -163,8 +204,8 @@ class Server:
         start_timeout: float = 20.0,
         base_dir: str | Path | None = None,
     ) -> None:
-        if mode not in (IN_PROCESS, PROCESS):
-            raise ValueError(f"mode must be {IN_PROCESS!r} or {PROCESS!r}, not {mode!r}")
+        if mode not in self.MODES:
+            raise ValueError(f"mode must be one of {self.MODES}, not {mode!r}")
         self.mode = mode
         self.tick_time = tick_time
         self.properties = dict(properties or {})
@@ -174,10 +215,9 @@ class Server:
         #: the bound client port (0 until the first start; kept across restarts)
         self.port = 0
         self._root: Path | None = None
-        self._thread: _Thread | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        #: the child's test controls (``testing=`` on its readiness line)
+        self._controls_url: str | None = None
 
-    # ------------------------------------------------------------------ lifecycle
     @property
     def connect_string(self) -> str:
         """``host:port`` for any ZooKeeper client (add a chroot path yourself if you want one)."""
@@ -190,6 +230,170 @@ class Server:
         assert self._root is not None, "the server was never started"
         return self._root / "data"
 
+    def _make_root(self) -> None:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="trizk-testing-", dir=self.base_dir))
+            self.data_dir.mkdir()
+
+    def _remove_root(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    def _keys(self) -> dict[str, Any]:
+        keys: dict[str, Any] = {
+            # clientPort 0 is refused with clientPortAddress in a config (ZooKeeper's rule);
+            # the bind port is set after, as ``trizk-server --port 0`` does
+            "clientPort": 2181,
+            "clientPortAddress": "127.0.0.1",
+            "tickTime": self.tick_time,
+            "4lw.commands.whitelist": "*",
+            "admin.enableServer": "false",
+            # a throwaway server: every txn is still written to the OS before it is answered
+            # (a kill, even SIGKILL, loses nothing), only not fsynced -- which would cost a
+            # test each session and write; properties={"forceSync": "yes"} puts it back
+            "forceSync": "no",
+        }
+        keys.update(self.properties)
+        return keys
+
+    def _config(self) -> Any:
+        """The in-process server's ServerConfig."""
+        from trizk.server.config import ServerConfig
+
+        return ServerConfig.create(self.data_dir, **self._keys()).replace(client_port=self.port)
+
+    def _command(self) -> list[str]:
+        """Write the child's zoo.cfg; its command line."""
+        assert self._root is not None
+        cfg = self._root / "zoo.cfg"
+        lines = {"dataDir": str(self.data_dir), **self._keys()}
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+        return [
+            *(sys.executable, "-m", "trizk.server", str(cfg)),
+            *("--port", str(self.port), "--testing"),
+        ]
+
+    def _log_file(self) -> Any:
+        assert self._root is not None
+        return open(self._root / "server.log", "ab")
+
+    def _ready(self, ready: dict[str, str]) -> None:
+        self.port = int(ready["port"])
+        self._controls_url = ready.get("testing")
+
+    def _not_ready(self, code: int | None) -> ServerError:
+        tail = ""
+        if self._root is not None:
+            try:
+                tail = (self._root / "server.log").read_text(errors="replace")[-2000:]
+            except OSError:
+                pass
+        if code is None:
+            return ServerError(f"trizk-server not ready within {self.start_timeout} s: {tail}")
+        return ServerError(f"trizk-server exited ({code}): {tail}")
+
+    # -- the controls, as testcontrol actions
+    @staticmethod
+    def _expire(session_id: int) -> tuple[str, Any, Callable[[Any], Any]]:
+        from trizk.server.testcontrol import Expire, parse_session_id
+
+        action = Expire(parse_session_id(str(session_id)))
+        return "expire_session", action, lambda body: bool(body["expired"])
+
+    @staticmethod
+    def _drop(session_id: int | None) -> tuple[str, Any, Callable[[Any], Any]]:
+        from trizk.server.testcontrol import Drop, parse_session_id
+
+        sid = None if session_id is None else parse_session_id(str(session_id))
+        return "drop_connections", Drop(sid), lambda body: int(body["dropped"])
+
+    @staticmethod
+    def _advance(seconds: float) -> tuple[str, Any, Callable[[Any], Any]]:
+        from trizk.server.testcontrol import Advance
+
+        if not seconds >= 0:
+            raise ValueError("the clock only moves forward")
+        return "advance", Advance(round(seconds * 1000)), lambda body: None
+
+    @staticmethod
+    def _dump() -> tuple[str, Any, Callable[[Any], Any]]:
+        from trizk.server.testcontrol import Dump
+
+        return "dump", Dump(), dict
+
+    @staticmethod
+    def _session_ids(dump: Mapping[str, Any]) -> list[int]:
+        from trizk.server.testcontrol import parse_session_id
+
+        return sorted(parse_session_id(s) for s in dump["sessions"])
+
+
+def _ready_in(buf: bytes) -> dict[str, str] | None:
+    """The readiness line's fields, once a whole one is in ``buf``."""
+    for line in buf.decode(errors="replace").splitlines(keepends=True):
+        ready = parse_ready_line(line) if line.endswith("\n") else None
+        if ready is not None:
+            return ready
+    return None
+
+
+def _wanted(tree: Mapping[str, Any] | str | bytes) -> dict[str, bytes]:
+    """What :meth:`Server.load` creates: path -> data, from a mapping, a dump or their JSON."""
+    nodes: Any = json.loads(tree) if isinstance(tree, (str, bytes)) else tree
+    if not isinstance(nodes, Mapping):
+        raise ValueError("load() takes a mapping of path to data (or its JSON)")
+    if isinstance(nodes.get("tree"), Mapping):
+        nodes = nodes["tree"]
+    wanted: dict[str, bytes] = {}
+    for path, value in nodes.items():
+        if not path.startswith("/"):
+            raise ValueError(f"not an absolute path: {path!r}")
+        if path == "/" or path == "/zookeeper" or path.startswith("/zookeeper/"):
+            continue
+        if isinstance(value, Mapping):
+            if value.get("ephemeral_owner"):
+                continue
+            if "data_b64" in value:
+                wanted[path] = base64.b64decode(value["data_b64"])
+            else:
+                wanted[path] = _b(value.get("data"))
+        else:
+            wanted[path] = _b(value)
+    return wanted
+
+
+def _create_all(connect_string: str, wanted: Mapping[str, bytes], timeout: float) -> int:
+    """Create ``wanted`` (parents first) through a kazoo session of its own (blocking)."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=connect_string, timeout=10)
+    zk.start(timeout=timeout)
+    created = 0
+    try:
+        for path in sorted(wanted, key=lambda p: (p.count("/"), p)):
+            zk.create(path, wanted[path], makepath=True)
+            created += 1
+    finally:
+        zk.stop()
+        zk.close()
+    return created
+
+
+class Server(_Base):
+    """A trizk server for one test or one suite; see the module docstring.
+
+    ``tick_time`` (ms) sets ZooKeeper's tickTime (sessions may time out from 2 ticks);
+    ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``); the
+    server's temporary directory is made in ``base_dir`` (default: the system's temp dir).
+    Test servers run with ``forceSync=no`` (written, not fsynced) unless ``properties`` say
+    otherwise."""
+
+    # (the settings are _Base's keyword arguments)
+    _thread: _Thread | None = None
+    _proc: subprocess.Popen[bytes] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
     @property
     def running(self) -> bool:
         if self._thread is not None:
@@ -201,12 +405,11 @@ class Server:
         on the same port with the same data)."""
         if self.running:
             raise ServerError("the server is already running")
-        if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="trizk-testing-", dir=self.base_dir))
-            self.data_dir.mkdir()
+        self._make_root()
         try:
             if self.mode == IN_PROCESS:
-                self._start_thread()
+                self._thread = _Thread(self._config())
+                self.port = self._thread.start(self.start_timeout)
             else:
                 self._start_process()
         except BaseException:
@@ -233,9 +436,7 @@ class Server:
         try:
             self._halt(kill=False)
         finally:
-            if self._root is not None:
-                shutil.rmtree(self._root, ignore_errors=True)
-                self._root = None
+            self._remove_root()
 
     def __enter__(self) -> Server:
         try:
@@ -249,53 +450,15 @@ class Server:
     ) -> None:
         self.close()
 
-    # -- in-process
-    def _config(self) -> Any:
-        from trizk.server.config import ServerConfig
-
-        keys: dict[str, Any] = {
-            # clientPort 0 is refused with clientPortAddress in a config (ZooKeeper's rule);
-            # the bind port is set after, as ``trizk-server --port 0`` does
-            "clientPort": 2181,
-            "clientPortAddress": "127.0.0.1",
-            "tickTime": self.tick_time,
-            "4lw.commands.whitelist": "*",
-            "admin.enableServer": "false",
-        }
-        keys.update(self.properties)
-        return ServerConfig.create(self.data_dir, **keys).replace(client_port=self.port)
-
-    def _start_thread(self) -> None:
-        self._thread = _Thread(self._config())
-        self.port = self._thread.start(self.start_timeout)
-
     # -- child process
     def _start_process(self) -> None:
-        assert self._root is not None
-        cfg = self._root / "zoo.cfg"
-        lines = {
-            "tickTime": str(self.tick_time),
-            "dataDir": str(self.data_dir),
-            "clientPort": "2181",  # --port below overrides it
-            "clientPortAddress": "127.0.0.1",
-            "4lw.commands.whitelist": "*",
-            "admin.enableServer": "false",
-        }
-        lines.update(self.properties)
-        cfg.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-        log = open(self._root / "server.log", "ab")
-        try:
+        with self._log_file() as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "trizk.server", str(cfg), "--port", str(self.port)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
+                self._command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log
             )
-        finally:
-            log.close()
-        self.port = self._wait_ready(self._proc)
+        self._ready(self._wait_ready(self._proc))
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> int:
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, str]:
         assert proc.stdout is not None
         deadline = time.monotonic() + self.start_timeout
         buf = b""
@@ -304,23 +467,16 @@ class Server:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ServerError(f"trizk-server not ready within {self.start_timeout} s")
+                    raise self._not_ready(None)
                 if not sel.select(left):
                     continue
                 chunk = os.read(proc.stdout.fileno(), 4096)
                 if not chunk:
-                    raise ServerError(f"trizk-server exited ({proc.wait()}): {self._log_tail()}")
+                    raise self._not_ready(proc.wait())
                 buf += chunk
-                for line in buf.decode(errors="replace").splitlines():
-                    if line.startswith(READY_PREFIX):
-                        return int(line.rsplit("port=", 1)[1].split()[0])
-
-    def _log_tail(self) -> str:
-        assert self._root is not None
-        try:
-            return (self._root / "server.log").read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
+                ready = _ready_in(buf)
+                if ready is not None:
+                    return ready
 
     def _halt(self, *, kill: bool) -> None:
         if self._thread is not None:
@@ -339,78 +495,41 @@ class Server:
                 p.stdout.close()
 
     # ------------------------------------------------------------------ test controls
-    def _in_server(self, what: str, fn: Any, *args: Any, is_async: bool = False) -> Any:
-        if self.mode != IN_PROCESS:
-            raise NotSupported(f"{what} is only available in-process for now")
-        if self._thread is None:
-            raise ServerError("the server is not running")
-        if is_async:
-            return self._thread.call_async(fn, *args)
-        return self._thread.call(fn, *args)
+    def _control(self, what: str, action: Any, read: Callable[[Any], Any]) -> Any:
+        """Perform a testcontrol action on the running server: in-process inside its Trio loop,
+        out-of-process through its HTTP test controls. The answer, or ServerError."""
+        if self.mode == IN_PROCESS:
+            if self._thread is None or self._thread.controls is None:
+                raise ServerError("the server is not running")
+            reply = self._thread.call_async(self._thread.controls.perform, action)
+        else:
+            if self._proc is None or self._controls_url is None:
+                raise ServerError("the server is not running")
+            reply = _http_control(self._controls_url, action, self.start_timeout)
+        return read(_control_reply(reply, what))
 
     def expire_session(self, session_id: int) -> bool:
         """Expire a session now, server-side: its ephemerals go, its watchers fire, its client
         sees EXPIRED_SESSION. Returns once the closeSession is committed (what a client reads
         next no longer shows the session's ephemerals); False if the server does not know the
         session (or it is already closing)."""
-        import trio
-
-        timeout = self.start_timeout
-
-        async def expire() -> bool:
-            srv = self._thread.server if self._thread else None
-            if srv is None or srv.sequencer is None:
-                return False
-            seq = srv.sequencer
-            done = bool(seq.expire(session_id, srv._wall()))
-            srv.wake()
-            # Sequencer.committed drops the session from the tracker when the closeSession
-            # commits; the server offers no commit event to wait on, so look each millisecond
-            with trio.fail_after(timeout):
-                while done and session_id in seq.sessions.sessions:
-                    await trio.sleep(0.001)
-            return done
-
-        return bool(self._in_server("expire_session", expire, is_async=True))
+        return bool(self._control(*self._expire(session_id)))
 
     def drop_connections(self, session_id: int | None = None) -> int:
         """Close every client connection (or only ``session_id``'s) from the server side;
         sessions stay, so clients reconnect into them. Returns how many were closed."""
-
-        def drop() -> int:
-            srv = self._thread.server if self._thread else None
-            if srv is None:
-                return 0
-            conns = [
-                c
-                for c in srv.core.connections.values()
-                if not c.closed and (session_id is None or c.session_id == session_id)
-            ]
-            for c in conns:
-                srv.core.close(c, "dropped by the test (trizk.testing)")
-            srv.wake()
-            return len(conns)
-
-        return int(self._in_server("drop_connections", drop))
+        return int(self._control(*self._drop(session_id)))
 
     def advance(self, seconds: float) -> None:
         """Move the server's clocks forward: sessions not heard from for their timeout expire,
         TTL nodes and empty containers are reaped on the reaper's next look (wall clock), with
         no sleeping. Clients' own clocks do not move: connections idle past their session
         timeout are closed as ZooKeeper would."""
-        if seconds < 0:
-            raise ValueError("the clock only moves forward")
-
-        def move() -> None:
-            srv = self._thread.server if self._thread else None
-            if srv is not None:
-                srv.advance_clock(round(seconds * 1000))
-
-        self._in_server("advance", move)
+        self._control(*self._advance(seconds))
 
     def session_ids(self) -> list[int]:
         """The ids of the sessions the server tracks."""
-        return sorted(int(s) for s in self.dump()["sessions"])
+        return self._session_ids(self.dump())
 
     def dump(self) -> dict[str, Any]:
         """The server's state as plain data (JSON-able)::
@@ -419,75 +538,9 @@ class Server:
              "sessions": {"0x...": {"timeout": ms, "ephemerals": [path, ...]}},
              "watches": {"data": {path: ["0x<session>", ...]}, "child": {...}}}
 
-        Data that is not UTF-8 is given as ``"data_b64"``. Out-of-process, the tree is read
-        through a client and ``sessions``/``watches`` are None.
+        Data that is not UTF-8 is given as ``"data_b64"``.
         """
-        if self.mode != IN_PROCESS:
-            return {"tree": self._client_tree(), "sessions": None, "watches": None}
-        return dict(self._in_server("dump", self._dump_in_server))
-
-    def _dump_in_server(self) -> dict[str, Any]:
-        srv = self._thread.server if self._thread else None
-        assert srv is not None
-        tree = srv.core.tree
-        nodes: dict[str, Any] = {}
-        for path, node in sorted(tree.iter_nodes()):
-            entry = _plain(node.data)
-            entry.update(
-                version=node.version,
-                cversion=node.cversion,
-                ephemeral_owner=node.ephemeral_owner,
-                num_children=node.num_children(),
-            )
-            nodes[path] = entry
-        sessions: dict[str, Any] = {}
-        tracked = srv.sequencer.sessions.sessions if srv.sequencer is not None else {}
-        for sid, s in tracked.items():
-            eph = tree.ephemerals.get(sid)
-            sessions[f"0x{sid:x}"] = {
-                "timeout": s.timeout,
-                "closing": s.closing,
-                "ephemerals": sorted(eph) if eph is not None else [],
-            }
-
-        def table(t: Any) -> dict[str, list[str]]:
-            return {
-                p: sorted(f"0x{getattr(w, 'session_id', 0):x}" for w in ws)
-                for p, ws in sorted(t.by_path.items())
-            }
-
-        watches = {"data": table(srv.core.watches.data), "child": table(srv.core.watches.child)}
-        return {"tree": nodes, "sessions": sessions, "watches": watches}
-
-    def _client(self) -> Any:
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(hosts=self.connect_string, timeout=10)
-        zk.start(timeout=self.start_timeout)
-        return zk
-
-    def _client_tree(self) -> dict[str, Any]:
-        zk = self._client()
-        try:
-            nodes: dict[str, Any] = {}
-            todo = ["/"]
-            while todo:
-                path = todo.pop()
-                data, stat = zk.get(path)
-                entry = _plain(data)
-                entry.update(
-                    version=stat.version,
-                    cversion=stat.cversion,
-                    ephemeral_owner=stat.ephemeralOwner,
-                    num_children=stat.numChildren,
-                )
-                nodes[path] = entry
-                base = path.rstrip("/")
-                todo.extend(f"{base}/{c}" for c in zk.get_children(path))
-            return dict(sorted(nodes.items()))
-        finally:
-            zk.stop()
-            zk.close()
+        return dict(self._control(*self._dump()))
 
     def load(self, tree: Mapping[str, Any] | str | bytes) -> int:
         """Seed the tree through ordinary creates (a client session of its own). ``tree`` is a
@@ -495,36 +548,242 @@ class Server:
         with ``"data"``/``"data_b64"`` -- so a :meth:`dump` (or its ``"tree"``) loads back.
         Missing parents are created empty; ``/``, ``/zookeeper...`` and ephemeral nodes in a
         dump are skipped. Returns how many nodes were created."""
-        nodes: Any = json.loads(tree) if isinstance(tree, (str, bytes)) else tree
-        if not isinstance(nodes, Mapping):
-            raise ValueError("load() takes a mapping of path to data (or its JSON)")
-        if isinstance(nodes.get("tree"), Mapping):
-            nodes = nodes["tree"]
-        wanted: dict[str, bytes] = {}
-        for path, value in nodes.items():
-            if not path.startswith("/"):
-                raise ValueError(f"not an absolute path: {path!r}")
-            if path == "/" or path == "/zookeeper" or path.startswith("/zookeeper/"):
-                continue
-            if isinstance(value, Mapping):
-                if value.get("ephemeral_owner"):
-                    continue
-                if "data_b64" in value:
-                    wanted[path] = base64.b64decode(value["data_b64"])
-                else:
-                    wanted[path] = _b(value.get("data"))
-            else:
-                wanted[path] = _b(value)
-        zk = self._client()
-        created = 0
+        return _create_all(self.connect_string, _wanted(tree), self.start_timeout)
+
+
+#: AsyncServer only: the server in a thread of its own (its own Trio loop), as Server's
+#: in-process mode -- for tests that call blocking clients (kazoo) from Trio tasks
+THREAD = "thread"
+
+
+class AsyncServer(_Base):
+    """:class:`Server` for Trio tests: the same controls as awaitables, ``async with``.
+
+    ``mode="in-process"`` (default) runs the server's tasks in the caller's Trio loop, in a
+    nursery the ``async with`` block opens: no thread, no second loop; the server stops when
+    the block ends. Clients in the same loop must not block it: call a blocking client such as
+    kazoo through ``trio.to_thread.run_sync`` (or use ``mode="thread"``: the server in a
+    thread of its own, as Server's in-process mode). ``mode="process"``: a ``trizk-server``
+    child driven through its test controls, as Server's. Starting in-process needs the
+    ``async with`` block (its nursery); the other modes also start with plain
+    ``await server.start()`` and ``await server.close()``.
+
+    A failure of the in-loop server (a bug, a disk error) cancels the block and is raised from
+    it, as from any nursery. The block's own exception is not wrapped in an ExceptionGroup.
+    """
+
+    MODES = (IN_PROCESS, THREAD, PROCESS)
+
+    # (the settings are _Base's keyword arguments)
+    _nursery_cm: Any = None
+    _nursery: Any = None
+    # in-process: the server task's cancel scope, its end, its controls
+    _scope: Any = None
+    _done: Any = None
+    _controls: Any = None
+    _thread: _Thread | None = None
+    _proc: Any = None  # trio.Process
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def running(self) -> bool:
+        if self.mode == IN_PROCESS:
+            return self._done is not None and not self._done.is_set()
+        if self.mode == THREAD:
+            return self._thread is not None and self._thread._thread.is_alive()
+        return self._proc is not None and self._proc.returncode is None
+
+    async def start(self) -> AsyncServer:
+        """Start the server (first call: on a free port with a fresh data dir; later calls:
+        on the same port with the same data)."""
+        import trio
+
+        if self.running:
+            raise ServerError("the server is already running")
+        if self.mode == IN_PROCESS and self._nursery is None:
+            raise ServerError("an in-process AsyncServer starts inside `async with` (its nursery)")
+        self._make_root()
         try:
-            for path in sorted(wanted, key=lambda p: (p.count("/"), p)):
-                zk.create(path, wanted[path], makepath=True)
-                created += 1
+            if self.mode == IN_PROCESS:
+                with trio.fail_after(self.start_timeout):
+                    self.port = await self._nursery.start(self._serve, self._config())
+            elif self.mode == THREAD:
+                self._thread = _Thread(self._config())
+                self.port = await trio.to_thread.run_sync(self._thread.start, self.start_timeout)
+            else:
+                await self._start_process()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._halt(kill=True)
+            raise
+        return self
+
+    async def _serve(self, config: Any, *, task_status: Any) -> None:
+        import trio
+
+        from trizk.server.app import TrizkServer
+        from trizk.server.testcontrol import Controls
+
+        self._done = trio.Event()
+        try:
+            with trio.CancelScope() as self._scope:
+                server = TrizkServer(config)
+                self._controls = Controls(server)
+                await server.run(task_status=task_status)
         finally:
-            zk.stop()
-            zk.close()
-        return created
+            self._done.set()
+
+    async def stop(self) -> None:
+        """Stop the server cleanly (its data stays for :meth:`start`/:meth:`restart`)."""
+        await self._halt(kill=False)
+
+    async def kill(self) -> None:
+        """As :meth:`Server.kill` (SIGKILL for a child; in-process, the tasks are cancelled)."""
+        await self._halt(kill=True)
+
+    async def restart(self) -> None:
+        """Stop (cleanly) and start again on the same port with the same data."""
+        await self.stop()
+        await self.start()
+
+    async def close(self) -> None:
+        """Stop the server if it runs and delete its data directory."""
+        import trio
+
+        try:
+            with trio.CancelScope(shield=True):
+                await self._halt(kill=False)
+        finally:
+            self._remove_root()
+
+    async def __aenter__(self) -> AsyncServer:
+        import trio
+
+        if self.mode == IN_PROCESS:
+            self._nursery_cm = trio.open_nursery()
+            self._nursery = await self._nursery_cm.__aenter__()
+        try:
+            return await self.start()
+        except BaseException as e:
+            await self.__aexit__(type(e), e, e.__traceback__)
+            raise
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        import trio
+
+        cm, self._nursery_cm, self._nursery = self._nursery_cm, None, None
+        try:
+            await self.close()
+        except BaseException as exc:
+            if cm is not None:
+                await cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        if cm is None:
+            return False
+        # The server's task is over: the nursery has nothing left to wait for. Hand it a
+        # Cancelled (which may be its own: the server failed) but not the block's own exception,
+        # which would come back wrapped in an ExceptionGroup.
+        if isinstance(e, trio.Cancelled):
+            return bool(await cm.__aexit__(t, e, tb))
+        await cm.__aexit__(None, None, None)
+        return False
+
+    # -- child process
+    async def _start_process(self) -> None:
+        import subprocess
+
+        import trio
+
+        with self._log_file() as log:
+            self._proc = await trio.lowlevel.open_process(
+                self._command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log
+            )
+        buf = b""
+        with trio.move_on_after(self.start_timeout):
+            while (ready := _ready_in(buf)) is None:
+                chunk = await self._proc.stdout.receive_some(4096)
+                if not chunk:
+                    raise self._not_ready(await self._proc.wait())
+                buf += chunk
+            self._ready(ready)
+            return
+        raise self._not_ready(None)
+
+    async def _halt(self, *, kill: bool) -> None:
+        import trio
+
+        if self._scope is not None:
+            scope, done, self._scope = self._scope, self._done, None
+            scope.cancel()
+            with trio.fail_after(self.start_timeout):
+                await done.wait()
+        if self._thread is not None:
+            t, self._thread = self._thread, None
+            await trio.to_thread.run_sync(t.stop, self.start_timeout)
+        if self._proc is not None:
+            p, self._proc = self._proc, None
+            if p.returncode is None:
+                p.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            with trio.move_on_after(self.start_timeout) as waited:
+                await p.wait()
+            if waited.cancelled_caught:
+                p.kill()
+                await p.wait()
+            if p.stdout is not None:
+                await p.stdout.aclose()
+
+    # ------------------------------------------------------------------ test controls
+    async def _control(self, what: str, action: Any, read: Callable[[Any], Any]) -> Any:
+        import trio
+
+        if self.mode == IN_PROCESS:
+            if not self.running or self._controls is None:
+                raise ServerError("the server is not running")
+            reply = await self._controls.perform(action)
+        elif self.mode == THREAD:
+            t = self._thread
+            if t is None or t.controls is None:
+                raise ServerError("the server is not running")
+            reply = await trio.to_thread.run_sync(t.call_async, t.controls.perform, action)
+        else:
+            if self._proc is None or self._controls_url is None:
+                raise ServerError("the server is not running")
+            url, timeout = self._controls_url, self.start_timeout
+            reply = await trio.to_thread.run_sync(_http_control, url, action, timeout)
+        return read(_control_reply(reply, what))
+
+    async def expire_session(self, session_id: int) -> bool:
+        """As :meth:`Server.expire_session`: returns once the closeSession is committed."""
+        return bool(await self._control(*self._expire(session_id)))
+
+    async def drop_connections(self, session_id: int | None = None) -> int:
+        """As :meth:`Server.drop_connections`."""
+        return int(await self._control(*self._drop(session_id)))
+
+    async def advance(self, seconds: float) -> None:
+        """As :meth:`Server.advance`: the server's clocks move ``seconds`` forward."""
+        await self._control(*self._advance(seconds))
+
+    async def session_ids(self) -> list[int]:
+        """The ids of the sessions the server tracks."""
+        return self._session_ids(await self.dump())
+
+    async def dump(self) -> dict[str, Any]:
+        """As :meth:`Server.dump`."""
+        return dict(await self._control(*self._dump()))
+
+    async def load(self, tree: Mapping[str, Any] | str | bytes) -> int:
+        """As :meth:`Server.load` (a kazoo session in a worker thread)."""
+        import trio
+
+        wanted = _wanted(tree)
+        return int(
+            await trio.to_thread.run_sync(
+                _create_all, self.connect_string, wanted, self.start_timeout
+            )
+        )
 
 
 def __getattr__(name: str) -> Any:

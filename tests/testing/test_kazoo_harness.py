@@ -108,9 +108,7 @@ def test_cluster_is_shared_and_terminated() -> None:
 
 
 @pytest.mark.parametrize("mode", ["process"])
-def test_process_mode_falls_back_to_client_side_breaks(
-    mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_process_mode_breaks_server_side(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRIZK_TEST_MODE", mode)
 
     class Case(KazooTestCase):
@@ -118,6 +116,10 @@ def test_process_mode_falls_back_to_client_side_breaks(
             old = self.client.client_id
             self.lose_connection(threading.Event)
             self.assertEqual(self.client.client_id, old)
+            self.client.create("/eph", ephemeral=True)
+            self.expire_session(threading.Event)
+            self.assertNotEqual(self.client.client_id, old)
+            self.assertIsNone(self.client.exists("/eph"))
 
     case = Case()
     result = case.defaultTestResult()

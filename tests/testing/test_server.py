@@ -1,4 +1,5 @@
-"""trizk.testing.Server: lifecycle in both modes and the test controls, seen through kazoo."""
+"""trizk.testing.Server: lifecycle and the test controls in both modes (in-process: inside the
+server's loop; process: over the child's HTTP test controls), seen through kazoo."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from kazoo.exceptions import NoNodeError
 from trizk.compat.rawclient import RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
-from trizk.testing import NotSupported, Server
+from trizk.testing import Server
+
+MODES = ["in-process", "process"]
 
 WAIT = 10.0
 
@@ -53,7 +56,7 @@ def states(zk: KazooClient) -> dict[KazooState, threading.Event]:
     return seen
 
 
-@pytest.mark.parametrize("mode", ["in-process", "process"])
+@pytest.mark.parametrize("mode", MODES)
 def test_lifecycle_restart_keeps_port_and_data(mode: str) -> None:
     with Server(mode=mode) as srv:
         root = srv.data_dir.parent
@@ -77,13 +80,6 @@ def test_lifecycle_restart_keeps_port_and_data(mode: str) -> None:
     assert not root.exists()
 
 
-def test_process_mode_has_no_in_server_controls() -> None:
-    with Server(mode="process") as srv:
-        with pytest.raises(NotSupported):
-            srv.expire_session(1)
-        assert srv.dump()["sessions"] is None
-
-
 def test_nothing_left_when_start_fails() -> None:
     srv = Server(properties={"clientPortAddress": "256.0.0.1"}, start_timeout=5)
     with pytest.raises(Exception):  # noqa: B017 (whatever the bind error is)
@@ -92,8 +88,9 @@ def test_nothing_left_when_start_fails() -> None:
     assert srv._root is None and not srv.running
 
 
-def test_expire_session_server_side() -> None:
-    with Server() as srv:
+@pytest.mark.parametrize("mode", MODES)
+def test_expire_session_server_side(mode: str) -> None:
+    with Server(mode=mode) as srv:
         zk = client(srv)
         other = client(srv)
         try:
@@ -115,14 +112,17 @@ def test_expire_session_server_side() -> None:
                 c.close()
 
 
-def test_drop_connections_keeps_sessions() -> None:
-    with Server() as srv:
+@pytest.mark.parametrize("mode", ["in-process"])  # process: test_async_server.py
+def test_drop_connections_keeps_sessions(mode: str) -> None:
+    with Server(mode=mode) as srv:
         zk = client(srv)
         try:
             seen = states(zk)
             sid = zk.client_id[0]
             zk.create("/eph", b"", ephemeral=True)
-            assert srv.drop_connections() == 1
+            assert srv.session_ids() == [sid]
+            assert srv.drop_connections(sid + 1) == 0  # another session's: none
+            assert srv.drop_connections(sid) == 1
             assert seen[KazooState.SUSPENDED].wait(WAIT)
             assert seen[KazooState.CONNECTED].wait(WAIT)
             assert zk.client_id[0] == sid
@@ -132,8 +132,9 @@ def test_drop_connections_keeps_sessions() -> None:
             zk.close()
 
 
-def test_advance_expires_sessions_without_sleeping() -> None:
-    with Server() as srv:
+@pytest.mark.parametrize("mode", ["in-process"])  # process: test_async_server.py
+def test_advance_expires_sessions_without_sleeping(mode: str) -> None:
+    with Server(mode=mode) as srv:
         zk = client(srv)
         try:
             seen = states(zk)
@@ -146,8 +147,9 @@ def test_advance_expires_sessions_without_sleeping() -> None:
             zk.close()
 
 
-def test_advance_reaps_ttl_nodes_and_containers() -> None:
-    with Server(properties={"extendedTypesEnabled": "true"}) as srv:
+@pytest.mark.parametrize("mode", MODES)
+def test_advance_reaps_ttl_nodes_and_containers(mode: str) -> None:
+    with Server(mode=mode, properties={"extendedTypesEnabled": "true"}) as srv:
         zk = client(srv)
         try:
             create_raw(srv, "/ttl", 5000)

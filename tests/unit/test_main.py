@@ -231,6 +231,24 @@ def test_readiness_line_names_the_bound_port(capsys: pytest.CaptureFixture[str])
     assert out == ["trizk-server ready on 127.0.0.1:45678 port=45678"]
 
 
+def test_testing_flag_names_the_controls(capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[bool] = []
+
+    async def serve(config: ServerConfig, *, testing: bool = False, task_status: Any) -> None:
+        asked.append(testing)
+        task_status.started((45678, 45679))  # (client port, test controls' port)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await trio.sleep_forever()
+
+    with _deadline(10):
+        assert main(["--port", "0", "--testing"], serve=serve) == 0
+    assert asked == [True]
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "trizk-server ready on 127.0.0.1:45678 port=45678 testing=http://127.0.0.1:45679"
+    ]
+
+
 class _deadline:
     """Fail (via SIGALRM) if a blocking in-process main() does not return in time."""
 
