@@ -110,3 +110,73 @@ async def test_failed_fsync_stops_the_committer_without_acknowledging(
     assert isinstance(failure, StorageFailure)
     assert failure.errno == errno.EIO
     assert committed == [] and syncs == [1]
+
+
+async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While sync N runs, the txns proposed meanwhile are appended and go with sync N+1, which
+    starts as soon as N returns; a batch reaches the commit sink only after a sync that took
+    it from the writer's queue has returned -- never earlier, in proposal order."""
+    import threading
+
+    import trio
+
+    from trizk.jute import records as r
+    from trizk.jute.codes import OpCode
+    from trizk.server.committer import Proposal
+    from trizk.server.persistence import Persistence
+    from trizk.storage import files
+
+    real_sync, real_datasync = files.TxnLogWriter.sync, files._datasync
+    started: list[threading.Event] = [threading.Event() for _ in range(3)]
+    release: list[threading.Event] = [threading.Event() for _ in range(3)]
+    taken: list[list[int]] = []  # zxids each sync took from the queue
+
+    def recording_sync(self: files.TxnLogWriter) -> int | None:
+        with self._lock:
+            taken.append([item[0] for item in self._queue if isinstance(item, tuple)])
+        return real_sync(self)
+
+    def gated_datasync(fd: int) -> None:  # a slow disk: the fdatasync is what takes time
+        n = len(taken) - 1
+        started[n].set()
+        assert release[n].wait(10), "the test did not release the sync"
+        real_datasync(fd)
+
+    monkeypatch.setattr(files.TxnLogWriter, "sync", recording_sync)
+    monkeypatch.setattr(files, "_datasync", gated_datasync)
+    p = Persistence(settings(dataDir=str(tmp_path)))
+    p.load()
+    committed: list[int] = []
+    p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
+
+    def propose(zxid: int) -> None:
+        hdr = r.TxnHeader(zxid, 1, zxid, 0, OpCode.CREATESESSION)
+        p.propose(Proposal(hdr, r.CreateSessionTxn(5000)))
+
+    async def until(ev: threading.Event) -> None:
+        while not ev.is_set():
+            await trio.sleep(0.001)  # a bounded poll of another thread's event
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(p.run)
+            propose(1)
+            await until(started[0])  # sync 1 took txn 1 and is running
+            propose(2)
+            propose(3)
+            while p.outstanding != 3 or p._appended < 2:  # appended while sync 1 runs
+                await trio.sleep(0.001)
+            assert committed == []  # nothing is committed while its sync runs
+            release[0].set()
+            await until(started[1])  # sync 2 starts right after sync 1, with txns 2 and 3
+            while committed != [1]:
+                await trio.sleep(0.001)
+            assert taken == [[1], [2, 3]]
+            release[1].set()
+            while committed != [1, 2, 3]:
+                await trio.sleep(0.001)
+            release[2].set()
+            nursery.cancel_scope.cancel()
+    assert p.syncs == 2
