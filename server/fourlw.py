@@ -56,6 +56,7 @@ import trizk
 
 if TYPE_CHECKING:
     from trizk.server.config import ServerConfig
+    from trizk.server.servermetrics import ServerMetrics
 
 __all__ = [
     "CONNECTION_EXPIRY_INTERVAL_MS",
@@ -381,6 +382,15 @@ class FourLetterView(Protocol):
     def proposal_sizes(self) -> tuple[int, int, int]:
         """The leader's proposal sizes last/min/max (``srvr``/``stat``)."""
 
+    @property
+    def server_metrics(self) -> ServerMetrics | None:
+        """The server's ServerMetrics: the Prometheus provider reads its summaries'
+        quantiles and summary sets (None: every summary idle)."""
+
+    @property
+    def now_ms(self) -> int:
+        """The server's monotonic ms now (the time the summaries' windows are read at)."""
+
 
 @dataclass
 class SimpleView:
@@ -417,6 +427,8 @@ class SimpleView:
     role_metrics: Sequence[tuple[str, str, int | float | str]] = ()
     #: the leader's proposal sizes last/min/max (``BufferStats``; -1 before any proposal)
     proposal_sizes: tuple[int, int, int] = (-1, -1, -1)
+    server_metrics: ServerMetrics | None = None
+    now_ms: int = 0
 
 
 # -- Java formatting helpers ----------------------------------------------------------------

@@ -46,6 +46,7 @@ import trio
 from ..storage import quota
 from . import admin, fourlw
 from .config import ServerConfig, java_boolean
+from .servermetrics import SUMMARIES
 
 __all__ = [
     "CONTENT_TYPE",
@@ -55,6 +56,7 @@ __all__ = [
     "all_families",
     "dump_pairs",
     "families",
+    "fd_gauges",
     "process_families",
     "prometheus_enabled",
     "respond",
@@ -142,12 +144,18 @@ def prometheus_enabled(config: ServerConfig) -> bool:
 
 
 def _summary(
-    name: str, advanced: bool, count: float, total: float, key: str | None
+    name: str,
+    advanced: bool,
+    count: float,
+    total: float,
+    key: str | None,
+    values: Sequence[float] = (),
 ) -> list[tuple[str, Labels, float]]:
     labels: Labels = (("key", key),) if key is not None else ()
     quantiles = ADVANCED_QUANTILES if advanced else BASIC_QUANTILES
+    values = values or [math.nan] * len(quantiles)
     out: list[tuple[str, Labels, float]] = [
-        (name, (*labels, ("quantile", _go(q))), math.nan) for q in quantiles
+        (name, (*labels, ("quantile", _go(q))), v) for q, v in zip(quantiles, values, strict=True)
     ]
     out.append((name + "_count", labels, float(count)))
     out.append((name + "_sum", labels, float(total)))
@@ -184,13 +192,33 @@ def families(view: fourlw.FourLetterView) -> list[Family]:
             for ns, v in _split_namespaced(view.quota_counters, set_name)
         )
         out.append(Family(set_name, "counter", samples))
+    sm = view.server_metrics
     for name, advanced in fourlw.MNTR_SUMMARIES:
         count = float(values.get(f"cnt_{name}", 0))
         total = float(values.get(f"sum_{name}", 0))
-        out.append(Family(name, "summary", tuple(_summary(name, advanced, count, total, None))))
-    for name, _advanced in SUMMARY_SETS:
-        out.append(Family(name, "summary", ()))  # no key observed yet
+        qs = sm.summary(name).quantiles(view.now_ms) if sm and name in SUMMARIES else ()
+        out.append(Family(name, "summary", tuple(_summary(name, advanced, count, total, None, qs))))
+    sets = sm.summary_set_samples(view.now_ms) if sm is not None else {}
+    for name, advanced in SUMMARY_SETS:
+        set_samples: list[tuple[str, Labels, float]] = []
+        for key, qs, count, total in sets.get(name, ()):  # no key observed: no samples
+            set_samples += _summary(name, advanced, count, total, key, qs)
+        out.append(Family(name, "summary", tuple(set_samples)))
     return out
+
+
+def fd_gauges() -> dict[str, int]:
+    """``open_file_descriptor_count`` / ``max_file_descriptor_count`` (the JVM's
+    ``UnixOperatingSystemMXBean``: descriptors open, the soft ``RLIMIT_NOFILE``) of this
+    process; Linux ``/proc``, absent elsewhere."""
+    try:
+        open_fds = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return {}
+    return {
+        "open_file_descriptor_count": open_fds,
+        "max_file_descriptor_count": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+    }
 
 
 # -- process facts (simpleclient's StandardExports, for this process) -----------------------
