@@ -115,6 +115,8 @@ class EnsembleSpec:
     connect_timeout_ms: int = 5000
     #: ``zookeeper.forceSnapshotSync``: a leader syncs every learner by SNAP
     force_snap_sync: bool = False
+    #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
+    ack_logging_frequency: int = 1000
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -138,6 +140,9 @@ class EnsembleSpec:
             listen_on_all_ips=config.quorum_listen_on_all_ips,
             connect_timeout_ms=config.cnx_timeout,
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
+            ack_logging_frequency=_java_integer(
+                config.get_property("zookeeper.leader.ackLoggingFrequency"), 1000
+            ),
         )
 
     @property
@@ -309,6 +314,8 @@ class QuorumPeer:
         self._served = False
         self._links: dict[int, _Link] = {}
         self._next_link = 0
+        #: when this member last stopped serving (QuorumPeer.unavailableStartTime)
+        self._unavailable_since: int | None = None
 
     # ------------------------------------------------------------------ main loop
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -317,6 +324,17 @@ class QuorumPeer:
             task_status.started()
             while True:
                 await self._round()
+
+    def _broadcasting(self, now: int) -> None:
+        """``QuorumPeer.setZabState(BROADCAST)``: UNAVAILABLE_TIME since LOOKING began (and
+        LEADER_UNAVAILABLE_TIME on the leader)."""
+        if self._unavailable_since is not None:
+            elapsed = now - self._unavailable_since
+            metrics = self.shell.server_metrics
+            metrics.unavailable_time.add(elapsed)
+            if self.state == "leader":
+                metrics.leader_unavailable_time.add(elapsed)
+            self._unavailable_since = None
 
     def _not_serving(self) -> None:
         stats = ServerStats(metrics=self.shell.server_metrics)
@@ -328,6 +346,8 @@ class QuorumPeer:
         self.state = "looking"
         metrics = self.shell.server_metrics
         metrics.looking_count += 1  # QuorumPeer.run: case LOOKING
+        if self._unavailable_since is None:
+            self._unavailable_since = self.shell._now()
         self._not_serving()
         # the vote is the last *logged* zxid: everything appended must be durable first
         await self.persistence.durable()
@@ -458,6 +478,7 @@ class QuorumPeer:
             now_ms=self.shell._now(),
             committed_log=list(self._committed_log),
             force_snap=spec.force_snap_sync,
+            ack_logging_frequency=spec.ack_logging_frequency,
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         host, port = spec.members[spec.myid].quorum
@@ -494,6 +515,7 @@ class QuorumPeer:
         link = _Link(0, stream)
         learner.connected(self.shell._now())
         role = self._role = _LearnerRole(self, learner, link)
+        role.sync_started = self.shell._now()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
             nursery.start_soon(role.reader)
@@ -691,6 +713,11 @@ class _LeaderRole:
                     if self.sequencer is not None and self.front is not None:
                         self.sequencer.committed(hdr, txn, now)
                         self.front.on_committed(hdr, rc, now)
+                for sid, data in rd.acks:
+                    # Leader.processAck: ACK_LATENCY{key=sid} (Request.logLatency)
+                    made = _txn_time(data)
+                    if made is not None and wall >= made:
+                        metrics.ack_latency.add(str(sid), wall - made)
                 if rd.serving is not None:
                     self._establish(rd.serving, now, wall)
                 seq = self.sequencer
@@ -736,6 +763,7 @@ class _LeaderRole:
         peer.election.update_peer_epoch(epoch_of(zxid))
         self.established_at = now
         peer._served = True
+        peer._broadcasting(now)
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
 
 
@@ -748,6 +776,8 @@ class _LearnerRole:
         self.link = link
         self.path: LearnerWritePath | None = None
         self.front: FrontEnd | None = None
+        #: when the sync with the leader began (its link connected)
+        self.sync_started = 0
 
     async def reader(self) -> None:
         reason = await _read_link(
@@ -812,6 +842,13 @@ class _LearnerRole:
         peer = self.peer
         peer._init_config()  # Learner.syncWithLeader, after every sync
         peer._served = True
+        now = peer.shell._now()
+        # Follower.followLeader / Observer.observeLeader: FOLLOWER_/OBSERVER_SYNC_TIME
+        synced = peer.shell.server_metrics.summary(
+            "observer_sync_time" if peer.spec.observer else "follower_sync_time"
+        )
+        synced.add(now - self.sync_started)
+        peer._broadcasting(now)
         self.path = LearnerWritePath(self.learner, peer.spec.myid, wall)
         stats = ServerStats(metrics=peer.shell.server_metrics)
         self.front = FrontEnd(peer.core_config, peer.replica, self.path, stats)
@@ -826,6 +863,14 @@ class _LearnerRole:
 
 
 _TXN_TIME = struct.Struct(">q")
+
+
+def _java_integer(raw: str | None, default: int) -> int:
+    """``Integer.getInteger(name, default)``: an unparsable value is the default."""
+    try:
+        return int(raw.strip()) if raw is not None else default
+    except ValueError:
+        return default
 
 
 def _txn_time(entry: bytes) -> int | None:

@@ -103,6 +103,10 @@ SUMMARIES: dict[str, bool] = {
     "connection_token_deficit": False,
     "sync_processor_batch_size": False,
     "election_time": False,
+    "unavailable_time": False,
+    "leader_unavailable_time": False,
+    "follower_sync_time": False,
+    "observer_sync_time": False,
 }
 #: ``getSummarySet`` names trizk measures -> ADVANCED.
 SUMMARY_SETS: dict[str, bool] = {
@@ -278,6 +282,10 @@ class ServerMetrics:
         self.connection_token_deficit = Summary(False, clock)
         self.sync_processor_batch_size = Summary(False, clock)
         self.election_time = Summary(False, clock)
+        self.unavailable_time = Summary(False, clock)
+        self.leader_unavailable_time = Summary(False, clock)
+        self.follower_sync_time = Summary(False, clock)
+        self.observer_sync_time = Summary(False, clock)
         # -- summary sets (getSummarySet)
         self.read_per_namespace = SummarySet(False, clock)
         self.write_per_namespace = SummarySet(False, clock)
