@@ -140,9 +140,7 @@ class EnsembleSpec:
             listen_on_all_ips=config.quorum_listen_on_all_ips,
             connect_timeout_ms=config.cnx_timeout,
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
-            ack_logging_frequency=_java_integer(
-                config.get_property("zookeeper.leader.ackLoggingFrequency"), 1000
-            ),
+            ack_logging_frequency=config.ack_logging_frequency,
         )
 
     @property
@@ -863,14 +861,6 @@ class _LearnerRole:
 
 
 _TXN_TIME = struct.Struct(">q")
-
-
-def _java_integer(raw: str | None, default: int) -> int:
-    """``Integer.getInteger(name, default)``: an unparsable value is the default."""
-    try:
-        return int(raw.strip()) if raw is not None else default
-    except ValueError:
-        return default
 
 
 def _txn_time(entry: bytes) -> int | None:
