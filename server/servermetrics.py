@@ -119,6 +119,8 @@ SUMMARY_SETS: dict[str, bool] = {
 STAT_OVERHEAD_BYTES = 6 * 8 + 5 * 4
 #: observations the default provider's percentiles are taken over
 _RECENT = 4096
+#: paths whose namespace a summary set remembers
+_PATH_CACHE = 4096
 _PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
 
 
@@ -206,24 +208,36 @@ class Summary:
 class SummarySet:
     """``getSummarySet``: one :class:`Summary` per key, in first-seen order."""
 
-    __slots__ = ("advanced", "by_key", "clock")
+    __slots__ = ("_by_path", "advanced", "by_key", "clock")
 
     def __init__(self, advanced: bool, clock: MetricsClock | None) -> None:
         self.advanced = advanced
         self.clock = clock
         self.by_key: dict[str, Summary] = {}
+        #: path -> its namespace's summary (bounded), so a read finds it without splitting
+        self._by_path: dict[str, Summary] = {}
 
-    def add(self, key: str, value: int) -> None:
+    def _summary(self, key: str) -> Summary:
         s = self.by_key.get(key)
         if s is None:
             s = self.by_key[key] = Summary(self.advanced, self.clock)
-        s.add(value)
+        return s
+
+    def add(self, key: str, value: int) -> None:
+        self._summary(key).add(value)
 
     def add_path(self, path: str, value: int) -> None:
         """``DataTree.updateReadStat/updateWriteStat``: keyed by the path's top namespace."""
-        ns = top_namespace(path)
-        if ns is not None:
-            self.add(ns, value)
+        s = self._by_path.get(path)
+        if s is None:
+            ns = top_namespace(path)
+            if ns is None:
+                return
+            s = self._summary(ns)
+            if len(self._by_path) >= _PATH_CACHE:
+                self._by_path.clear()
+            self._by_path[path] = s
+        s.add(value)
 
     def reset(self) -> None:
         for s in self.by_key.values():
