@@ -6,13 +6,13 @@ Prometheus provider, whose ``/metrics`` and mntr show the same figures with real
 from __future__ import annotations
 
 import math
-import socket
 import urllib.request
 
 from kazoo.client import KazooClient
 
+from tests.compat.test_metrics_names import prometheus_trizk
 from trizk.compat import servers
-from trizk.server import metrics
+from trizk.compat.ensemble import four_letter
 
 #: mntr lines that must be equal after the same session (timings excluded: they differ)
 EXACT = (
@@ -53,17 +53,8 @@ EXACT = (
 )
 
 
-def _fourlw(srv: servers.Server, word: str) -> str:
-    with socket.create_connection((srv.host, srv.port), timeout=10) as s:
-        s.sendall(word.encode())
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
-
-
 def _mntr(srv: servers.Server) -> dict[str, str]:
-    lines = _fourlw(srv, "mntr").splitlines()
+    lines = four_letter(srv.port, "mntr", timeout=10, host=srv.host).splitlines()
     return dict(line.removeprefix("zk_").split("\t", 1) for line in lines)
 
 
@@ -108,14 +99,7 @@ def test_mntr_counters_move_as_zookeepers(needs_zookeeper: None) -> None:
 
 
 def test_prometheus_metrics_measured() -> None:
-    port = servers.free_port()
-    cfg = {
-        "metricsProvider.className": metrics.PROMETHEUS_PROVIDER,
-        "metricsProvider.httpHost": "127.0.0.1",
-        "metricsProvider.httpPort": str(port),
-        "4lw.commands.whitelist": "*",
-    }
-    with servers.running("trizk", cfg) as srv:
+    with prometheus_trizk({"4lw.commands.whitelist": "*"}) as (srv, port):
         _session(srv)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             text = r.read().decode()
