@@ -101,7 +101,6 @@ SUMMARIES: dict[str, bool] = {
     "startup_txns_loaded": False,
     "startup_txns_load_time": False,
     "connection_token_deficit": False,
-    "sync_processor_batch_size": False,
     "election_time": False,
     "unavailable_time": False,
     "leader_unavailable_time": False,
@@ -294,7 +293,6 @@ class ServerMetrics:
         self.startup_txns_loaded = Summary(False, clock)
         self.startup_txns_load_time = Summary(False, clock)
         self.connection_token_deficit = Summary(False, clock)
-        self.sync_processor_batch_size = Summary(False, clock)
         self.election_time = Summary(False, clock)
         self.unavailable_time = Summary(False, clock)
         self.leader_unavailable_time = Summary(False, clock)

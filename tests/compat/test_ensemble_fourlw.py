@@ -39,7 +39,7 @@ _ROLE_KEYS = (
 _LEARNER_COUNTS = (
     "zk_learner_proposal_received_count", "zk_learner_commit_received_count",
     "zk_cnt_proposal_latency", "zk_cnt_commit_propagation_latency",
-    "zk_sync_processor_request_queued", "zk_cnt_sync_processor_batch_size", "zk_looking_count",
+    "zk_sync_processor_request_queued", "zk_looking_count",
     "zk_cnt_election_time", "zk_proposal_count", "zk_commit_count",
     "zk_prep_processor_request_queued", "zk_outstanding_changes_queued",
     "zk_cnt_unavailable_time", "zk_cnt_follower_sync_time",
