@@ -166,9 +166,8 @@ class TrizkServer:
 
             self.peer = QuorumPeer(self, ensemble, self.core_config)
             self.persistence.attach(lambda batch, now: None, self._wake_dirty, self._now)
-            self._install(
-                FrontEnd(self.core_config, self.replica, NotServing(), ServerStats()), None
-            )
+            stats = ServerStats(metrics=self.server_metrics)
+            self._install(FrontEnd(self.core_config, self.replica, NotServing(), stats), None)
             self.core.serving = False
         self._conn_ids = itertools.count(1)
         self.peers: dict[int, _Peer] = {}
