@@ -86,9 +86,11 @@ class ServerStats:
         self.latency_count += 1
 
     def reset(self) -> None:
-        # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0.
-        for ns in self.quota_exceeded:
-            self.quota_exceeded[ns] = 0
+        # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0
+        # (the Prometheus provider's resetAllValues does nothing)
+        if not self.metrics.prometheus:
+            for ns in self.quota_exceeded:
+                self.quota_exceeded[ns] = 0
         self.packets_received = self.packets_sent = 0
         self.last_response_size = self.min_response_size = self.max_response_size = -1
         self.metrics.reset()
