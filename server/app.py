@@ -502,6 +502,7 @@ class TrizkServer:
         if secure:
             tls_stream, subject = await self._tls_handshake(stream, ip)
             if tls_stream is None:
+                self.server_metrics.tls_handshake_failed()
                 self._release(ip, secure)
                 with trio.CancelScope(shield=True):
                     await stream.aclose()

@@ -81,6 +81,7 @@ COUNTERS: tuple[str, ...] = (
     "revalidate_count",
     "unrecoverable_error_count",
     "digest_mismatches_count",
+    "unsuccessful_handshake",
 )
 #: ``ServerMetrics`` summaries trizk measures: name -> ADVANCED (three quantiles).
 SUMMARIES: dict[str, bool] = {
@@ -275,6 +276,9 @@ class ServerMetrics:
         self.revalidate_count = 0
         self.unrecoverable_error_count = 0
         self.digest_mismatches_count = 0
+        self.unsuccessful_handshake = 0
+        #: ``ServerStats.authFailedCntr`` (a gauge; srst leaves it)
+        self.auth_failed_count = 0
         # -- summaries (getSummary)
         self.readlatency = Summary(True, clock)
         self.updatelatency = Summary(True, clock)
@@ -303,6 +307,13 @@ class ServerMetrics:
         self.write_per_namespace = SummarySet(False, clock)
         self.ack_latency = SummarySet(True, clock)
 
+    def tls_handshake_failed(self) -> None:
+        """``NettyServerCnxnFactory.CertificateVerifier``: a failed TLS handshake (a refused
+        client certificate included) is an authentication failure and an unsuccessful
+        handshake."""
+        self.auth_failed_count += 1
+        self.unsuccessful_handshake += 1
+
     def summary(self, name: str) -> Summary:
         s = getattr(self, name)
         assert isinstance(s, Summary)
@@ -329,6 +340,7 @@ class ServerMetrics:
         """mntr's values of the measured metrics (default provider's names); the summary sets
         as ``<avg|min|max|cnt|sum>_<key>_<name>``, which mntr prints after the others."""
         out: dict[str, int | float] = {name: getattr(self, name) for name in COUNTERS}
+        out["auth_failed_count"] = self.auth_failed_count
         for name in SUMMARIES:
             out.update(self.summary(name).mntr_values(name))
         for name in SUMMARY_SETS:
