@@ -6,6 +6,8 @@ Prometheus provider, whose ``/metrics`` and mntr show the same figures with real
 from __future__ import annotations
 
 import math
+import socket
+import time
 import urllib.request
 
 from kazoo.client import KazooClient
@@ -13,6 +15,9 @@ from kazoo.client import KazooClient
 from tests.compat.test_metrics_names import prometheus_trizk
 from trizk.compat import servers
 from trizk.compat.ensemble import four_letter
+
+#: where the connections counted against maxClientCnxns come from (mntr comes from 127.0.0.1)
+SOURCE = ("127.0.0.2", 0)
 
 #: mntr lines that must be equal after the same session (timings excluded: they differ)
 EXACT = (
@@ -122,3 +127,41 @@ def test_prometheus_metrics_measured() -> None:
     # mntr with the provider: the same figures (scraped a moment earlier)
     assert float(mntr['write_per_namespace_count{key="app"}']) == 6.0
     assert float(mntr['node_changed_watch_count{quantile="0.5"}']) == 1.0
+
+
+def _drops_and_rejections(srv: servers.Server) -> tuple[str, str]:
+    """maxClientCnxns=2 from 127.0.0.2: two plain connections, a third refused, then the
+    client closes the two (EOF: NIOServerCnxn.handleFailedRead). mntr (from 127.0.0.1) is
+    asked until the drops are counted (a bounded wait)."""
+    conns = []
+    for _ in range(2):
+        s = socket.create_connection((srv.host, srv.port), timeout=10, source_address=SOURCE)
+        conns.append(s)
+    # ZooKeeper counts a connection once its selector thread registered it: wait for both
+    deadline = time.monotonic() + 20
+    while four_letter(srv.port, "cons", timeout=10, host=srv.host).count("/127.0.0.2:") < 2:
+        assert time.monotonic() < deadline, "the connections were not registered"
+        time.sleep(0.05)  # polling interval of a bounded wait
+    with socket.create_connection((srv.host, srv.port), timeout=10, source_address=SOURCE) as s:
+        try:
+            assert s.recv(1) == b""  # refused: closed by the server
+        except ConnectionResetError:
+            pass  # ZooKeeper's fastCloseSock: SO_LINGER 0, a reset
+    for s in conns:
+        s.close()
+    deadline = time.monotonic() + 20
+    while True:
+        got = _mntr(srv)
+        if got["connection_drop_count"] == "2" or time.monotonic() > deadline:
+            return got["connection_rejected"], got["connection_drop_count"]
+        time.sleep(0.05)  # polling interval of a bounded wait
+
+
+def test_drops_and_rejections_count_as_zookeepers(needs_zookeeper: None) -> None:
+    cfg = {"4lw.commands.whitelist": "*", "maxClientCnxns": "2"}
+    with servers.running("zookeeper", cfg) as zk_srv:
+        zk = _drops_and_rejections(zk_srv)
+    with servers.running("trizk", cfg) as tz_srv:
+        tz = _drops_and_rejections(tz_srv)
+    assert zk == ("1", "2")
+    assert tz == zk
