@@ -13,7 +13,8 @@ alert rules key on those names, so trizk writes the same families from one table
   suffix (simpleclient 0.9.0 predates OpenMetrics naming);
 * summaries (``getSummary``): quantile 0.5 (``DetailLevel.BASIC``) or 0.5/0.9/0.99
   (``ADVANCED``), then ``_count`` and ``_sum``; summary sets add the label ``key`` before
-  ``quantile``. A summary without observations has NaN quantiles.
+  ``quantile``. The quantiles cover the last 10 minutes (:mod:`trizk.server.quantiles`, fed by
+  :mod:`trizk.server.servermetrics`); a summary without observations there has NaN ones.
 
 Every family is written as simpleclient's ``TextFormat.write004``: ``# HELP name name`` (the
 help text is the name), ``# TYPE``, samples ``name{label="v",} value`` (note the trailing

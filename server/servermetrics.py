@@ -9,7 +9,8 @@ leader commit...). trizk keeps one :class:`ServerMetrics` per server (``TrizkSer
 role of an ensemble member shares it, as ZooKeeper's outlives a role change) and the cores add
 to it the same way. The hot path pays one attribute increment per counter event
 (``m.commit_count += 1``) and, per summary observation, a few arithmetic updates and one
-buffer append; nothing allocates or locks.
+buffer append (the Prometheus window merges its buffer every 1024 observations); nothing
+locks, and nothing is allocated per request beyond a buffer's amortized growth.
 
 Which provider is configured decides what a summary keeps, as in ZooKeeper:
 
