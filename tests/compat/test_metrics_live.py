@@ -78,6 +78,7 @@ def _session(srv: servers.Server) -> None:
         zk.set("/app/a", b"y" * 20)  # NodeDataChanged: one watcher (the connection, once)
         zk.create("/app/b", b"z")  # NodeCreated, NodeChildrenChanged
         zk.get("/app/b", watch=lambda e: None)
+        zk.get_children("/app/b", watch=lambda e: None)  # both tables: counted twice
         for _ in range(5):
             zk.get("/app/a")
             zk.get_children("/app")

@@ -118,3 +118,42 @@ def test_reconnect_and_expiry() -> None:
     assert m.connection_request_count == 2 and m.connection_revalidate_count == 1
     assert h.node.sequencer.expire(sid, 0)
     assert m.stale_sessions_expired == 1  # SessionTrackerImpl: one per session expired
+
+
+def test_watch_counts_per_table_before_suppression() -> None:
+    # DataTree.deleteNode: dataWatches.triggerWatch(path, NodeDeleted), then
+    # childWatches.triggerWatch(path, NodeDeleted, processed): each call that finds watchers
+    # adds how many it found, the ones already notified (suppressed) included
+    h = Harness()
+    m = h.node.stats.metrics
+    c = h.connect()
+    h.request(c, 1, OpCode.CREATE, r.CreateRequest("/x", b"", ACL, 0))
+    h.commit()
+    h.request(c, 2, OpCode.EXISTS, r.ExistsRequest("/x", True))
+    h.request(c, 3, OpCode.GETCHILDREN, r.GetChildrenRequest("/x", True))
+    h.request(c, 4, OpCode.GETCHILDREN, r.GetChildrenRequest("/", True))
+    replies(c)
+    h.request(c, 5, OpCode.DELETE, r.DeleteRequest("/x", -1))
+    h.commit()
+    frames = replies(c)
+    events = [f for f in frames if struct.unpack_from(">i", f)[0] == -1]
+    assert len(events) == 2  # NodeDeleted once (suppressed the second time), children of /
+    deleted = m.node_deleted_watch_count
+    assert (deleted.count, deleted.total) == (2, 2)
+    assert (m.node_children_watch_count.count, m.node_children_watch_count.total) == (1, 1)
+    assert m.watch_bytes == sum(len(f) for f in events)
+
+
+def test_four_letter_word_is_a_packet_of_four_bytes() -> None:
+    # NIOServerCnxn.checkFourLetterWord: packetReceived(4)
+    h = Harness()
+    m = h.node.stats.metrics
+    front = h.node.front
+    front.is_four_letter = lambda b: "ruok" if b[:4] == b"ruok" else None
+    front.four_letter = lambda word, conn, arg: b"imok"
+    c = ClientConnection(7, ("127.0.0.1", 4000), 0xFFFFF)
+    front.connection_made(c)
+    front.data_received(c, b"ruok", 0, 0)
+    assert c.take_output() == b"imok" and c.closed
+    assert (h.node.stats.packets_received, m.bytes_received_count) == (1, 4)
+    assert m.connection_request_count == 0
