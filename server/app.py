@@ -128,7 +128,7 @@ class TrizkServer:
         )
         #: ServerMetrics (one per server: every role of an ensemble member adds to it)
         self.server_metrics = ServerMetrics(
-            prometheus=metrics.prometheus_enabled(config), now=self._now()
+            prometheus=fourlw.prometheus_configured(config), now=self._now()
         )
         self.persistence.metrics = self.server_metrics
         loaded = self.persistence.load()
@@ -701,7 +701,7 @@ class TrizkServer:
         return fourlw.SimpleView(
             config=self.config,
             client_port=self.port,
-            metrics={**st.view_metrics(), **metrics.fd_gauges()},
+            metrics={**st.view_metrics(), **fourlw.fd_gauges()},
             server_metrics=self.server_metrics,
             now_ms=self._now(),
             serving=core.serving,

@@ -76,12 +76,14 @@ __all__ = [
     "allowed",
     "command_name",
     "expiry_bucket",
+    "fd_gauges",
     "is_known",
     "java_double",
     "mntr_values",
     "not_whitelisted",
     "parse_whitelist",
     "process_environment",
+    "prometheus_configured",
     "quorum_conf",
     "respond",
 ]
@@ -678,7 +680,7 @@ def mntr_values(
     With the Prometheus metrics provider configured (and ``provider_dump``), the pairs after
     ``version`` and ``server_state`` are that provider's samples (``PrometheusMetricsProvider
     .dump``), as in ZooKeeper; ``provider_dump=False`` always gives the default provider's."""
-    if provider_dump and view.config.metrics_provider.get("className") == _PROMETHEUS:
+    if provider_dump and prometheus_configured(view.config):
         from . import metrics  # metrics builds on this module
 
         settings = metrics.MetricsSettings.from_config(view.config)
@@ -725,6 +727,11 @@ def mntr_values(
         out.extend(after.get(name, ()))
         out.extend(extra.get(name, ()))
     return out
+
+
+def prometheus_configured(config: ServerConfig) -> bool:
+    """``metricsProvider.className`` names ZooKeeper's Prometheus provider."""
+    return config.metrics_provider.get("className") == _PROMETHEUS
 
 
 def _mntr(view: FourLetterView) -> str:
@@ -788,7 +795,24 @@ def respond(word: str, view: FourLetterView, *, tz: tzinfo | None = None) -> byt
     return text.encode()
 
 
-# -- envi values (the one impure helper here: call it from the server shell) ---------------
+# -- process facts (impure helpers: call them from the server shell) ------------------------
+
+
+def fd_gauges() -> dict[str, int]:
+    """``open_file_descriptor_count`` / ``max_file_descriptor_count`` (the JVM's
+    ``UnixOperatingSystemMXBean``: descriptors open, the soft ``RLIMIT_NOFILE``) of this
+    process; Linux ``/proc``, absent elsewhere."""
+    try:
+        import resource  # POSIX only
+
+        open_fds = len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError):
+        return {}
+    return {
+        "open_file_descriptor_count": open_fds,
+        "max_file_descriptor_count": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+    }
+
 
 _JAVA_ARCH = {"x86_64": "amd64", "AMD64": "amd64", "i686": "x86", "i386": "x86", "arm64": "aarch64"}
 

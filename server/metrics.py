@@ -57,7 +57,6 @@ __all__ = [
     "all_families",
     "dump_pairs",
     "families",
-    "fd_gauges",
     "process_families",
     "prometheus_enabled",
     "respond",
@@ -138,7 +137,7 @@ class MetricsSettings:
 
 
 def prometheus_enabled(config: ServerConfig) -> bool:
-    return config.metrics_provider.get("className") == PROMETHEUS_PROVIDER
+    return fourlw.prometheus_configured(config)
 
 
 # -- families from the view -----------------------------------------------------------------
@@ -206,20 +205,6 @@ def families(view: fourlw.FourLetterView) -> list[Family]:
             set_samples += _summary(name, advanced, count, total, key, qs)
         out.append(Family(name, "summary", tuple(set_samples)))
     return out
-
-
-def fd_gauges() -> dict[str, int]:
-    """``open_file_descriptor_count`` / ``max_file_descriptor_count`` (the JVM's
-    ``UnixOperatingSystemMXBean``: descriptors open, the soft ``RLIMIT_NOFILE``) of this
-    process; Linux ``/proc``, absent elsewhere."""
-    try:
-        open_fds = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return {}
-    return {
-        "open_file_descriptor_count": open_fds,
-        "max_file_descriptor_count": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-    }
 
 
 # -- process facts (simpleclient's StandardExports, for this process) -----------------------
