@@ -559,6 +559,8 @@ class QuorumPeer:
         for every append before it to be durable and is persisted whole, in order, as before:
         an ACK of NEWLEADER still follows the durability of the txns synced before it."""
         persistence = self.persistence
+        # SyncRequestProcessor.processRequest, for every txn a member logs
+        self.shell.server_metrics.sync_processor_request_queued += len(rd.entries)
         if not (
             rd.accepted_epoch is not None
             or rd.current_epoch is not None
@@ -604,8 +606,6 @@ class QuorumPeer:
         if rd.take_snapshot:
             await persistence.take_snapshot()
         if rd.entries:
-            # SyncRequestProcessor.processRequest, for every txn a member logs
-            self.shell.server_metrics.sync_processor_request_queued += len(rd.entries)
             await persistence.log_entries([(e.zxid, e.data) for e in rd.entries])
             for e in rd.entries:
                 self._unapplied[e.zxid] = e.data
