@@ -183,6 +183,7 @@ class Leader(ReadyOutbox):
         commit_log_count: int = COMMIT_LOG_COUNT,
         force_snap: bool = False,
         config_version: int = 0,
+        ack_logging_frequency: int = 1000,
     ) -> None:
         self.sid = sid
         self.quorum = quorum
@@ -193,6 +194,8 @@ class Leader(ReadyOutbox):
         self.txnlog = txnlog
         self.force_snap = force_snap
         self.config_version = config_version
+        #: ``zookeeper.leader.ackLoggingFrequency`` (<= 0: no ACK sampled)
+        self.ack_logging_frequency = ack_logging_frequency
         self.state = ServerState.LEADING
         #: leaderStateSummary, taken when leading starts
         self._summary = (current_epoch, last_zxid)
@@ -574,6 +577,8 @@ class Leader(ReadyOutbox):
         p = self._outstanding.get(zxid)
         if p is None:
             return
+        if self.ack_logging_frequency > 0 and zxid % self.ack_logging_frequency == 0:
+            self._rd.acks.append((sid, p.entry.data))  # ACK_LATENCY, keyed by sid
         if self.quorum.is_participant(sid):
             p.acks.add(sid)
         while p is not None and self._try_to_commit(p):

@@ -214,6 +214,10 @@ class Ready:
     revalidated: list[tuple[int, bool]] = field(default_factory=list)
     #: number of SYNC answers: complete that many pending client syncs, FIFO.
     synced: int = 0
+    # ---- leader -> metrics
+    #: sampled ACKs of outstanding proposals (``Leader.processAck``: every
+    #: ``zookeeper.leader.ackLoggingFrequency``-th zxid): (sid, the proposal's entry)
+    acks: list[tuple[int, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -234,6 +238,7 @@ class Ready:
             or self.revalidate
             or self.revalidated
             or self.synced
+            or self.acks
         )
 
 

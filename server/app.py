@@ -58,6 +58,7 @@ from .coreconfig import CoreConfig, ServerStats
 from .persistence import Persistence, PersistenceSettings
 from .poller import Poller, SockPeer
 from .sequencer import Sequencer
+from .servermetrics import ServerMetrics
 from .standalone import Standalone
 
 if TYPE_CHECKING:
@@ -125,6 +126,11 @@ class TrizkServer:
         self.persistence = Persistence(
             PersistenceSettings.from_config(config), extended_types=config.extended_types_enabled
         )
+        #: ServerMetrics (one per server: every role of an ensemble member adds to it)
+        self.server_metrics = ServerMetrics(
+            prometheus=fourlw.prometheus_configured(config), now=self._now()
+        )
+        self.persistence.metrics = self.server_metrics
         loaded = self.persistence.load()
         self.replica = loaded.replica
         self.core_config = CoreConfig(
@@ -152,6 +158,7 @@ class TrizkServer:
             self.node = Standalone(
                 self.core_config, self.replica, self.persistence, now=self._now(), wall=self._wall()
             )
+            self.node.stats.metrics = self.server_metrics
             self.persistence.attach(self.node.commit, self._wake_dirty, self._now)
             self._install(self.node.front, self.node.sequencer)
         else:
@@ -159,9 +166,8 @@ class TrizkServer:
 
             self.peer = QuorumPeer(self, ensemble, self.core_config)
             self.persistence.attach(lambda batch, now: None, self._wake_dirty, self._now)
-            self._install(
-                FrontEnd(self.core_config, self.replica, NotServing(), ServerStats()), None
-            )
+            stats = ServerStats(metrics=self.server_metrics)
+            self._install(FrontEnd(self.core_config, self.replica, NotServing(), stats), None)
             self.core.serving = False
         self._conn_ids = itertools.count(1)
         self.peers: dict[int, _Peer] = {}
@@ -191,7 +197,6 @@ class TrizkServer:
         self.sessionless_timeout = _positive_int_property(
             config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
         )
-        self.sessionless_expired = 0
         #: plain client sockets, one task over a selector; None: one task pair per connection
         self.poller: Poller | None = None
         if Poller.supported():
@@ -353,7 +358,7 @@ class TrizkServer:
                 timeout = c.session_timeout if c.state is State.OPEN else interval
                 if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
                     p.core.close(c, f"connection expired (no traffic for {timeout} ms)")
-                    self.sessionless_expired += c.state is not State.OPEN
+                    self.server_metrics.sessionless_connections_expired += c.state is not State.OPEN
             if self.poller is not None:
                 for p in self.poller.expired_lingerers(now):
                     log.info("%s: closed, its last output not taken; dropping it", p.conn)
@@ -413,6 +418,7 @@ class TrizkServer:
         per_ip = self.per_ip_secure if secure else self.per_ip
         if limit > 0 and per_ip[ip] >= limit:
             log.warning("Too many connections from /%s - max is %d", ip, limit)
+            self.server_metrics.connection_rejected += 1
             return False
         per_ip[ip] += 1
         return True
@@ -496,6 +502,7 @@ class TrizkServer:
         if secure:
             tls_stream, subject = await self._tls_handshake(stream, ip)
             if tls_stream is None:
+                self.server_metrics.tls_handshake_failed()
                 self._release(ip, secure)
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
@@ -528,11 +535,15 @@ class TrizkServer:
     async def _reader(self, peer: _StreamPeer) -> None:
         conn, stream = peer.conn, peer.stream
         while not conn.closed:
+            eof = True
             try:
                 data = await stream.receive_some(RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
+                eof = False
             if not data:
+                # NIOServerCnxn.handleFailedRead: the client closed its end (EOF, not an error)
+                self.server_metrics.connection_drop_count += eof
                 conn.close(conn.close_reason or "client closed the connection")
                 return
             self._feed(peer, data)
@@ -687,14 +698,12 @@ class TrizkServer:
                 by_conn.setdefault(w.session_id, []).append(path)
         data_dir = Path(self.config.data_dir) / "version-2"
         log_dir = Path(self.config.data_log_dir) / "version-2"
-        advanced = dict(fourlw.MNTR_SUMMARIES)
-        measured: dict[str, int | float | str] = {}
-        for name, summary in [*st.summaries.items(), *self.persistence.summaries.items()]:
-            measured.update(summary.values(name, advanced.get(name, False)))
         return fourlw.SimpleView(
             config=self.config,
             client_port=self.port,
-            metrics=measured,
+            metrics={**st.view_metrics(), **fourlw.fd_gauges()},
+            server_metrics=self.server_metrics,
+            now_ms=self._now(),
             serving=core.serving,
             server_state=self.peer.state if self.peer is not None else "standalone",
             role_metrics=self.peer.role_metrics() if self.peer is not None else (),

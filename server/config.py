@@ -366,6 +366,9 @@ class ServerConfig:
     four_letter_words: frozenset[str] = frozenset({"srvr"})
     jute_max_buffer: int = DEFAULT_MAX_BUFFER
     global_outstanding_limit: int = DEFAULT_GLOBAL_OUTSTANDING_LIMIT
+    #: ``zookeeper.leader.ackLoggingFrequency``: a leader samples ACK_LATENCY for the zxids
+    #: divisible by it (<= 0: never)
+    ack_logging_frequency: int = 1000
     #: System properties by full name (``zookeeper.extendedTypesEnabled``, ``jute.maxbuffer``):
     #: file keys without a field, then ``-D`` options over them.
     properties: dict[str, str] = field(default_factory=dict, hash=False)
@@ -739,6 +742,7 @@ def config_from_entries(
         global_outstanding_limit=int_prop(
             ("zookeeper.globalOutstandingLimit",), DEFAULT_GLOBAL_OUTSTANDING_LIMIT
         ),
+        ack_logging_frequency=int_prop(("zookeeper.leader.ackLoggingFrequency",), 1000),
         properties=props,
         unsupported=tuple(unsupported + _unknown_metrics_provider(fields)),
         metrics_provider={

@@ -92,31 +92,37 @@ class ClientConnection:
         self.out += struct.pack(">i", len(payload))
         self.out += payload
 
-    def send_reply(self, xid: int, zxid: int, err: int, body: r.Record | None = None) -> None:
-        """ReplyHeader and, only when there is a response record, its body."""
+    def send_reply(self, xid: int, zxid: int, err: int, body: r.Record | None = None) -> int:
+        """ReplyHeader and, only when there is a response record, its body. Returns the
+        packet's length (header + body: ``ServerCnxn.sendResponse``'s response size)."""
         if body is None:
             self.out += _REPLY_HDR.pack(16, xid, zxid, err)
-        else:
-            parts: list[bytes] = []
-            body._encode_into(parts)
-            payload = b"".join(parts)
-            self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)
-            self.out += payload
-        self.packets_sent += 1
-
-    def send_reply_bytes(self, xid: int, zxid: int, err: int, payload: bytes) -> None:
+            self.packets_sent += 1
+            return 16
+        parts: list[bytes] = []
+        body._encode_into(parts)
+        payload = b"".join(parts)
         self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)
         self.out += payload
         self.packets_sent += 1
+        return 16 + len(payload)
 
-    def send_event(self, event_type: int, path: str) -> None:
-        """A watch notification: ReplyHeader(-1, -1, 0), WatcherEvent(type, SyncConnected, path)."""
+    def send_reply_bytes(self, xid: int, zxid: int, err: int, payload: bytes) -> int:
+        self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)
+        self.out += payload
+        self.packets_sent += 1
+        return 16 + len(payload)
+
+    def send_event(self, event_type: int, path: str) -> int:
+        """A watch notification: ReplyHeader(-1, -1, 0), WatcherEvent(type, SyncConnected, path).
+        Returns the packet's length."""
         p = path.encode("utf-8")
         self.out += _EVENT_HDR.pack(
             28 + len(p), Xid.NOTIFICATION, -1, 0, event_type, KeeperState.SYNCCONNECTED, len(p)
         )
         self.out += p
         self.packets_sent += 1
+        return 28 + len(p)
 
     def take_output(self) -> bytes:
         data = bytes(self.out)

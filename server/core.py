@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from ..jute import records as r
-from ..jute.codes import Code, OpCode, Perms, Xid
+from ..jute.codes import Code, EventType, OpCode, Perms, Xid
 from ..jute.framing import FrameTooLarge
 from ..jute.primitives import JuteDecodeError
 from ..storage.datatree import ApplyResult, DataTree
@@ -183,6 +183,11 @@ class FrontEnd:
         self.handshaking: dict[int, tuple[ClientConnection, int]] = {}
         self.dirty: list[ClientConnection] = []
         self.stats = stats
+        self.watches.stats = stats
+        #: every request passes a SyncRequestProcessor (standalone), not only the txns
+        self.counts_sync = False
+        #: wall - monotonic ms as last given (PROPAGATION_LATENCY compares wall times)
+        self._wall_offset = 0
         #: requests taken in and not answered yet, all connections (``getInProcess``); while
         #: over ``globalOutstandingLimit``, a connection with requests of its own in process
         #: stops being read (ServerCnxn.incrOutstandingAndCheckThrottle)
@@ -245,6 +250,9 @@ class FrontEnd:
     # ------------------------------------------------------------------ input
     def data_received(self, conn: ClientConnection, data: bytes, now: int, wall: int) -> None:
         conn.last_io = now
+        m = self.stats.metrics
+        m.clock.advance(now)
+        self._wall_offset = wall - now
         conn.receive_data(data)
         self._mark(conn)
         while not conn.closed and not conn.throttled:
@@ -269,6 +277,7 @@ class FrontEnd:
                 break
             conn.packets_received += 1
             self.stats.packets_received += 1
+            m.bytes_received_count += 4 + len(frame)  # ServerCnxn.packetReceived
             if conn.state is State.HANDSHAKE:
                 self._connect(conn, frame, now, wall)
             else:
@@ -292,6 +301,9 @@ class FrontEnd:
             self._mark(conn)
 
     def _four_letter(self, conn: ClientConnection, word: str, arg: bytes) -> None:
+        # NIOServerCnxn.checkFourLetterWord: packetReceived(4)
+        self.stats.packets_received += 1
+        self.stats.metrics.bytes_received_count += 4
         out = self.four_letter(word, conn, arg) if self.four_letter is not None else None
         if out:
             conn.send_raw(out)
@@ -310,6 +322,10 @@ class FrontEnd:
             log.info("refusing %s: this server is not serving clients (no quorum yet)", conn)
             self._close(conn, "ZooKeeperServer not running")
             return
+        m = self.stats.metrics
+        # ZooKeeperServer.processConnectRequest; no connection throttle: no token deficit
+        m.connection_token_deficit.add(0)
+        m.connection_request_count += 1
         # ZooKeeperServer.processConnectRequest: a client without the readOnly byte is "old".
         conn.old_client = pos >= len(frame)
         if req.lastZxidSeen > self.tree.last_processed_zxid:
@@ -325,6 +341,7 @@ class FrontEnd:
         timeout = min(max(req.timeOut, self.config.min_timeout), self.config.max_timeout)
         conn.session_timeout = timeout
         if req.sessionId == 0:
+            self._queued()  # the createSession request
             sid = self.write_path.create_session(timeout, now, wall)
             conn.session_id = sid
             # answered when the createSession txn commits (on_committed)
@@ -337,6 +354,7 @@ class FrontEnd:
             self._close(old, "client reconnected elsewhere")
             self.connection_lost(old)
         conn.session_id = sid
+        m.connection_revalidate_count += 1  # reopenSession
         if (req.passwd or b"") != generate_password(sid):
             self._finish_session_init(conn, False)
             return
@@ -396,6 +414,7 @@ class FrontEnd:
             return
         conn.outstanding += 1
         self.in_process += 1
+        self._queued()
         fifo = self._fifo.get(conn.id)
         if (
             op == OpCode.SYNC
@@ -415,6 +434,15 @@ class FrontEnd:
                 self._read(conn, xid, op, frame, now, now)
             return
         self._write(conn, xid, op, frame, now, wall)
+
+    def _queued(self) -> None:
+        """A request enters the pipeline (``PrepRequestProcessor.processRequest``; a learner
+        forwards it to its leader's instead; standalone, ``SyncRequestProcessor`` sees it too)."""
+        if not self.write_path.forwards_sync:
+            m = self.stats.metrics
+            m.prep_processor_request_queued += 1
+            if self.counts_sync:
+                m.sync_processor_request_queued += 1
 
     # -- authentication (ZooKeeperServer.processPacket / processSasl): answered at once,
     # -- outside the pipeline, zxid 0; the ids belong to the connection (acl.AuthInfo).
@@ -449,13 +477,13 @@ class FrontEnd:
                 )
             else:
                 log.warning("Authentication failed for scheme: %s", scheme)
-            conn.send_reply(xid, 0, Code.AUTHFAILED)
+            self.stats.response_sent(conn.send_reply(xid, 0, Code.AUTHFAILED))
             self._close(conn, "authentication failed")
             return
         for i in ids:
             conn.auth.add(i)
         log.info("Session 0x%x: auth success for scheme %s", conn.session_id, scheme)
-        conn.send_reply(xid, 0, Code.OK)
+        self.stats.response_sent(conn.send_reply(xid, 0, Code.OK))
 
     def _sasl(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
         req = self._decode_or_close(conn, r.GetSASLRequest, frame)
@@ -484,10 +512,11 @@ class FrontEnd:
             except saslmod.SaslError as e:
                 log.warning("Client %s failed to SASL authenticate: %s", conn, e)
                 if not sasl_cfg.allow_failed_clients:
-                    conn.send_reply(xid, 0, Code.AUTHFAILED, r.SetSASLResponse(None))
+                    size = conn.send_reply(xid, 0, Code.AUTHFAILED, r.SetSASLResponse(None))
+                    self.stats.response_sent(size)
                     self._close(conn, "SASL authentication failed")
                     return
-        conn.send_reply(xid, 0, Code.OK, r.SetSASLResponse(token))
+        self.stats.response_sent(conn.send_reply(xid, 0, Code.OK, r.SetSASLResponse(token)))
 
     def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
         return conn.auth
@@ -498,11 +527,16 @@ class FrontEnd:
         zxid = self.tree.last_processed_zxid
         self._finished(conn)
         if op == OpCode.PING:
-            conn.send_reply(Xid.PING, zxid, 0)
-            self._replied(conn, op, xid, zxid, received, now)
+            size = conn.send_reply(Xid.PING, zxid, 0)
+            self._replied(conn, op, xid, zxid, received, now, size=size)
             return
         ctx = ReadContext(
-            self.tree, self.watches, conn, conn.session_id, self._auth_ids(conn.session_id, conn)
+            self.tree,
+            self.watches,
+            conn,
+            conn.session_id,
+            self._auth_ids(conn.session_id, conn),
+            read_stats=self.stats.metrics.read_per_namespace,
         )
         err = 0
         body: r.Record | None = None
@@ -527,12 +561,12 @@ class FrontEnd:
             log.error("%s: failed to process request type %d: %s", conn, op, e)
             err = Code.MARSHALLINGERROR
         for etype, path in ctx.events:
-            conn.send_event(etype, path)
+            self._event_sent(conn.send_event(etype, path))
         if payload is not None:
-            conn.send_reply_bytes(xid, zxid, err, payload)
+            size = conn.send_reply_bytes(xid, zxid, err, payload)
         else:
-            conn.send_reply(xid, zxid, err, body if err == 0 else None)
-        self._replied(conn, op, xid, zxid, received, now)
+            size = conn.send_reply(xid, zxid, err, body if err == 0 else None)
+        self._replied(conn, op, xid, zxid, received, now, size=size)
 
     def _queue(self, conn: ClientConnection) -> deque[_WriteMark | _SyncMark | _DeferredRead]:
         fifo = self._fifo.get(conn.id)
@@ -591,8 +625,8 @@ class FrontEnd:
                 fifo.popleft()
                 zxid = self.tree.last_processed_zxid
                 self._finished(conn)
-                conn.send_reply(head.xid, zxid, 0, r.SyncResponse(head.path))
-                self._replied(conn, OpCode.SYNC, head.xid, zxid, head.received, now)
+                size = conn.send_reply(head.xid, zxid, 0, r.SyncResponse(head.path))
+                self._replied(conn, OpCode.SYNC, head.xid, zxid, head.received, now, size=size)
             else:
                 return
 
@@ -602,12 +636,22 @@ class FrontEnd:
         of this server's (matched by session id and cxid, as ``CommitProcessor`` matches a
         committed request to the head of its session's queue), then the reads queued behind it.
         """
+        m = self.stats.metrics
+        writes = m.write_per_namespace
+        for trig in rc.triggers:
+            if trig.event in _WRITE_EVENTS:
+                # DataTree.updateWriteStat: createNode/setData (path + data), deleteNode (path)
+                writes.add_path(trig.path, len(trig.path) + trig.size)
         for watcher, trig in self.watches.fire(rc.triggers):
             assert isinstance(watcher, ClientConnection)
             # ServerCnxn.process(event, znodeAcl): no READ on the node, no notification.
             if not watcher.closed and aclmod.check(trig.acl, Perms.READ, watcher.auth):
-                watcher.send_event(trig.event, trig.path)
+                self._event_sent(watcher.send_event(trig.event, trig.path))
                 self._mark(watcher)
+        # FinalRequestProcessor: a txn's wall-clock age when applied here (if not negative)
+        age = now + self._wall_offset - hdr.time
+        if age >= 0:
+            m.propagation_latency.add(age)
         sid = hdr.clientId
         if hdr.type == OpCode.CREATESESSION:
             waiting = self.handshaking.pop(sid, None)
@@ -671,10 +715,10 @@ class FrontEnd:
                 assert rc.stat is not None
                 body = r.SetACLResponse(rc.stat)
         if payload is not None:
-            conn.send_reply_bytes(xid, zxid, err, payload)
+            size = conn.send_reply_bytes(xid, zxid, err, payload)
         else:
-            conn.send_reply(xid, zxid, err, body)
-        self._replied(conn, op, xid, zxid, mark.received, now, txn=True)
+            size = conn.send_reply(xid, zxid, err, body)
+        self._replied(conn, op, xid, zxid, mark.received, now, txn=True, size=size)
         if op == OpCode.CLOSESESSION:
             self.session_conn.pop(conn.session_id, None)
             self._close(conn, "client closed session")
@@ -689,18 +733,35 @@ class FrontEnd:
         now: int,
         *,
         txn: bool = False,
+        size: int | None = None,
     ) -> None:
         """Statistics of one answered request: latency from its arrival to this reply, in ms
         (``ServerCnxn.updateStatsForResponse``: a write waits for its commit, a read queued
-        behind writes for them)."""
+        behind writes for them); ``size``: the reply's length (None: no reply packet, as the
+        createSession answered by a ConnectResponse)."""
         self._mark(conn)
-        self.stats.packets_sent += 1
+        stats = self.stats
+        stats.packets_sent += 1
         latency = max(0, now - received)
         conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, now)
-        self.stats.record(latency)
+        stats.record(latency)
+        m = stats.metrics
         # ServerStats.updateLatency: requests with a txn header are updates, the rest reads
-        self.stats.observe("updatelatency" if txn else "readlatency", latency)
+        (m.updatelatency if txn else m.readlatency).add(latency)
+        if size is not None:
+            # FinalRequestProcessor's RESPONSE_BYTES; ServerCnxn.serialize's response size
+            m.response_bytes += size
+            stats.response_sent(size)
 
+    def _event_sent(self, size: int) -> None:
+        """A watch notification of ``size`` bytes went out (NIOServerCnxn.process)."""
+        self.stats.packets_sent += 1
+        self.stats.metrics.watch_bytes += size
+        self.stats.response_sent(size)
+
+
+#: Tree events of a write (createNode, setData, deleteNode): one per znode written.
+_WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, EventType.NODEDELETED})
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
 _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD, OpCode.CREATESESSION})

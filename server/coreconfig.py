@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from . import acl as aclmod
 from . import sasl as saslmod
+from .servermetrics import ServerMetrics
 
-__all__ = ["CoreConfig", "ServerStats", "Summary"]
+__all__ = ["CoreConfig", "ServerStats"]
 
 
 @dataclass(slots=True)
@@ -38,41 +38,6 @@ class CoreConfig:
         return self.max_session_timeout if self.max_session_timeout > 0 else 20 * self.tick_time
 
 
-class Summary:
-    """ZooKeeper's ``AvgMinMaxPercentileCounter`` (mntr's ``avg_/min_/max_/cnt_/sum_`` and,
-    for the advanced ones, ``p50_/p95_/p99_/p999_`` values of one summary). Percentiles are
-    taken over the newest :data:`WINDOW` observations (ZooKeeper samples a reservoir)."""
-
-    WINDOW = 4096
-    __slots__ = ("count", "high", "low", "recent", "total")
-
-    def __init__(self) -> None:
-        self.count = self.total = self.high = 0
-        self.low = -1
-        self.recent: deque[int] = deque(maxlen=self.WINDOW)
-
-    def add(self, value: int) -> None:
-        self.count += 1
-        self.total += value
-        self.high = max(self.high, value)
-        self.low = value if self.low < 0 else min(self.low, value)
-        self.recent.append(value)
-
-    def values(self, name: str, percentiles: bool) -> dict[str, int | float]:
-        out: dict[str, int | float] = {
-            f"avg_{name}": self.total / self.count if self.count else 0.0,
-            f"min_{name}": max(self.low, 0),
-            f"max_{name}": self.high,
-            f"cnt_{name}": self.count,
-            f"sum_{name}": self.total,
-        }
-        if percentiles:
-            ordered = sorted(self.recent)
-            for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999)):
-                out[f"{label}_{name}"] = ordered[int(q * (len(ordered) - 1))] if ordered else 0
-        return out
-
-
 @dataclass(slots=True)
 class ServerStats:
     """Server-wide counters for the four-letter words."""
@@ -87,14 +52,30 @@ class ServerStats:
     requests: dict[str, int] = field(default_factory=dict)
     #: mntr's ``<namespace>_quota_exceeded_error_per_namespace`` counters, in insertion order
     quota_exceeded: dict[str, int] = field(default_factory=dict)
-    #: ServerMetrics summaries measured so far ("readlatency", "updatelatency", ...)
-    summaries: dict[str, Summary] = field(default_factory=dict)
+    #: the server's ServerMetrics (one per server, shared by its roles: the shell sets it)
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    #: ``clientResponseStats`` (BufferStats): sizes of the last/smallest/largest response
+    #: serialized (header + body, without the length prefix), -1 before any
+    last_response_size: int = -1
+    min_response_size: int = -1
+    max_response_size: int = -1
 
-    def observe(self, name: str, value: int) -> None:
-        s = self.summaries.get(name)
-        if s is None:
-            s = self.summaries[name] = Summary()
-        s.add(value)
+    def response_sent(self, size: int) -> None:
+        """``ServerStats.updateClientResponseSize`` (every reply, auth and watch event
+        ``ServerCnxn.serialize`` writes)."""
+        self.last_response_size = size
+        if self.min_response_size < 0 or size < self.min_response_size:
+            self.min_response_size = size
+        if size > self.max_response_size:
+            self.max_response_size = size
+
+    def view_metrics(self) -> dict[str, int | float | str]:
+        """The measured mntr values: ServerMetrics' and this ServerStats' gauges."""
+        out: dict[str, int | float | str] = dict(self.metrics.mntr_values())
+        out["last_client_response_size"] = self.last_response_size
+        out["min_client_response_size"] = self.min_response_size
+        out["max_client_response_size"] = self.max_response_size
+        return out
 
     def record(self, latency: int) -> None:
         if self.min_latency < 0 or latency < self.min_latency:
@@ -105,10 +86,13 @@ class ServerStats:
         self.latency_count += 1
 
     def reset(self) -> None:
-        # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0.
-        for ns in self.quota_exceeded:
-            self.quota_exceeded[ns] = 0
+        # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0
+        # (the Prometheus provider's resetAllValues does nothing)
+        if not self.metrics.prometheus:
+            for ns in self.quota_exceeded:
+                self.quota_exceeded[ns] = 0
         self.packets_received = self.packets_sent = 0
-        self.summaries.clear()
+        self.last_response_size = self.min_response_size = self.max_response_size = -1
+        self.metrics.reset()
         self.min_latency = -1
         self.max_latency = self.total_latency = self.latency_count = 0

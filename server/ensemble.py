@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -114,6 +115,8 @@ class EnsembleSpec:
     connect_timeout_ms: int = 5000
     #: ``zookeeper.forceSnapshotSync``: a leader syncs every learner by SNAP
     force_snap_sync: bool = False
+    #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
+    ack_logging_frequency: int = 1000
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -137,6 +140,7 @@ class EnsembleSpec:
             listen_on_all_ips=config.quorum_listen_on_all_ips,
             connect_timeout_ms=config.cnx_timeout,
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
+            ack_logging_frequency=config.ack_logging_frequency,
         )
 
     @property
@@ -308,6 +312,8 @@ class QuorumPeer:
         self._served = False
         self._links: dict[int, _Link] = {}
         self._next_link = 0
+        #: when this member last stopped serving (QuorumPeer.unavailableStartTime)
+        self._unavailable_since: int | None = None
 
     # ------------------------------------------------------------------ main loop
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -317,13 +323,29 @@ class QuorumPeer:
             while True:
                 await self._round()
 
+    def _broadcasting(self, now: int) -> None:
+        """``QuorumPeer.setZabState(BROADCAST)``: UNAVAILABLE_TIME since LOOKING began (and
+        LEADER_UNAVAILABLE_TIME on the leader)."""
+        if self._unavailable_since is not None:
+            elapsed = now - self._unavailable_since
+            metrics = self.shell.server_metrics
+            metrics.unavailable_time.add(elapsed)
+            if self.state == "leader":
+                metrics.leader_unavailable_time.add(elapsed)
+            self._unavailable_since = None
+
     def _not_serving(self) -> None:
-        front = FrontEnd(self.core_config, self.replica, NotServing(), ServerStats())
+        stats = ServerStats(metrics=self.shell.server_metrics)
+        front = FrontEnd(self.core_config, self.replica, NotServing(), stats)
         front.serving = False
         self.shell.set_core(front, None)
 
     async def _round(self) -> None:
         self.state = "looking"
+        metrics = self.shell.server_metrics
+        metrics.looking_count += 1  # QuorumPeer.run: case LOOKING
+        if self._unavailable_since is None:
+            self._unavailable_since = self.shell._now()
         self._not_serving()
         # the vote is the last *logged* zxid: everything appended must be durable first
         await self.persistence.durable()
@@ -337,9 +359,13 @@ class QuorumPeer:
             ep.current,
             ep.accepted,
         )
+        start_fle = self.shell._now()
         self.election.look(self.replica.last_zxid, ep.current)
         decision = await self.election.wait_decision()
         leader = decision.vote.leader
+        if not self.spec.observer:
+            # Leader.lead / Follower.followLeader: ELECTION_TIME = end_fle - start_fle
+            metrics.election_time.add(self.shell._now() - start_fle)
         try:
             if decision.state == ElectionState.LEADING:
                 self.state = "leader"
@@ -450,6 +476,7 @@ class QuorumPeer:
             now_ms=self.shell._now(),
             committed_log=list(self._committed_log),
             force_snap=spec.force_snap_sync,
+            ack_logging_frequency=spec.ack_logging_frequency,
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         host, port = spec.members[spec.myid].quorum
@@ -486,6 +513,7 @@ class QuorumPeer:
         link = _Link(0, stream)
         learner.connected(self.shell._now())
         role = self._role = _LearnerRole(self, learner, link)
+        role.sync_started = self.shell._now()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
             nursery.start_soon(role.reader)
@@ -531,6 +559,8 @@ class QuorumPeer:
         for every append before it to be durable and is persisted whole, in order, as before:
         an ACK of NEWLEADER still follows the durability of the txns synced before it."""
         persistence = self.persistence
+        # SyncRequestProcessor.processRequest, for every txn a member logs
+        self.shell.server_metrics.sync_processor_request_queued += len(rd.entries)
         if not (
             rd.accepted_epoch is not None
             or rd.current_epoch is not None
@@ -647,10 +677,18 @@ class _LeaderRole:
                 rd = leader.ready()
                 # Messages never wait for this Ready's persistence (what needs it comes from
                 # advance): PROPOSALs go out while the leader's own fsync runs.
+                metrics = peer.shell.server_metrics
+                # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
+                metrics.proposal_count += len(rd.entries)
                 for s in rd.messages:
                     link = peer._links.get(s.link)
                     if link is None:
                         continue
+                    # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
+                    if s.packet.type == PacketType.SNAP:
+                        metrics.snap_count += 1
+                    elif s.packet.type in (PacketType.DIFF, PacketType.TRUNC):
+                        metrics.diff_count += 1
                     link.send(encode_packet(s.packet))
                     if s.packet.type == PacketType.SNAP:
                         link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
@@ -665,9 +703,19 @@ class _LeaderRole:
                 now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
+                    # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
+                    # creation, when not negative); Leader.commit: COMMIT_COUNT
+                    metrics.commit_count += 1
+                    if wall >= hdr.time:
+                        metrics.quorum_ack_latency.add(wall - hdr.time)
                     if self.sequencer is not None and self.front is not None:
                         self.sequencer.committed(hdr, txn, now)
                         self.front.on_committed(hdr, rc, now)
+                for sid, data in rd.acks:
+                    # Leader.processAck: ACK_LATENCY{key=sid} (Request.logLatency)
+                    made = _txn_time(data)
+                    if made is not None and wall >= made:
+                        metrics.ack_latency.add(str(sid), wall - made)
                 if rd.serving is not None:
                     self._establish(rd.serving, now, wall)
                 seq = self.sequencer
@@ -690,6 +738,7 @@ class _LeaderRole:
                     for sid, timeout in rd.touches:
                         seq.touch(sid, now, timeout)
                     for lk, sid, timeout in rd.revalidate:
+                        metrics.revalidate_count += 1  # LearnerHandler: REVALIDATE
                         owner = sid_of.get(lk, -2 - lk)
                         leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
                 leader.advance(now_ready)
@@ -702,7 +751,7 @@ class _LeaderRole:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""
         peer = self.peer
         peer.replica.tree.last_processed_zxid = zxid
-        stats = ServerStats(started=now)
+        stats = ServerStats(started=now, metrics=peer.shell.server_metrics)
         seq = self.sequencer = Sequencer(
             peer.core_config, peer.replica, self.committer, stats, now, wall
         )
@@ -712,6 +761,7 @@ class _LeaderRole:
         peer.election.update_peer_epoch(epoch_of(zxid))
         self.established_at = now
         peer._served = True
+        peer._broadcasting(now)
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
 
 
@@ -724,6 +774,8 @@ class _LearnerRole:
         self.link = link
         self.path: LearnerWritePath | None = None
         self.front: FrontEnd | None = None
+        #: when the sync with the leader began (its link connected)
+        self.sync_started = 0
 
     async def reader(self) -> None:
         reason = await _read_link(
@@ -743,6 +795,16 @@ class _LearnerRole:
                 rd = learner.ready()
                 for s in rd.messages:
                     self.link.send(encode_packet(s.packet))
+                metrics = peer.shell.server_metrics
+                wall = peer.shell._wall()
+                if self.front is not None and not peer.spec.observer:
+                    # Follower.processPacket PROPOSAL (broadcast phase): the count, and
+                    # PROPOSAL_LATENCY = wall ms since the leader made the txn (if >= 0)
+                    for e in rd.entries:
+                        metrics.learner_proposal_received_count += 1
+                        made = _txn_time(e.data)
+                        if made is not None and wall >= made:
+                            metrics.proposal_latency.add(wall - made)
                 now_ready = await peer.persist(rd)
                 for done in peer.durable_entries():
                     # earlier appends first: their ACKs precede this Ready's (an ACK of
@@ -752,6 +814,11 @@ class _LearnerRole:
                 for e in rd.committed:
                     hdr, _txn, rc = peer.apply(e, None)
                     if self.front is not None:
+                        # COMMIT (INFORM on an observer): LEARNER_COMMIT_RECEIVED_COUNT,
+                        # COMMIT_PROPAGATION_LATENCY (Request.logLatency)
+                        metrics.learner_commit_received_count += 1
+                        if wall >= hdr.time:
+                            metrics.commit_propagation_latency.add(wall - hdr.time)
                         if hdr.type == OpCode.CLOSESESSION and self.path is not None:
                             self.path.session_closed(hdr.clientId)
                         self.front.on_committed(hdr, rc, now)
@@ -773,8 +840,16 @@ class _LearnerRole:
         peer = self.peer
         peer._init_config()  # Learner.syncWithLeader, after every sync
         peer._served = True
+        now = peer.shell._now()
+        # Follower.followLeader / Observer.observeLeader: FOLLOWER_/OBSERVER_SYNC_TIME
+        synced = peer.shell.server_metrics.summary(
+            "observer_sync_time" if peer.spec.observer else "follower_sync_time"
+        )
+        synced.add(now - self.sync_started)
+        peer._broadcasting(now)
         self.path = LearnerWritePath(self.learner, peer.spec.myid, wall)
-        self.front = FrontEnd(peer.core_config, peer.replica, self.path, ServerStats())
+        stats = ServerStats(metrics=peer.shell.server_metrics)
+        self.front = FrontEnd(peer.core_config, peer.replica, self.path, stats)
         peer.shell.set_core(self.front, None)
         peer.election.update_peer_epoch(epoch_of(zxid))
         log.info(
@@ -783,3 +858,13 @@ class _LearnerRole:
             self.learner.sync_mode.value,
             epoch_of(zxid),
         )
+
+
+_TXN_TIME = struct.Struct(">q")
+
+
+def _txn_time(entry: bytes) -> int | None:
+    """The ``time`` of a marshalled txn's TxnHeader (clientId, cxid, zxid, time, type)."""
+    if len(entry) < 28:
+        return None
+    return int(_TXN_TIME.unpack_from(entry, 20)[0])

@@ -56,6 +56,7 @@ import trizk
 
 if TYPE_CHECKING:
     from trizk.server.config import ServerConfig
+    from trizk.server.servermetrics import ServerMetrics
 
 __all__ = [
     "CONNECTION_EXPIRY_INTERVAL_MS",
@@ -75,12 +76,14 @@ __all__ = [
     "allowed",
     "command_name",
     "expiry_bucket",
+    "fd_gauges",
     "is_known",
     "java_double",
     "mntr_values",
     "not_whitelisted",
     "parse_whitelist",
     "process_environment",
+    "prometheus_configured",
     "quorum_conf",
     "respond",
 ]
@@ -381,6 +384,15 @@ class FourLetterView(Protocol):
     def proposal_sizes(self) -> tuple[int, int, int]:
         """The leader's proposal sizes last/min/max (``srvr``/``stat``)."""
 
+    @property
+    def server_metrics(self) -> ServerMetrics | None:
+        """The server's ServerMetrics: the Prometheus provider reads its summaries'
+        quantiles and summary sets (None: every summary idle)."""
+
+    @property
+    def now_ms(self) -> int:
+        """The server's monotonic ms now (the time the summaries' windows are read at)."""
+
 
 @dataclass
 class SimpleView:
@@ -417,6 +429,8 @@ class SimpleView:
     role_metrics: Sequence[tuple[str, str, int | float | str]] = ()
     #: the leader's proposal sizes last/min/max (``BufferStats``; -1 before any proposal)
     proposal_sizes: tuple[int, int, int] = (-1, -1, -1)
+    server_metrics: ServerMetrics | None = None
+    now_ms: int = 0
 
 
 # -- Java formatting helpers ----------------------------------------------------------------
@@ -666,7 +680,7 @@ def mntr_values(
     With the Prometheus metrics provider configured (and ``provider_dump``), the pairs after
     ``version`` and ``server_state`` are that provider's samples (``PrometheusMetricsProvider
     .dump``), as in ZooKeeper; ``provider_dump=False`` always gives the default provider's."""
-    if provider_dump and view.config.metrics_provider.get("className") == _PROMETHEUS:
+    if provider_dump and prometheus_configured(view.config):
         from . import metrics  # metrics builds on this module
 
         settings = metrics.MetricsSettings.from_config(view.config)
@@ -713,6 +727,11 @@ def mntr_values(
         out.extend(after.get(name, ()))
         out.extend(extra.get(name, ()))
     return out
+
+
+def prometheus_configured(config: ServerConfig) -> bool:
+    """``metricsProvider.className`` names ZooKeeper's Prometheus provider."""
+    return config.metrics_provider.get("className") == _PROMETHEUS
 
 
 def _mntr(view: FourLetterView) -> str:
@@ -776,7 +795,24 @@ def respond(word: str, view: FourLetterView, *, tz: tzinfo | None = None) -> byt
     return text.encode()
 
 
-# -- envi values (the one impure helper here: call it from the server shell) ---------------
+# -- process facts (impure helpers: call them from the server shell) ------------------------
+
+
+def fd_gauges() -> dict[str, int]:
+    """``open_file_descriptor_count`` / ``max_file_descriptor_count`` (the JVM's
+    ``UnixOperatingSystemMXBean``: descriptors open, the soft ``RLIMIT_NOFILE``) of this
+    process; Linux ``/proc``, absent elsewhere."""
+    try:
+        import resource  # POSIX only
+
+        open_fds = len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError):
+        return {}
+    return {
+        "open_file_descriptor_count": open_fds,
+        "max_file_descriptor_count": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+    }
+
 
 _JAVA_ARCH = {"x86_64": "amd64", "AMD64": "amd64", "i686": "x86", "i386": "x86", "arm64": "aarch64"}
 

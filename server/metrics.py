@@ -13,7 +13,8 @@ alert rules key on those names, so trizk writes the same families from one table
   suffix (simpleclient 0.9.0 predates OpenMetrics naming);
 * summaries (``getSummary``): quantile 0.5 (``DetailLevel.BASIC``) or 0.5/0.9/0.99
   (``ADVANCED``), then ``_count`` and ``_sum``; summary sets add the label ``key`` before
-  ``quantile``. A summary without observations has NaN quantiles.
+  ``quantile``. The quantiles cover the last 10 minutes (:mod:`trizk.server.quantiles`, fed by
+  :mod:`trizk.server.servermetrics`); a summary without observations there has NaN ones.
 
 Every family is written as simpleclient's ``TextFormat.write004``: ``# HELP name name`` (the
 help text is the name), ``# TYPE``, samples ``name{label="v",} value`` (note the trailing
@@ -46,6 +47,7 @@ import trio
 from ..storage import quota
 from . import admin, fourlw
 from .config import ServerConfig, java_boolean
+from .servermetrics import SUMMARIES
 
 __all__ = [
     "CONTENT_TYPE",
@@ -135,19 +137,25 @@ class MetricsSettings:
 
 
 def prometheus_enabled(config: ServerConfig) -> bool:
-    return config.metrics_provider.get("className") == PROMETHEUS_PROVIDER
+    return fourlw.prometheus_configured(config)
 
 
 # -- families from the view -----------------------------------------------------------------
 
 
 def _summary(
-    name: str, advanced: bool, count: float, total: float, key: str | None
+    name: str,
+    advanced: bool,
+    count: float,
+    total: float,
+    key: str | None,
+    values: Sequence[float] = (),
 ) -> list[tuple[str, Labels, float]]:
     labels: Labels = (("key", key),) if key is not None else ()
     quantiles = ADVANCED_QUANTILES if advanced else BASIC_QUANTILES
+    values = values or [math.nan] * len(quantiles)
     out: list[tuple[str, Labels, float]] = [
-        (name, (*labels, ("quantile", _go(q))), math.nan) for q in quantiles
+        (name, (*labels, ("quantile", _go(q))), v) for q, v in zip(quantiles, values, strict=True)
     ]
     out.append((name + "_count", labels, float(count)))
     out.append((name + "_sum", labels, float(total)))
@@ -184,12 +192,18 @@ def families(view: fourlw.FourLetterView) -> list[Family]:
             for ns, v in _split_namespaced(view.quota_counters, set_name)
         )
         out.append(Family(set_name, "counter", samples))
+    sm = view.server_metrics
     for name, advanced in fourlw.MNTR_SUMMARIES:
         count = float(values.get(f"cnt_{name}", 0))
         total = float(values.get(f"sum_{name}", 0))
-        out.append(Family(name, "summary", tuple(_summary(name, advanced, count, total, None))))
-    for name, _advanced in SUMMARY_SETS:
-        out.append(Family(name, "summary", ()))  # no key observed yet
+        qs = sm.summary(name).quantiles(view.now_ms) if sm and name in SUMMARIES else ()
+        out.append(Family(name, "summary", tuple(_summary(name, advanced, count, total, None, qs))))
+    sets = sm.summary_set_samples(view.now_ms) if sm is not None else {}
+    for name, advanced in SUMMARY_SETS:
+        set_samples: list[tuple[str, Labels, float]] = []
+        for key, qs, count, total in sets.get(name, ()):  # no key observed: no samples
+            set_samples += _summary(name, advanced, count, total, key, qs)
+        out.append(Family(name, "summary", tuple(set_samples)))
     return out
 
 

@@ -70,7 +70,7 @@ from ..storage.replica import Replica
 from ..storage.txnlog import TxnEntry
 from .committer import Proposal
 from .config import ServerConfig, java_boolean
-from .coreconfig import Summary
+from .servermetrics import ServerMetrics
 
 log = logging.getLogger("trizk.server.persistence")
 
@@ -250,8 +250,8 @@ class Persistence:
         self._failure: StorageFailure | None = None
         #: called (in the Trio thread) whenever a sync returns, or the log failed
         self.on_durable: Callable[[], None] = lambda: None
-        #: ServerMetrics summaries of the disk: "fsynctime", "snapshottime" (ms)
-        self.summaries: dict[str, Summary] = {}
+        #: the server's ServerMetrics (fsynctime, snapshottime...); the shell sets its own
+        self.metrics = ServerMetrics()
         #: writing the txn log failed: nothing more is written or synced
         self.failed = False
         self._snapshot_wanted = trio.Event()
@@ -321,9 +321,11 @@ class Persistence:
             if not rec.txns:
                 # ZooKeeper writes snapshot.0 on an empty data dir and refuses to start
                 # later on logs without a snapshot.
+                ts = time.monotonic()
                 path = files.write_snapshot(
                     s.snap_dir, 0, snapshot.serialize(snapshot.initial_content())
                 )
+                self.metrics.snapshottime.add(int((time.monotonic() - ts) * 1000))
                 log.info("empty data directory: wrote %s", path)
         else:
             log.info(
@@ -380,6 +382,14 @@ class Persistence:
         self.replica = replica
         # ZKDatabase.committedLog: the last txns replayed, for a leader's DIFFs
         self._recent = rec.txns[-COMMIT_LOG_COUNT:]
+        # ServerMetrics of FileTxnSnapLog.restore (no txn replay on an empty data dir) and
+        # ZKDatabase.loadDataBase, in ms
+        m = self.metrics
+        m.startup_snap_load_time.add(int((t1 - t0) * 1000))
+        if rec.snapshot is not None or rec.txns:
+            m.startup_txns_loaded.add(res.applied)
+            m.startup_txns_load_time.add(int((t2 - t1) * 1000))
+        m.dbinittime.add(int((t2 - t0) * 1000))
         if rec.txns:
             # Bound the next recovery: snapshot what was replayed once serving.
             self._snapshot_wanted.set()
@@ -553,6 +563,7 @@ class Persistence:
             # a later success would prove nothing (the restart recovers from what is on
             # disk, torn tail cut).
             log.critical("cannot write the txn log (%s); stopping the server", error)
+            self.metrics.unrecoverable_error_count += 1  # ZooKeeperCriticalThread
             self.failed = True
             self._failure = StorageFailure(error.errno, f"txn log write failed: {error}")
             self._failure.__cause__ = error
@@ -560,7 +571,7 @@ class Persistence:
             self._synced = seq
             self.syncs += 1
             # ServerMetrics.FSYNC_TIME (ms)
-            self.summaries.setdefault("fsynctime", Summary()).add(ms)
+            self.metrics.fsynctime.add(ms)
         self._kick.set()
         progress, self._progress = self._progress, trio.Event()
         progress.set()
@@ -632,9 +643,7 @@ class Persistence:
             path, size = await trio.to_thread.run_sync(self._write_snapshot, fs)
             self.snapshots_taken += 1
             # ServerMetrics.SNAPSHOT_TIME (ms)
-            self.summaries.setdefault("snapshottime", Summary()).add(
-                int((time.monotonic() - t0) * 1000)
-            )
+            self.metrics.snapshottime.add(int((time.monotonic() - t0) * 1000))
             self.last_snapshot = path
             log.info(
                 "snapshot %s: %d znodes, %d bytes in %.3f s",

@@ -235,8 +235,10 @@ class Poller:
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b""
+            data = None
         if not data:
+            # NIOServerCnxn.handleFailedRead: the client closed its end (EOF, not an error)
+            peer.core.stats.metrics.connection_drop_count += data is not None
             conn.close(conn.close_reason or "client closed the connection")
             self.flush(peer)
             return

@@ -67,6 +67,7 @@ from ..storage.paths import InvalidPath, validate_path
 from ..storage.quota import StatsTrack, limit_path, stat_path, top_namespace
 from ..storage.snapshot import calculate_digest
 from . import acl as aclmod
+from .coreconfig import ServerStats
 
 log = logging.getLogger("trizk.server")
 
@@ -142,8 +143,10 @@ class ChangeRecord:
 class PendingChanges:
     """The one pending-changes view over the committed tree."""
 
-    def __init__(self, tree: DataTree) -> None:
+    def __init__(self, tree: DataTree, stats: ServerStats | None = None) -> None:
         self.tree = tree
+        #: where ``outstanding_changes_queued/removed`` and digest mismatches are counted
+        self.stats = stats if stats is not None else ServerStats()
         self.by_path: dict[str, ChangeRecord] = {}
         self.ordered: list[ChangeRecord] = []
         self._digest = tree.digest
@@ -196,6 +199,8 @@ class PendingChanges:
         self._digest += new - old
         self.ordered.append(rec)
         self.by_path[path] = rec
+        # PrepRequestProcessor.addChangeRecord (also for records a failed multi rolls back)
+        self.stats.metrics.outstanding_changes_queued += 1
 
     def mark(self) -> tuple[int, dict[str, ChangeRecord], int]:
         return len(self.ordered), dict(self.by_path), self._digest
@@ -217,6 +222,8 @@ class PendingChanges:
             i += 1
         if i:
             del ordered[:i]
+            # ZooKeeperServer.processTxn removes them from outstandingChanges one by one
+            self.stats.metrics.outstanding_changes_removed += i
         if not ordered and self._digest != self.tree.digest:
             # Every prepared change is applied: both must agree (ZooKeeper would log
             # "Digests are not matching"). Resync so one bad txn does not taint the rest.
@@ -227,6 +234,7 @@ class PendingChanges:
                 zxid,
             )
             self.digest_mismatches += 1
+            self.stats.metrics.digest_mismatches_count += 1  # DataTree.compareDigest
             self._digest = self.tree.digest
 
 

@@ -39,6 +39,7 @@ from ..jute.codes import (
 from ..storage.datatree import DataNode, DataTree
 from . import acl as aclmod
 from .requests import parse_multi, run_multi_read
+from .servermetrics import STAT_OVERHEAD_BYTES, SummarySet
 from .watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager, WatchTable
 
 
@@ -55,6 +56,14 @@ class ReadContext:
     auth: list[tuple[str, str]]
     #: watch events to deliver to this connection before the reply: (type, path)
     events: list[tuple[EventType, str]] = field(default_factory=list)
+    #: the server's ``read_per_namespace`` (DataTree.updateReadStat), if measured
+    read_stats: SummarySet | None = None
+
+
+def _read_stat(ctx: ReadContext, path: str, size: int) -> None:
+    """``DataTree.updateReadStat``: path + bytes read + the Stat's fixed size, by namespace."""
+    if ctx.read_stats is not None:
+        ctx.read_stats.add_path(path, len(path) + size + STAT_OVERHEAD_BYTES)
 
 
 def _null(path: str | None) -> str:
@@ -82,6 +91,7 @@ def read_exists(req: Any, ctx: ReadContext) -> r.Record:
     if req.watch:
         ctx.watches.data.add(path, ctx.watcher)
     n = _node(ctx, path)
+    _read_stat(ctx, path, 0)  # statNode
     return r.ExistsResponse(n.stat())
 
 
@@ -90,6 +100,7 @@ def read_get_data(req: Any, ctx: ReadContext) -> r.Record:
     _check(ctx, n, Perms.READ)
     if req.watch:
         ctx.watches.data.add(req.path, ctx.watcher)
+    _read_stat(ctx, req.path, len(n.data) if n.data else 0)
     return r.GetDataResponse(n.data, n.stat())
 
 
@@ -98,7 +109,9 @@ def read_get_children(req: Any, ctx: ReadContext) -> r.Record:
     _check(ctx, n, Perms.READ)
     if req.watch:
         ctx.watches.child.add(req.path, ctx.watcher)
-    return r.GetChildrenResponse(tuple(n.child_names()))
+    names = tuple(n.child_names())
+    _read_stat(ctx, req.path, sum(map(len, names)))
+    return r.GetChildrenResponse(names)
 
 
 def read_get_children2(req: Any, ctx: ReadContext) -> r.Record:
@@ -106,7 +119,9 @@ def read_get_children2(req: Any, ctx: ReadContext) -> r.Record:
     _check(ctx, n, Perms.READ)
     if req.watch:
         ctx.watches.child.add(req.path, ctx.watcher)
-    return r.GetChildren2Response(tuple(n.child_names()), n.stat())
+    names = tuple(n.child_names())
+    _read_stat(ctx, req.path, sum(map(len, names)))
+    return r.GetChildren2Response(names, n.stat())
 
 
 def read_get_acl(req: Any, ctx: ReadContext) -> r.Record:

@@ -83,7 +83,7 @@ class Sequencer:
         self.replica = replica
         self.committer = committer
         self.stats = stats
-        self.pending = PendingChanges(replica.tree)
+        self.pending = PendingChanges(replica.tree, stats)
         self.sessions = SessionTracker(
             config.tick_time, now, initial_session_id(wall, config.server_id)
         )
@@ -123,6 +123,7 @@ class Sequencer:
         on a packet too short for its header."""
         sid, cxid, op = _REQUEST.unpack_from(data)
         body = data[_REQUEST.size :]
+        self.stats.metrics.prep_processor_request_queued += 1  # LeaderRequestProcessor → Prep
         if op == OpCode.CREATESESSION:
             (timeout,) = _TIMEOUT.unpack_from(body)
             self.create_session_with_id(sid, timeout, now, wall, owner)
@@ -155,6 +156,7 @@ class Sequencer:
         """Expire sessions whose time has come: each gets a closeSession txn."""
         for s in self.sessions.expired(now):
             log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
+            self.stats.metrics.stale_sessions_expired += 1  # SessionTrackerImpl.run
             self._close_expired(s.id, wall)
 
     def expire(self, session_id: int, wall: int) -> bool:
@@ -165,10 +167,12 @@ class Sequencer:
             return False
         s.closing = True
         log.info("Expiring session 0x%x on request", s.id)
+        self.stats.metrics.stale_sessions_expired += 1
         self._close_expired(s.id, wall)
         return True
 
     def _close_expired(self, session_id: int, wall: int) -> None:
+        self.stats.metrics.prep_processor_request_queued += 1  # the closeSession request
         ctx = PrepContext(session_id, self.last_zxid + 1, wall, [])
         txn_type, txn = prep_close_session(self.pending, ctx)
         self._propose(session_id, 0, txn_type, txn, wall)
@@ -225,6 +229,7 @@ class Sequencer:
 
     def delete_container(self, path: str, wall: int) -> None:
         """ContainerManager's internal deleteContainer request (session 0, cxid 0)."""
+        self.stats.metrics.prep_processor_request_queued += 1
         ctx = PrepContext(0, self.last_zxid + 1, wall, [], self.config.extended_types)
         txn_type: int
         txn: r.Record | None

@@ -37,6 +37,8 @@ class Standalone:
         self.stats = ServerStats(started=now)
         self.sequencer = Sequencer(config, replica, committer, self.stats, now, wall)
         self.front = FrontEnd(config, replica, self.sequencer, self.stats)
+        # standalone ZooKeeper: every request passes the SyncRequestProcessor
+        self.front.counts_sync = True
 
     def commit(self, batch: Sequence[Proposal], now: int) -> None:
         """The committer's sink: apply ``batch`` (committed, in zxid order) and answer it."""

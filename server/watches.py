@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from ..jute.codes import EventType
 from ..storage.datatree import CHILD, DATA, Trigger
+from .coreconfig import ServerStats
 
 W = TypeVar("W", bound=Hashable)
 
@@ -32,9 +33,10 @@ PERSISTENT_RECURSIVE = 2
 class WatchTable:
     """path -> {watcher: mode}, with the reverse index watcher -> paths."""
 
-    __slots__ = ("by_path", "by_watcher", "null_modes", "recursive_count")
+    __slots__ = ("by_path", "by_watcher", "found", "null_modes", "recursive_count")
 
     def __init__(self) -> None:
+        self.found = 0  # watchers the last trigger found
         self.by_path: dict[str, dict[Hashable, int]] = {}
         self.by_watcher: dict[Hashable, set[str]] = {}
         self.recursive_count = 0
@@ -111,9 +113,20 @@ class WatchTable:
                     for w, mode in d.items():
                         if mode == PERSISTENT_RECURSIVE and event != EventType.NODECHILDRENCHANGED:
                             out.add(w)
+        #: watchers found, suppressed ones included (WatchManager.triggerWatch's metric)
+        self.found = len(out)
         if suppress:
             out -= suppress
         return out
+
+
+#: ServerMetrics summary per event type (WatchManager.triggerWatch)
+_WATCH_COUNT: dict[EventType, str] = {
+    EventType.NODECREATED: "node_created_watch_count",
+    EventType.NODEDELETED: "node_deleted_watch_count",
+    EventType.NODEDATACHANGED: "node_changed_watch_count",
+    EventType.NODECHILDRENCHANGED: "node_children_watch_count",
+}
 
 
 class WatchManager:
@@ -122,6 +135,8 @@ class WatchManager:
     def __init__(self) -> None:
         self.data = WatchTable()
         self.child = WatchTable()
+        #: where the ``node_*_watch_count`` summaries are (the front end sets its own)
+        self.stats: ServerStats | None = None
 
     def fire(self, triggers: Iterable[Trigger]) -> list[tuple[Hashable, Trigger]]:
         """(watcher, trigger) for each notification, in ZooKeeper's order. The caller delivers
@@ -132,10 +147,19 @@ class WatchManager:
             if t.tables & DATA:
                 seen = self.data.trigger(t.path, t.event, None)
                 out.extend((w, t) for w in seen)
+                self._count(t.event, self.data.found)
             if t.tables & CHILD:
                 ws = self.child.trigger(t.path, t.event, seen)
                 out.extend((w, t) for w in ws)
+                self._count(t.event, self.child.found)
         return out
+
+    def _count(self, event: EventType, found: int) -> None:
+        """``NODE_*_WATCHER.add(watchers.size())`` of a triggerWatch that found watchers."""
+        if found and self.stats is not None:
+            name = _WATCH_COUNT.get(event)
+            if name is not None:
+                self.stats.metrics.summary(name).add(found)
 
     def remove_watcher(self, watcher: Hashable) -> None:
         self.data.remove_watcher(watcher)

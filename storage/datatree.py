@@ -223,6 +223,8 @@ class Trigger:
     event: EventType
     tables: int
     acl: tuple[r.ACL, ...] = ()
+    #: bytes of data written (created or set): the server's ``write_per_namespace`` metric
+    size: int = 0
 
 
 @dataclass(slots=True)
@@ -525,7 +527,7 @@ class DataTree:
         if prefix is not None:
             self._update_quota_stat(prefix, size, 1)
         if rc is not None:
-            rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA, node.acl))
+            rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA, node.acl, size))
             rc.triggers.append(
                 Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD, parent.acl)
             )
@@ -611,7 +613,9 @@ class DataTree:
         if prefix is not None:
             self._update_quota_stat(prefix, diff, 0)
         rc.stat = node.stat()
-        rc.triggers.append(Trigger(txn.path, EventType.NODEDATACHANGED, DATA, node.acl))
+        rc.triggers.append(
+            Trigger(txn.path, EventType.NODEDATACHANGED, DATA, node.acl, len(txn.data or b""))
+        )
 
     def _set_acl(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
         rc.path = txn.path

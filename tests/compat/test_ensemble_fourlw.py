@@ -11,8 +11,12 @@ ZooKeeper's per-learner summary sets (``zk_*_<sid>_learner_handler_qp_*``) and
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
 
+from tests.ensemble_helpers import client
 from trizk.compat.ensemble import ProcessEnsemble, four_letter
 from trizk.compat.servers import zookeeper_available
 
@@ -30,6 +34,17 @@ _ROLE_KEYS = (
     "zk_synced_non_voting_followers", "zk_synced_observers", "zk_learners", "zk_pending_syncs",
     "zk_min_proposal_size", "zk_max_proposal_size", "zk_last_proposal_size",
 )  # fmt: skip
+#: ServerMetrics a follower moves for every txn of the ensemble (Follower.processPacket,
+#: SyncRequestProcessor): over the same writes, the same amounts on followers of both kinds
+#: (compared as deltas: wait_leader may have restarted a member, resetting its counters)
+_LEARNER_COUNTS = (
+    "zk_learner_proposal_received_count", "zk_learner_commit_received_count",
+    "zk_cnt_proposal_latency", "zk_cnt_commit_propagation_latency",
+    "zk_sync_processor_request_queued", "zk_proposal_count", "zk_commit_count",
+    "zk_prep_processor_request_queued", "zk_outstanding_changes_queued",
+)  # fmt: skip
+#: once per election / sync: at least once on every member
+_ONCE_PER_ROLE = ("zk_looking_count", "zk_cnt_election_time", "zk_cnt_unavailable_time")
 
 
 def _mntr(port: int) -> tuple[list[str], dict[str, str]]:
@@ -59,30 +74,77 @@ def test_fourlw_of_each_role_as_zookeeper(kinds: dict[int, str]) -> None:
         modes = ens.wait_leader(3)
         assert modes == {1: "follower", 2: "follower", 3: "leader"}
         zk_f, tz_f = (1, 2) if kinds[1] == "zookeeper" else (2, 1)
-        # followers of both kinds, same ensemble: same keys, same order, same role values
-        for a, b in [(zk_f, tz_f)]:
-            ka, va = _mntr(ens.port(a))
-            kb, vb = _mntr(ens.port(b))
-            assert kb == ka
-            assert [vb.get(k) for k in _ROLE_KEYS] == [va.get(k) for k in _ROLE_KEYS]
-            assert _conf(ens.port(b)) == _conf(ens.port(a))
-        # the leader against ZooKeeper's leader keys (captured in the other orientation,
-        # so compare the leader's key order with a follower's plus the leader-only gauges)
-        kl, vl = _mntr(ens.port(3))
-        assert vl["zk_server_state"] == "leader"
-        assert vl["zk_peer_state"] == "leading - broadcast"
-        assert vl["zk_synced_followers"] == "2" and vl["zk_learners"] == "2"
-        kf, _ = _mntr(ens.port(zk_f))
-        assert [k for k in kl if k in kf] == kf  # the follower's keys, in the same order
-        srvr = four_letter(ens.port(3), "srvr")
-        assert "Mode: leader\n" in srvr
-        assert "Proposal sizes last/min/max: " in srvr
-        for s in (1, 2):
-            assert "Proposal sizes" not in four_letter(ens.port(s), "srvr")
-        # conf: serverId, quorum settings and the membership, as ZooKeeper prints them
-        conf = four_letter(ens.port(tz_f), "conf")
-        assert f"serverId={tz_f}\n" in conf and "membership: \n" in conf
-        assert conf.rstrip().endswith("version=0")
+        with _writes(ens) as before:
+            _compare_roles(ens, zk_f, tz_f, before)
+
+
+def _moved(before: dict[str, str], after: dict[str, str], keys: tuple[str, ...]) -> list[int]:
+    return [int(after[k]) - int(before[k]) for k in keys]
+
+
+def _compare_roles(
+    ens: ProcessEnsemble, zk_f: int, tz_f: int, before: dict[int, dict[str, str]]
+) -> None:
+    """Each member's answers against ZooKeeper's for the same role."""
+    # followers of both kinds, same ensemble: same keys, same order, same role values
+    for a, b in [(zk_f, tz_f)]:
+        ka, va = _mntr(ens.port(a))
+        kb, vb = _mntr(ens.port(b))
+        assert kb == ka
+        assert [vb.get(k) for k in _ROLE_KEYS] == [va.get(k) for k in _ROLE_KEYS]
+        moved = _moved(before[a], va, _LEARNER_COUNTS)
+        assert _moved(before[b], vb, _LEARNER_COUNTS) == moved
+        assert moved[0] == moved[1] >= 7  # 5 creates, a session opened and closed
+        for v in (va, vb):
+            assert all(int(v[k]) >= 1 for k in (*_ONCE_PER_ROLE, "zk_cnt_follower_sync_time"))
+        assert _conf(ens.port(b)) == _conf(ens.port(a))
+    # the leader against ZooKeeper's leader keys (captured in the other orientation,
+    # so compare the leader's key order with a follower's plus the leader-only gauges)
+    kl, vl = _mntr(ens.port(3))
+    assert vl["zk_server_state"] == "leader"
+    assert vl["zk_peer_state"] == "leading - broadcast"
+    assert vl["zk_synced_followers"] == "2" and vl["zk_learners"] == "2"
+    # Leader.propose / commit / tryToCommit: once per txn, as the followers received them
+    counts = ("zk_proposal_count", "zk_commit_count", "zk_cnt_quorum_ack_latency")
+    assert _moved(before[3], vl, counts) == [moved[0]] * 3
+    assert all(int(vl[k]) >= 1 for k in (*_ONCE_PER_ROLE, "zk_cnt_leader_unavailable_time"))
+    kf, _ = _mntr(ens.port(zk_f))
+    assert [k for k in kl if k in kf] == kf  # the follower's keys, in the same order
+    srvr = four_letter(ens.port(3), "srvr")
+    assert "Mode: leader\n" in srvr
+    assert "Proposal sizes last/min/max: " in srvr
+    for s in (1, 2):
+        assert "Proposal sizes" not in four_letter(ens.port(s), "srvr")
+    # conf: serverId, quorum settings and the membership, as ZooKeeper prints them
+    conf = four_letter(ens.port(tz_f), "conf")
+    assert f"serverId={tz_f}\n" in conf and "membership: \n" in conf
+    assert conf.rstrip().endswith("version=0")
+
+
+@contextlib.contextmanager
+def _writes(ens: ProcessEnsemble) -> Iterator[dict[int, dict[str, str]]]:
+    """A session on each follower (synced: every member has applied the same txns), every
+    member's mntr, five creates through the leader in a session of its own, then a sync
+    through each follower; yields the mntr values taken before the writes."""
+    followers = [client(ens.hosts([sid])) for sid in (1, 2)]
+    try:
+        for zf in followers:
+            zf.sync("/")
+        before = {sid: _mntr(ens.port(sid))[1] for sid in (1, 2, 3)}
+        zk = client(ens.hosts([3]))
+        try:
+            for i in range(5):
+                zk.create(f"/m{i}", b"x")
+        finally:
+            zk.stop()
+            zk.close()
+        for zf in followers:
+            zf.sync("/")
+        yield before
+    finally:
+        for zf in followers:
+            zf.stop()
+            zf.close()
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,12 @@ values equal to what mntr (the same statistics) prints in the same state."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
 
 from kazoo.client import KazooClient
 
@@ -61,15 +63,22 @@ def _fourlw(srv: servers.Server, word: str) -> str:
     return out.decode()
 
 
-def test_metrics_families_are_zookeepers() -> None:
+@contextlib.contextmanager
+def prometheus_trizk(extra: dict[str, str]) -> Iterator[tuple[servers.Server, int]]:
+    """A trizk process with the Prometheus provider on a free loopback port: (server, port)."""
     port = servers.free_port()
     cfg = {
         "metricsProvider.className": metrics.PROMETHEUS_PROVIDER,
         "metricsProvider.httpHost": "127.0.0.1",
         "metricsProvider.httpPort": str(port),
-        "enforceQuota": "true",
+        **extra,
     }
     with servers.running("trizk", cfg) as srv:
+        yield srv, port
+
+
+def test_metrics_families_are_zookeepers() -> None:
+    with prometheus_trizk({"enforceQuota": "true"}) as (srv, port):
         zk = KazooClient(hosts=srv.address, timeout=10)
         zk.start(timeout=20)
         try:

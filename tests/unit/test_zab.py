@@ -204,6 +204,20 @@ def test_broadcast_proposal_ack_commit_inform() -> None:
     assert kinds(net.sides[4].sent) == ["OBSERVERINFO", "ACKEPOCH", "ACK", "ACK"]
 
 
+def test_leader_samples_acks_of_outstanding_proposals() -> None:
+    # Leader.processAck: ACK_LATENCY for zxids divisible by ackLoggingFrequency, while the
+    # proposal is outstanding (the ACK after its commit is not sampled)
+    net = established(3)
+    net.leader.ack_logging_frequency = 2
+    z = make_zxid(1, 1)  # odd
+    assert net.leader.propose(z, b"txn1")
+    assert net.leader.propose(z + 1, b"txn2")
+    net.pump()
+    sampled = [a for rd in net.sides[1].ready for a in rd.acks]
+    assert [data for _, data in sampled] == [b"txn2", b"txn2"]
+    assert sampled[0][0] == 1 and sampled[1][0] in (2, 3)  # its own, then a quorum's worth
+
+
 def test_learner_acks_only_after_its_log_is_durable() -> None:
     net = established(3)
     net.hold = {2, 3}

@@ -12,6 +12,7 @@ import datetime
 import ipaddress
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,6 +261,14 @@ def test_need_refuses_missing_and_untrusted_certificates(
 ) -> None:
     assert _refused(_tls_socket(tls_server, pki, None, None))
     assert _refused(_tls_socket(tls_server, pki, pki.rogue_cert, pki.rogue_key))
+    # NettyServerCnxnFactory: each failed handshake is an auth failure and an unsuccessful
+    # handshake (counted as the server drops the connection: a bounded wait for it)
+    assert tls_server.server is not None
+    m = tls_server.server.server_metrics
+    deadline = time.monotonic() + 10
+    while tls_server.call(lambda: m.unsuccessful_handshake) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling interval of a bounded wait
+    assert tls_server.call(lambda: (m.unsuccessful_handshake, m.auth_failed_count)) == (2, 2)
     # the server is still fine for a good client
     zk = _kazoo_tls(tls_server, pki)
     try:
