@@ -50,7 +50,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # SNAP payload grammar read back by trizk.storage.snapshot
     "3+1-wire": {"voters": 3, "observers": 1, "duration_ms": 20_000, "wire": True},
 }
-CI_SEEDS = {"3+1": 600, "5+1": 250, "3-power": 600, "3+1-anyleader": 300, "3+1-wire": 150}
+CI_SEEDS = {"3+1": 100, "5+1": 60, "3-power": 300, "3+1-anyleader": 80, "3+1-wire": 25}
 
 #: (config, seed) pairs that once failed; kept as regression tests.
 REGRESSIONS: list[tuple[str, int]] = [
