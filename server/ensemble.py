@@ -31,6 +31,11 @@ every client connection is closed and the member is LOOKING again.
 
 Bounds: each quorum link's unsent output is capped (:data:`LINK_OUTPUT_LIMIT`); the packet and
 snapshot decoders cap what a peer can make us buffer; a peer that sends garbage loses its link.
+Learners' REQUESTs enter the leader's sequencer only while fewer than the leader's
+globalOutstandingLimit (:func:`leader_outstanding_limit`) of their proposals are outstanding
+(the leader's own clients have their throttle in the front end); the others wait in arrival
+order, and a learner with too many waiting loses its link (the caps are the
+Leader machine's, see :mod:`trizk.quorum.leader`).
 """
 
 from __future__ import annotations
@@ -558,6 +563,13 @@ class QuorumPeer:
         return hdr, txn, self.replica.apply(hdr, txn)
 
 
+def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
+    """``LeaderZooKeeperServer.getGlobalOutstandingLimit``: the limit shared by the followers,
+    divided by (voters - 1) in ensembles of more than two voters."""
+    divisor = voters - 1 if voters > 2 else 1
+    return max(global_outstanding_limit // divisor, 1)
+
+
 class _LeaderRole:
     """LEADING: quorum-port links, the pump, the sequencer once established."""
 
@@ -568,6 +580,13 @@ class _LeaderRole:
         self.sequencer: Sequencer | None = None
         self.front: FrontEnd | None = None
         self.established_at: int | None = None
+        #: learners' REQUESTs waiting for the sequencer, in arrival order: (link, packet)
+        self.waiting: deque[tuple[int, r.QuorumPacket]] = deque()
+        #: zxids proposed for learners' REQUESTs and not yet committed
+        self.learner_zxids: set[int] = set()
+        self.outstanding_limit = leader_outstanding_limit(
+            peer.core_config.global_outstanding_limit, len(peer.spec.voters)
+        )
 
     async def accept(self, stream: trio.SocketStream) -> None:
         peer = self.peer
@@ -617,6 +636,7 @@ class _LeaderRole:
                 now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
+                    self.learner_zxids.discard(hdr.zxid)
                     if self.sequencer is not None and self.front is not None:
                         self.sequencer.committed(hdr, txn, now)
                         self.front.on_committed(hdr, rc, now)
@@ -626,19 +646,8 @@ class _LeaderRole:
                 if seq is not None:
                     # requests and sessions are owned by the learner they came through
                     sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
-                    for lk, qp in rd.requests:
-                        try:
-                            op = seq.submit_learner_request(
-                                qp.data or b"", qp.authinfo, now, wall, sid_of.get(lk, -2 - lk)
-                            )
-                        except Exception as e:  # a bad REQUEST costs its link only
-                            log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
-                            link = peer._links.get(lk)
-                            if link is not None:
-                                link.close()
-                            continue
-                        if op == OpCode.SYNC:
-                            leader.process_sync(lk)
+                    self.waiting.extend(rd.requests)
+                    self._feed(seq, sid_of, now, wall)
                     for sid, timeout in rd.touches:
                         seq.touch(sid, now, timeout)
                     for lk, sid, timeout in rd.revalidate:
@@ -649,6 +658,29 @@ class _LeaderRole:
                 if rd.role is not None:
                     return rd.role.reason
             await peer._wait_kick()
+
+    def _feed(self, seq: Sequencer, sid_of: dict[int, int], now: int, wall: int) -> None:
+        """Learners' waiting REQUESTs into the sequencer, oldest first, while fewer than the
+        leader's globalOutstandingLimit of their proposals are outstanding."""
+        leader, waiting, proposed = self.leader, self.waiting, self.learner_zxids
+        while waiting and len(proposed) < self.outstanding_limit:
+            lk, qp = waiting.popleft()
+            leader.request_done(lk, qp)
+            last = seq.last_zxid
+            try:
+                op = seq.submit_learner_request(
+                    qp.data or b"", qp.authinfo, now, wall, sid_of.get(lk, -2 - lk)
+                )
+            except Exception as e:  # a bad REQUEST costs its link only
+                log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
+                link = self.peer._links.get(lk)
+                if link is not None:
+                    link.close()
+                continue
+            if seq.last_zxid != last:
+                proposed.add(seq.last_zxid)
+            if op == OpCode.SYNC:
+                leader.process_sync(lk)
 
     def _establish(self, zxid: int, now: int, wall: int) -> None:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -29,8 +30,10 @@ TIMING = Timing(tick_ms=100, init_limit=20, sync_limit=10)
 
 
 class Ensemble:
-    def __init__(self, tmp: Path, n: int, observers: int = 0) -> None:
+    def __init__(self, tmp: Path, n: int, observers: int = 0, **keys: Any) -> None:
         self.tmp = tmp
+        #: more zoo.cfg keys for every member
+        self.keys = keys
         ids = range(1, n + observers + 1)
         self.members = {
             i: Member(i, ("127.0.0.1", free_port()), ("127.0.0.1", free_port()), observer=i > n)
@@ -42,7 +45,9 @@ class Ensemble:
             self.start(i)
 
     def start(self, i: int) -> None:
-        cfg = make_config(self.tmp / f"m{i}", tickTime=TIMING.tick_ms, clientPort=self.ports[i])
+        cfg = make_config(
+            self.tmp / f"m{i}", tickTime=TIMING.tick_ms, clientPort=self.ports[i], **self.keys
+        )
         self.servers[i] = ThreadedServer(cfg, EnsembleSpec(i, self.members, TIMING)).start()
 
     def stop(self, i: int) -> None:

@@ -622,6 +622,7 @@ class Sim:
             return
         now = n.clock(self.now)
         op = n.seq.submit_learner_request(qp.data, qp.authinfo, now, now, conn.learner)
+        m.request_done(link, qp)
         if op == OpCode.SYNC:
             self.sync_targets.setdefault(link, deque()).append(m.last_proposed)
             m.process_sync(link)
