@@ -68,11 +68,13 @@ from ..quorum.zabwire import (
 )
 from ..storage import epochs as epochfiles
 from ..storage import treeio, txnlog
+from ..storage.javahash import JavaHashSet
 from ..storage.replica import Replica
 from ..storage.txnlog import TxnEntry
+from . import fourlw
 from .committer import Proposal
 from .core import FrontEnd
-from .coreconfig import CoreConfig, ServerStats
+from .coreconfig import CoreConfig, ServerStats, Summary
 from .learner import LearnerWritePath
 from .persistence import COMMIT_LOG_COUNT
 from .sequencer import Sequencer
@@ -183,6 +185,50 @@ class ZabCommitter:
         self.kick()
 
 
+#: ``LearnerHandler.markerPacketInterval``: every so many queued packets a marker measures
+#: the queue's latency
+MARKER_PACKET_INTERVAL = 1000
+#: packets a LearnerHandler writes to the socket itself, outside its queue
+_UNQUEUED = frozenset({PacketType.LEADERINFO, PacketType.SNAP})
+#: packets it adds to the queue without ``queuePacket`` (no marker counting)
+_UNMARKED = frozenset({PacketType.NEWLEADER, PacketType.UPTODATE})
+
+
+class QueueMeter:
+    """One learner handler's ``queuedPackets`` as ZooKeeper 3.8 measures it (pure).
+
+    ``LearnerHandler.sendPackets`` adds, for every item it takes from the queue, the queue's
+    remaining size to ``LEARNER_HANDLER_QP_SIZE`` (summary set ``learner_handler_qp_size``,
+    key = the learner's sid); ``queuePacket`` puts a marker after every
+    :data:`MARKER_PACKET_INTERVAL`-th packet (the first included), and taking a marker adds its
+    time in the queue (ms) to ``LEARNER_HANDLER_QP_TIME`` (``learner_handler_qp_time_ms``).
+    Here the queue is the link's unsent output; the writer takes it whole."""
+
+    def __init__(self, sizes: Summary, times: Summary) -> None:
+        self.sizes = sizes
+        self.times = times
+        #: queued items: None a packet, an int a marker (the time it was queued)
+        self.items: deque[int | None] = deque()
+        self.counter = 0
+
+    def queued(self, ptype: int, now: int) -> None:
+        if ptype in _UNQUEUED:
+            return
+        self.items.append(None)
+        if ptype not in _UNMARKED:
+            if self.counter % MARKER_PACKET_INTERVAL == 0:
+                self.items.append(now)
+            self.counter += 1
+
+    def taken(self, now: int) -> None:
+        items = self.items
+        while items:
+            item = items.popleft()
+            self.sizes.add(len(items))
+            if item is not None:
+                self.times.add(now - item)
+
+
 class _Link:
     """A quorum-port connection's output: packets queued by the pump, sent by one task."""
 
@@ -192,6 +238,9 @@ class _Link:
         self.out = bytearray()
         self.ready = trio.Event()
         self.closed = False
+        #: the leader's measure of this learner's queue (once its sid is known)
+        self.meter: QueueMeter | None = None
+        self.now: Callable[[], int] | None = None
 
     def send(self, data: bytes) -> None:
         if self.closed:
@@ -212,6 +261,8 @@ class _Link:
                 if self.out:
                     data = bytes(self.out)
                     self.out.clear()
+                    if self.meter is not None and self.now is not None:
+                        self.meter.taken(self.now())
                     await self.stream.send_all(data)
                     continue
                 if self.closed:
@@ -308,6 +359,10 @@ class QuorumPeer:
         self._served = False
         self._links: dict[int, _Link] = {}
         self._next_link = 0
+        #: ServerMetrics' LEARNER_HANDLER_QP_SIZE / _QP_TIME summary sets, by learner sid (as
+        #: ZooKeeper's, process-wide: they outlive the role that measured them)
+        self.qp_sizes: dict[str, Summary] = {}
+        self.qp_times: dict[str, Summary] = {}
 
     # ------------------------------------------------------------------ main loop
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -403,6 +458,7 @@ class QuorumPeer:
             ("peer_state", "server_state", f"{state} - {zab}"),
             ("quorum_size", "non_mtls_local_conn_count", len(self.spec.voters)),
         ]
+        out += self._queue_summaries()
         role = self._role
         if isinstance(role, _LeaderRole) and role.established_at is not None:
             learners = role.leader.learners()
@@ -425,6 +481,27 @@ class QuorumPeer:
                 ("learners", "outstanding_tls_handshake", len(learners)),
             ]
         return out
+
+    def _queue_summaries(self) -> list[tuple[str, str, int | float | str]]:
+        """The ``learner_handler_qp`` summary sets, after every other mntr line as in
+        ZooKeeper (keys in ConcurrentHashMap order; ``write_per_namespace``, which ZooKeeper
+        prints between the two sets, is not measured here)."""
+        last = fourlw.last_mntr_name()
+        out: list[tuple[str, str, int | float | str]] = []
+        for name, table, percentiles in (
+            ("learner_handler_qp_size", self.qp_sizes, False),
+            ("learner_handler_qp_time_ms", self.qp_times, True),
+        ):
+            for key in JavaHashSet(16, table):
+                for k, v in table[key].values(f"{key}_{name}", percentiles).items():
+                    out.append((k, last, v))
+        return out
+
+    def queue_meter(self, sid: int) -> QueueMeter:
+        key = str(sid)
+        return QueueMeter(
+            self.qp_sizes.setdefault(key, Summary()), self.qp_times.setdefault(key, Summary())
+        )
 
     def proposal_sizes(self) -> tuple[int, int, int]:
         role = self._role
@@ -620,10 +697,17 @@ class _LeaderRole:
                 rd = leader.ready()
                 # Messages never wait for this Ready's persistence (what needs it comes from
                 # advance): PROPOSALs go out while the leader's own fsync runs.
+                now = peer.shell._now()
                 for s in rd.messages:
                     link = peer._links.get(s.link)
                     if link is None:
                         continue
+                    if link.meter is None:
+                        sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
+                        if sid > 0:
+                            link.meter, link.now = peer.queue_meter(sid), peer.shell._now
+                    if link.meter is not None:
+                        link.meter.queued(s.packet.type, now)
                     link.send(encode_packet(s.packet))
                     if s.packet.type == PacketType.SNAP:
                         link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))

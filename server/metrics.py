@@ -188,9 +188,24 @@ def families(view: fourlw.FourLetterView) -> list[Family]:
         count = float(values.get(f"cnt_{name}", 0))
         total = float(values.get(f"sum_{name}", 0))
         out.append(Family(name, "summary", tuple(_summary(name, advanced, count, total, None))))
-    for name, _advanced in SUMMARY_SETS:
-        out.append(Family(name, "summary", ()))  # no key observed yet
+    for name, advanced in SUMMARY_SETS:
+        # the keys observed so far (a leader's learner_handler_qp sets: one per learner sid)
+        samples: list[tuple[str, Labels, float]] = []
+        for key in _set_keys(values, name):
+            count = float(values[f"cnt_{key}_{name}"])
+            total = float(values[f"sum_{key}_{name}"])
+            samples += _summary(name, advanced, count, total, key)
+        out.append(Family(name, "summary", tuple(samples)))
     return out
+
+
+def _set_keys(values: dict[str, int | float | str], name: str) -> list[str]:
+    """The keys of summary set ``name`` in mntr's ``cnt_<key>_<name>`` pairs, in mntr order.
+    The sets measured are keyed by server id (``cnt_quorum_ack_latency`` is a summary of its
+    own, not the ``ack_latency`` set's key "quorum")."""
+    head, tail = "cnt_", "_" + name
+    keys = (k[len(head) : -len(tail)] for k in values if k.startswith(head) and k.endswith(tail))
+    return [k for k in keys if k.isdigit()]
 
 
 # -- process facts (simpleclient's StandardExports, for this process) -----------------------
