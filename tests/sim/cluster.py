@@ -773,6 +773,7 @@ class Sim:
         """Apply the committed txns up to ``upto`` to the reference; per-session FIFO: each
         session's cxids strictly increase along the committed history."""
         for hdr in self.ref.advance(upto):
+            self.stats[f"txn {OpCode(hdr.type).name}"] += 1
             if hdr.cxid == 0:
                 continue  # createSession, an expiry's closeSession: the server's own
             last = self.ref.last_cxid.get(hdr.clientId, 0)

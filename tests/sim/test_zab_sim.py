@@ -76,6 +76,10 @@ def test_seeds(name: str) -> None:
         total.update(run_seed(seed, **CONFIGS[name]).stats)
     # the runs must exercise every path and make progress
     keys = ["DIFF", "TRUNC", "SNAP", "leaders", "crashes", "partitions", "syncs"]
+    # clients: sessions (created, moved, expired), answered writes of every kind
+    keys += ["sessions", "reconnects", "expired", "acked", "content_checks"]
+    keys += [f"txn {op}" for op in ("CREATE", "SETDATA", "DELETE", "MULTI", "ERROR")]
+    keys += ["txn CREATESESSION", "txn CLOSESESSION"]
     for key in keys + (["touches"] if CONFIGS[name]["observers"] else []):
         assert total[key] > 0, (key, total)
     assert total["applied"] > 20 * n, total

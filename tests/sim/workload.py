@@ -147,7 +147,7 @@ def next_request(rng: random.Random, c: SimClient, rep: Replica) -> tuple[int, b
     c.cxid += 1
     x = rng.random()
     data = rng.randbytes(rng.randint(0, 12))
-    version = rng.choice((-1, -1, 0, 1, 2, 3))
+    version = -1 if rng.random() < 0.6 else rng.randint(0, 3)
     rec: r.Record | bytes
     if x < 0.35:
         op = OpCode.CREATE
