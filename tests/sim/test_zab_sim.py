@@ -54,7 +54,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # SNAP payload grammar read back by trizk.storage.snapshot
     "3+1-wire": {"voters": 3, "observers": 1, "duration_ms": 20_000, "wire": True},
 }
-CI_SEEDS = {"3+1": 100, "5+1": 60, "3-power": 300, "3+1-anyleader": 80, "3+1-wire": 25}
+CI_SEEDS = {"3+1": 150, "5+1": 80, "3-power": 400, "3+1-anyleader": 120, "3+1-wire": 40}
 
 #: (config, seed) pairs that once failed; kept as regression tests.
 REGRESSIONS: list[tuple[str, int]] = [
