@@ -330,6 +330,11 @@ class Leader(ReadyOutbox):
 
     def link_closed(self, link: int) -> None:
         self._links.pop(link, None)
+        # Its REQUESTs not yet handed out go too: their clients were dropped with the link,
+        # and prepped later they could overtake the same sessions' newer writes (see
+        # ``server/ensemble.py``'s LearnerRequests).
+        if any(lk == link for lk, _ in self._rd.requests):
+            self._rd.requests = [(lk, qp) for lk, qp in self._rd.requests if lk != link]
 
     def step(self, link: int, qp: QuorumPacket, now_ms: int) -> None:
         """One packet from a learner's link."""

@@ -83,7 +83,15 @@ if TYPE_CHECKING:
     from .app import TrizkServer
     from .config import ServerConfig
 
-__all__ = ["EnsembleSpec", "Member", "NotServing", "QuorumPeer", "ZabCommitter"]
+__all__ = [
+    "EnsembleSpec",
+    "LearnerRequests",
+    "Member",
+    "NotServing",
+    "QueueMeter",
+    "QuorumPeer",
+    "ZabCommitter",
+]
 
 log = logging.getLogger("trizk.quorum")
 
@@ -647,6 +655,66 @@ def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
     return max(global_outstanding_limit // divisor, 1)
 
 
+class LearnerRequests:
+    """Learners' REQUESTs on their way into the leader's sequencer (pure).
+
+    They wait in arrival order (``Ready.requests``) and enter the sequencer while fewer than
+    ``limit`` of the proposals made for them are outstanding; each one entering is released
+    in the Leader machine (``Leader.request_done``), which caps what a link has waiting. The
+    leader's own clients are throttled by its front end instead.
+
+    A link that closes drops its waiting REQUESTs. ZooKeeper would still prep them, but their
+    clients were dropped with the learner's leader link (unknown outcome), and one of them
+    reconnecting to the leader itself would otherwise see its new writes overtake its old ones:
+    the leader's own requests do not wait here (found by the Zab simulation, seed 0 with a
+    limit of 3). A REQUEST the leader reads from a link the learner has already closed may
+    still be prepped after the same session's newer writes through the leader; it then fails
+    with SESSIONMOVED (the reconnect moved the session), as in ZooKeeper."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting: deque[tuple[int, r.QuorumPacket]] = deque()
+        #: zxids proposed for learners' REQUESTs and not yet committed
+        self.proposed: set[int] = set()
+
+    def committed(self, zxid: int) -> None:
+        self.proposed.discard(zxid)
+
+    def link_closed(self, link: int) -> None:
+        if any(lk == link for lk, _ in self.waiting):
+            self.waiting = deque((lk, qp) for lk, qp in self.waiting if lk != link)
+
+    def feed(
+        self,
+        leader: Leader,
+        seq: Sequencer,
+        owners: Mapping[int, int],
+        now: int,
+        wall: int,
+        sync: Callable[[int], None],
+        bad: Callable[[int, Exception], None],
+    ) -> None:
+        """Waiting REQUESTs into ``seq``, oldest first, while under the limit, each owned by
+        its link's learner (``owners``: link -> sid; a link gone: an owner of its own); a sync is
+        handed to ``sync(link)`` in its place in the order (``Leader.processSync``), a REQUEST
+        the sequencer cannot take to ``bad(link, error)``."""
+        waiting, proposed = self.waiting, self.proposed
+        while waiting and len(proposed) < self.limit:
+            lk, qp = waiting.popleft()
+            leader.request_done(lk, qp)
+            last = seq.last_zxid
+            try:
+                owner = owners.get(lk, -2 - lk)
+                op = seq.submit_learner_request(qp.data or b"", qp.authinfo, now, wall, owner)
+            except Exception as e:  # a bad REQUEST costs its link only
+                bad(lk, e)
+                continue
+            if seq.last_zxid != last:
+                proposed.add(seq.last_zxid)
+            if op == OpCode.SYNC:
+                sync(lk)
+
+
 class _LeaderRole:
     """LEADING: quorum-port links, the pump, the sequencer once established."""
 
@@ -657,12 +725,10 @@ class _LeaderRole:
         self.sequencer: Sequencer | None = None
         self.front: FrontEnd | None = None
         self.established_at: int | None = None
-        #: learners' REQUESTs waiting for the sequencer, in arrival order: (link, packet)
-        self.waiting: deque[tuple[int, r.QuorumPacket]] = deque()
-        #: zxids proposed for learners' REQUESTs and not yet committed
-        self.learner_zxids: set[int] = set()
-        self.outstanding_limit = leader_outstanding_limit(
-            peer.core_config.global_outstanding_limit, len(peer.spec.voters)
+        self.requests = LearnerRequests(
+            leader_outstanding_limit(
+                peer.core_config.global_outstanding_limit, len(peer.spec.voters)
+            )
         )
 
     async def accept(self, stream: trio.SocketStream) -> None:
@@ -686,6 +752,7 @@ class _LeaderRole:
         finally:
             peer._links.pop(link.link, None)
             self.leader.link_closed(link.link)
+            self.requests.link_closed(link.link)
             peer.kick()
             with trio.CancelScope(shield=True):
                 await stream.aclose()
@@ -720,7 +787,7 @@ class _LeaderRole:
                 now, wall = peer.shell._now(), peer.shell._wall()
                 for e in rd.committed:
                     hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
-                    self.learner_zxids.discard(hdr.zxid)
+                    self.requests.committed(hdr.zxid)
                     if self.sequencer is not None and self.front is not None:
                         self.sequencer.committed(hdr, txn, now)
                         self.front.on_committed(hdr, rc, now)
@@ -730,8 +797,17 @@ class _LeaderRole:
                 if seq is not None:
                     # requests and sessions are owned by the learner they came through
                     sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
-                    self.waiting.extend(rd.requests)
-                    self._feed(seq, sid_of, now, wall)
+                    # a closed link's REQUESTs are dropped (see LearnerRequests)
+                    self.requests.waiting.extend(r for r in rd.requests if r[0] in peer._links)
+                    self.requests.feed(
+                        leader,
+                        seq,
+                        sid_of,
+                        now,
+                        wall,
+                        leader.process_sync,
+                        self._bad_request,
+                    )
                     for sid, timeout in rd.touches:
                         seq.touch(sid, now, timeout)
                     for lk, sid, timeout in rd.revalidate:
@@ -743,28 +819,11 @@ class _LeaderRole:
                     return rd.role.reason
             await peer._wait_kick()
 
-    def _feed(self, seq: Sequencer, sid_of: dict[int, int], now: int, wall: int) -> None:
-        """Learners' waiting REQUESTs into the sequencer, oldest first, while fewer than the
-        leader's globalOutstandingLimit of their proposals are outstanding."""
-        leader, waiting, proposed = self.leader, self.waiting, self.learner_zxids
-        while waiting and len(proposed) < self.outstanding_limit:
-            lk, qp = waiting.popleft()
-            leader.request_done(lk, qp)
-            last = seq.last_zxid
-            try:
-                op = seq.submit_learner_request(
-                    qp.data or b"", qp.authinfo, now, wall, sid_of.get(lk, -2 - lk)
-                )
-            except Exception as e:  # a bad REQUEST costs its link only
-                log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
-                link = self.peer._links.get(lk)
-                if link is not None:
-                    link.close()
-                continue
-            if seq.last_zxid != last:
-                proposed.add(seq.last_zxid)
-            if op == OpCode.SYNC:
-                leader.process_sync(lk)
+    def _bad_request(self, lk: int, e: Exception) -> None:
+        log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
+        link = self.peer._links.get(lk)
+        if link is not None:
+            link.close()
 
     def _establish(self, zxid: int, now: int, wall: int) -> None:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""

@@ -190,12 +190,12 @@ def families(view: fourlw.FourLetterView) -> list[Family]:
         out.append(Family(name, "summary", tuple(_summary(name, advanced, count, total, None))))
     for name, advanced in SUMMARY_SETS:
         # the keys observed so far (a leader's learner_handler_qp sets: one per learner sid)
-        samples: list[tuple[str, Labels, float]] = []
+        per_key: list[tuple[str, Labels, float]] = []
         for key in _set_keys(values, name):
             count = float(values[f"cnt_{key}_{name}"])
             total = float(values[f"sum_{key}_{name}"])
-            samples += _summary(name, advanced, count, total, key)
-        out.append(Family(name, "summary", tuple(samples)))
+            per_key += _summary(name, advanced, count, total, key)
+        out.append(Family(name, "summary", tuple(per_key)))
     return out
 
 

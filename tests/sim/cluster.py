@@ -74,6 +74,7 @@ from trizk.quorum.zabwire import (
 )
 from trizk.server.committer import Proposal
 from trizk.server.coreconfig import CoreConfig, ServerStats
+from trizk.server.ensemble import LearnerRequests
 from trizk.server.learner import LearnerWritePath
 from trizk.server.sequencer import Sequencer, WriteRequest
 from trizk.server.sessions import LOCAL
@@ -166,6 +167,8 @@ class Node:
     #: established leader: the sequencer; serving learner: its write path
     seq: Sequencer | None = None
     path: LearnerWritePath | None = None
+    #: established leader: learners' REQUESTs on their way into the sequencer
+    requests: LearnerRequests | None = None
 
     def clock(self, now: int) -> int:
         return int(now * self.rate)
@@ -189,6 +192,8 @@ class SimConfig:
     random_leader: bool = False
     clients: int = 5
     session_timeout_ms: tuple[int, int] = (1_500, 4_000)
+    #: the leader's globalOutstandingLimit for learners' REQUESTs (small: they wait)
+    learner_request_limit: int = 3
     #: packets as bytes through the stream codec, in random chunks; snapshots in the
     #: SNAP payload grammar, read back with trizk.storage.snapshot
     wire: bool = False
@@ -407,6 +412,8 @@ class Sim:
         lrn, ldr = self.nodes[conn.learner], self.nodes[conn.leader]
         if isinstance(ldr.machine, Leader):
             ldr.machine.link_closed(conn.cid)
+        if ldr.requests is not None:
+            ldr.requests.link_closed(conn.cid)
         if lrn.conn is conn and isinstance(lrn.machine, Learner):
             lrn.machine.link_closed("connection broken")
             self.at(0, lambda: self.drain(lrn))
@@ -568,6 +575,8 @@ class Sim:
             n.path = LearnerWritePath(machine, n.sid, n.clock(self.now))
             self.check_history(n, "learner up to date")
             self.check_tree(n)
+        if isinstance(machine, Leader) and current and rd.committed:
+            self.feed_requests(n, machine)
         if isinstance(machine, Learner) and current and n.path is not None:
             for sid, valid in rd.revalidated:
                 n.path.revalidated(sid, valid)
@@ -613,25 +622,39 @@ class Sim:
         seq = n.seq = Sequencer(cfg, n.rep, SimCommitter(self, n, m), ServerStats(), now, now)
         hi = self.rng.random() < self.cfg.high_counter_prob
         seq.last_zxid = make_zxid(e, 0xFFFFFFF0) if hi else z
+        n.requests = LearnerRequests(self.cfg.learner_request_limit)
 
     def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
-        """A learner's REQUEST reaches the leader's sequencer (``_LeaderRole.pump``)."""
-        assert qp.data is not None
-        conn = self.conns.get(link)
-        if n.seq is None or conn is None:
+        """A learner's REQUEST reaches the leader (``_LeaderRole.pump``): it waits for the
+        sequencer under the limit of learners' proposals outstanding."""
+        if n.requests is None or link not in self.conns:
+            return  # a closed link's REQUESTs are dropped (the shell's pump does the same)
+        self.stats["waiting"] += len(n.requests.waiting)
+        n.requests.waiting.append((link, qp))
+        self.feed_requests(n, m)
+
+    def feed_requests(self, n: Node, m: Leader) -> None:
+        if n.seq is None or n.requests is None:
             return
-        now = n.clock(self.now)
-        op = n.seq.submit_learner_request(qp.data, qp.authinfo, now, now, conn.learner)
-        m.request_done(link, qp)
-        if op == OpCode.SYNC:
+
+        def sync(link: int) -> None:
             self.sync_targets.setdefault(link, deque()).append(m.last_proposed)
             m.process_sync(link)
+
+        def bad(link: int, e: Exception) -> None:
+            self.fail(f"{n.sid}: the sequencer refused a REQUEST of link {link}: {e!r}")
+
+        owners = {cid: conn.learner for cid, conn in self.conns.items()}
+        now = n.clock(self.now)
+        n.requests.feed(m, n.seq, owners, now, now, sync, bad)
 
     def apply_txn(self, n: Node, hdr: r.TxnHeader, txn: r.Record | None) -> None:
         """A committed txn into a member's replica (``QuorumPeer.apply``) and its roles."""
         n.rep.apply(hdr, txn)
         if n.seq is not None:
             n.seq.committed(hdr, txn, n.clock(self.now))
+        if n.requests is not None:
+            n.requests.committed(hdr.zxid)
         if n.path is not None and hdr.type == OpCode.CLOSESESSION:
             n.path.session_closed(hdr.clientId)
 
@@ -640,6 +663,7 @@ class Sim:
         n.serving = False
         n.seq = None
         n.path = None
+        n.requests = None
         for c in self.clients:
             if c.member == n.sid:
                 c.drop()
