@@ -666,10 +666,11 @@ class LearnerRequests:
     A link that closes drops its waiting REQUESTs. ZooKeeper would still prep them, but their
     clients were dropped with the learner's leader link (unknown outcome), and one of them
     reconnecting to the leader itself would otherwise see its new writes overtake its old ones:
-    the leader's own requests do not wait here (found by the Zab simulation, seed 0 with a
-    limit of 3). A REQUEST the leader reads from a link the learner has already closed may
-    still be prepped after the same session's newer writes through the leader; it then fails
-    with SESSIONMOVED (the reconnect moved the session), as in ZooKeeper."""
+    the leader's own requests do not wait here (found by the Zab simulation, which runs this
+    class with a limit of 3: seeds 19 of "3+1" and 6 of "5+1"). A REQUEST the leader reads
+    from a link the learner has already closed may still be prepped after the same session's
+    newer writes through the leader; it then fails with SESSIONMOVED (the reconnect moved the
+    session), as in ZooKeeper."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
