@@ -670,7 +670,8 @@ class LearnerRequests:
     class with a limit of 3: seeds 19 of "3+1" and 6 of "5+1"). A REQUEST the leader reads
     from a link the learner has already closed may still be prepped after the same session's
     newer writes through the leader; it then fails with SESSIONMOVED (the reconnect made the
-    leader the session's owner, ``Sequencer.revalidate_for``) and changes nothing."""
+    leader the session's owner, ``Sequencer.revalidate_for``), except a closeSession, which
+    is not checked against the owner (as in ZooKeeper's prep) and closes the session."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
