@@ -52,6 +52,24 @@ Invariants
   was not sent (proposals go to a link from startForwarding on, together with its sync).
 * The first packet after ACKEPOCH is DIFF, TRUNC or SNAP (a Java learner exits otherwise).
 * The largest counter used is 0xfffffffe: proposing 0xffffffff steps down (ZOOKEEPER-1277).
+
+Bounds on what a learner can make the leader hold
+--------------------------------------------------
+ZooKeeper's ``LearnerHandler`` hands every REQUEST straight to the leader's
+``PrepRequestProcessor`` queue (``LeaderZooKeeperServer.submitLearnerRequest``, which skips the
+``RequestThrottler``) and touches sessions as PINGs arrive, so a learner that floods REQUESTs
+grows the leader's queues without limit. Here the leader bounds them instead:
+
+* a link's REQUESTs not yet taken by the sequencer (handed out in ``Ready.requests``, and
+  released by :meth:`Leader.request_done` when the shell feeds them to its sequencer, which it
+  does only while fewer than the leader's globalOutstandingLimit proposals are outstanding)
+  are capped at ``max_learner_requests`` packets and ``max_learner_request_bytes`` bytes;
+* the session touches one link's PINGs add to a Ready are capped at ``max_touches``;
+* packet sizes are the stream decoder's business (``zabwire.QuorumStreamDecoder``).
+
+A learner past a cap has its link closed (``Ready.close``, with the reason the shell logs); it
+can reconnect and sync again. The caps are far above what an honest learner, itself throttled
+by its own globalOutstandingLimit, sends.
 """
 
 from __future__ import annotations
@@ -97,6 +115,11 @@ P = PacketType
 
 #: ``zookeeper.commitLogCount`` default (ZKDatabase.DEFAULT_COMMIT_LOG_COUNT).
 COMMIT_LOG_COUNT = 500
+#: REQUESTs (and their bytes) one learner may have waiting for the sequencer (module docstring)
+MAX_LEARNER_REQUESTS = 20_000
+MAX_LEARNER_REQUEST_BYTES = 64 * 1024 * 1024
+#: session touches one learner's PINGs may add to one Ready
+MAX_TOUCHES = 500_000
 MAX_COUNTER = 0xFFFFFFFF
 
 
@@ -152,6 +175,11 @@ class _Handler:
     forwarding: bool = False
     newleader_sent: bool = False
     check: _SyncLimitCheck = field(default_factory=_SyncLimitCheck)
+    #: REQUESTs handed out and not yet released by ``request_done``, and their bytes
+    requests: int = 0
+    request_bytes: int = 0
+    #: touches this link's PINGs added to the Ready being built
+    touches: int = 0
 
 
 @dataclass
@@ -184,8 +212,15 @@ class Leader(ReadyOutbox):
         force_snap: bool = False,
         config_version: int = 0,
         ack_logging_frequency: int = 1000,
+        max_learner_requests: int | None = None,
+        max_learner_request_bytes: int | None = None,
+        max_touches: int | None = None,
     ) -> None:
         self.sid = sid
+        # the module's values when not given (read now, so tests can lower them)
+        self.max_learner_requests = max_learner_requests or MAX_LEARNER_REQUESTS
+        self.max_learner_request_bytes = max_learner_request_bytes or MAX_LEARNER_REQUEST_BYTES
+        self.max_touches = max_touches or MAX_TOUCHES
         self.quorum = quorum
         self.timing = timing
         self.accepted_epoch = accepted_epoch
@@ -258,6 +293,18 @@ class Leader(ReadyOutbox):
 
     # ------------------------------------------------------------------ Ready
 
+    def ready(self) -> Ready:
+        for h in self._links.values():
+            h.touches = 0
+        return super().ready()
+
+    def request_done(self, link: int, qp: QuorumPacket) -> None:
+        """A REQUEST of ``link`` handed out in ``Ready.requests`` went into the sequencer."""
+        h = self._links.get(link)
+        if h is not None:
+            h.requests -= 1
+            h.request_bytes -= _request_size(qp)
+
     def advance(self, rd: Ready) -> None:
         """``rd``'s persistence is durable and its committed entries are applied."""
         if self._done:
@@ -286,6 +333,11 @@ class Leader(ReadyOutbox):
 
     def link_closed(self, link: int) -> None:
         self._links.pop(link, None)
+        # Its REQUESTs not yet handed out go too: their clients were dropped with the link,
+        # and prepped later they could overtake the same sessions' newer writes (see
+        # ``server/ensemble.py``'s LearnerRequests).
+        if any(lk == link for lk, _ in self._rd.requests):
+            self._rd.requests = [(lk, qp) for lk, qp in self._rd.requests if lk != link]
 
     def step(self, link: int, qp: QuorumPacket, now_ms: int) -> None:
         """One packet from a learner's link."""
@@ -524,7 +576,14 @@ class Leader(ReadyOutbox):
             if h.phase is _Phase.BROADCAST or self._established:
                 self._process_ack(h.sid, qp.zxid)
         elif t == P.PING:
-            self._rd.touches.extend(decode_touches(qp.data))
+            touches = decode_touches(qp.data)
+            h.touches += len(touches)
+            if h.touches > self.max_touches:
+                raise ZabError(
+                    f"learner {h.sid} sent {h.touches} session touches at once "
+                    f"(over {self.max_touches})"
+                )
+            self._rd.touches.extend(touches)
         elif t == P.REVALIDATE:
             if qp.data is None or len(qp.data) < 12:
                 raise ZabError("short REVALIDATE")
@@ -534,6 +593,17 @@ class Leader(ReadyOutbox):
         elif t == P.REQUEST:
             if qp.data is None or len(qp.data) < 16:
                 raise ZabError("short REQUEST")
+            h.requests += 1
+            h.request_bytes += _request_size(qp)
+            if (
+                h.requests > self.max_learner_requests
+                or h.request_bytes > self.max_learner_request_bytes
+            ):
+                raise ZabError(
+                    f"learner {h.sid} has {h.requests} REQUESTs ({h.request_bytes} bytes) "
+                    f"waiting (over {self.max_learner_requests} or "
+                    f"{self.max_learner_request_bytes} bytes)"
+                )
             self._rd.requests.append((h.link, qp))
         # anything else: "unexpected quorum packet" (logged, ignored)
 
@@ -655,6 +725,15 @@ class Leader(ReadyOutbox):
         for h in list(self._links.values()):
             self._close(h, "leader shutting down")
         self._rd.role = RoleChange(ServerState.LOOKING, reason)
+
+
+def _request_size(qp: QuorumPacket) -> int:
+    """What a waiting REQUEST costs (``LearnerHandler.packetSize``'s estimate: 28 bytes, the
+    data, each authinfo id)."""
+    size = 28 + len(qp.data or b"")
+    for i in qp.authinfo or ():
+        size += len(i.scheme or "") + len(i.id or "")
+    return size
 
 
 def sync_follower(

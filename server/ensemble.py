@@ -31,6 +31,11 @@ every client connection is closed and the member is LOOKING again.
 
 Bounds: each quorum link's unsent output is capped (:data:`LINK_OUTPUT_LIMIT`); the packet and
 snapshot decoders cap what a peer can make us buffer; a peer that sends garbage loses its link.
+Learners' REQUESTs enter the leader's sequencer only while fewer than the leader's
+globalOutstandingLimit (:func:`leader_outstanding_limit`) of their proposals are outstanding
+(the leader's own clients have their throttle in the front end); the others wait in arrival
+order, and a learner with too many waiting loses its link (the caps are the
+Leader machine's, see :mod:`trizk.quorum.leader`).
 """
 
 from __future__ import annotations
@@ -65,20 +70,31 @@ from ..quorum.zabwire import (
 )
 from ..storage import epochs as epochfiles
 from ..storage import treeio, txnlog
+from ..storage.javahash import JavaHashSet
 from ..storage.replica import Replica
 from ..storage.txnlog import TxnEntry
+from . import fourlw
 from .committer import Proposal
 from .core import FrontEnd
 from .coreconfig import CoreConfig, ServerStats
 from .learner import LearnerWritePath
 from .persistence import COMMIT_LOG_COUNT
 from .sequencer import Sequencer
+from .servermetrics import Summary
 
 if TYPE_CHECKING:
     from .app import TrizkServer
     from .config import ServerConfig
 
-__all__ = ["EnsembleSpec", "Member", "NotServing", "QuorumPeer", "ZabCommitter"]
+__all__ = [
+    "EnsembleSpec",
+    "LearnerRequests",
+    "Member",
+    "NotServing",
+    "QueueMeter",
+    "QuorumPeer",
+    "ZabCommitter",
+]
 
 log = logging.getLogger("trizk.quorum")
 
@@ -183,6 +199,50 @@ class ZabCommitter:
         self.kick()
 
 
+#: ``LearnerHandler.markerPacketInterval``: every so many queued packets a marker measures
+#: the queue's latency
+MARKER_PACKET_INTERVAL = 1000
+#: packets a LearnerHandler writes to the socket itself, outside its queue
+_UNQUEUED = frozenset({PacketType.LEADERINFO, PacketType.SNAP})
+#: packets it adds to the queue without ``queuePacket`` (no marker counting)
+_UNMARKED = frozenset({PacketType.NEWLEADER, PacketType.UPTODATE})
+
+
+class QueueMeter:
+    """One learner handler's ``queuedPackets`` as ZooKeeper 3.8 measures it (pure).
+
+    ``LearnerHandler.sendPackets`` adds, for every item it takes from the queue, the queue's
+    remaining size to ``LEARNER_HANDLER_QP_SIZE`` (summary set ``learner_handler_qp_size``,
+    key = the learner's sid); ``queuePacket`` puts a marker after every
+    :data:`MARKER_PACKET_INTERVAL`-th packet (the first included), and taking a marker adds its
+    time in the queue (ms) to ``LEARNER_HANDLER_QP_TIME`` (``learner_handler_qp_time_ms``).
+    Here the queue is the link's unsent output; the writer takes it whole."""
+
+    def __init__(self, sizes: Summary, times: Summary) -> None:
+        self.sizes = sizes
+        self.times = times
+        #: queued items: None a packet, an int a marker (the time it was queued)
+        self.items: deque[int | None] = deque()
+        self.counter = 0
+
+    def queued(self, ptype: int, now: int) -> None:
+        if ptype in _UNQUEUED:
+            return
+        self.items.append(None)
+        if ptype not in _UNMARKED:
+            if self.counter % MARKER_PACKET_INTERVAL == 0:
+                self.items.append(now)
+            self.counter += 1
+
+    def taken(self, now: int) -> None:
+        items = self.items
+        while items:
+            item = items.popleft()
+            self.sizes.add(len(items))
+            if item is not None:
+                self.times.add(now - item)
+
+
 class _Link:
     """A quorum-port connection's output: packets queued by the pump, sent by one task."""
 
@@ -192,6 +252,9 @@ class _Link:
         self.out = bytearray()
         self.ready = trio.Event()
         self.closed = False
+        #: the leader's measure of this learner's queue (once its sid is known)
+        self.meter: QueueMeter | None = None
+        self.now: Callable[[], int] | None = None
 
     def send(self, data: bytes) -> None:
         if self.closed:
@@ -212,6 +275,8 @@ class _Link:
                 if self.out:
                     data = bytes(self.out)
                     self.out.clear()
+                    if self.meter is not None and self.now is not None:
+                        self.meter.taken(self.now())
                     await self.stream.send_all(data)
                     continue
                 if self.closed:
@@ -314,6 +379,10 @@ class QuorumPeer:
         self._next_link = 0
         #: when this member last stopped serving (QuorumPeer.unavailableStartTime)
         self._unavailable_since: int | None = None
+        #: ServerMetrics' LEARNER_HANDLER_QP_SIZE / _QP_TIME summary sets, by learner sid (as
+        #: ZooKeeper's, process-wide: they outlive the role that measured them)
+        self.qp_sizes: dict[str, Summary] = {}
+        self.qp_times: dict[str, Summary] = {}
 
     # ------------------------------------------------------------------ main loop
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -432,6 +501,7 @@ class QuorumPeer:
             ("peer_state", "server_state", f"{state} - {zab}"),
             ("quorum_size", "non_mtls_local_conn_count", len(self.spec.voters)),
         ]
+        out += self._queue_summaries()
         role = self._role
         if isinstance(role, _LeaderRole) and role.established_at is not None:
             learners = role.leader.learners()
@@ -454,6 +524,29 @@ class QuorumPeer:
                 ("learners", "outstanding_tls_handshake", len(learners)),
             ]
         return out
+
+    def _queue_summaries(self) -> list[tuple[str, str, int | float | str]]:
+        """The ``learner_handler_qp`` summary sets, after every other mntr line as in
+        ZooKeeper (keys in ConcurrentHashMap order; ``write_per_namespace``, which ZooKeeper
+        prints between the two sets, is not measured here)."""
+        last = fourlw.last_mntr_name()
+        out: list[tuple[str, str, int | float | str]] = []
+        for name, table in (
+            ("learner_handler_qp_size", self.qp_sizes),
+            ("learner_handler_qp_time_ms", self.qp_times),
+        ):
+            for key in JavaHashSet(16, table):
+                for k, v in table[key].mntr_values(f"{key}_{name}"):
+                    out.append((k, last, v))
+        return out
+
+    def queue_meter(self, sid: int) -> QueueMeter:
+        key = str(sid)
+        return QueueMeter(
+            # as ServerMetrics registers them: the size set basic, the time set with percentiles
+            self.qp_sizes.setdefault(key, Summary(False, None)),
+            self.qp_times.setdefault(key, Summary(True, None)),
+        )
 
     def proposal_sizes(self) -> tuple[int, int, int]:
         role = self._role
@@ -632,6 +725,75 @@ class QuorumPeer:
         return hdr, txn, self.replica.apply(hdr, txn)
 
 
+def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
+    """``LeaderZooKeeperServer.getGlobalOutstandingLimit``: the limit shared by the followers,
+    divided by (voters - 1) in ensembles of more than two voters."""
+    divisor = voters - 1 if voters > 2 else 1
+    return max(global_outstanding_limit // divisor, 1)
+
+
+class LearnerRequests:
+    """Learners' REQUESTs on their way into the leader's sequencer (pure).
+
+    They wait in arrival order (``Ready.requests``) and enter the sequencer while fewer than
+    ``limit`` of the proposals made for them are outstanding; each one entering is released
+    in the Leader machine (``Leader.request_done``), which caps what a link has waiting. The
+    leader's own clients are throttled by its front end instead.
+
+    A link that closes drops its waiting REQUESTs. ZooKeeper would still prep them, but their
+    clients were dropped with the learner's leader link (unknown outcome), and one of them
+    reconnecting to the leader itself would otherwise see its new writes overtake its old ones:
+    the leader's own requests do not wait here (found by the Zab simulation, which runs this
+    class with a limit of 3: seeds 19 of "3+1" and 6 of "5+1"). A REQUEST the leader reads
+    from a link the learner has already closed may still be prepped after the same session's
+    newer writes through the leader; it then fails with SESSIONMOVED (the reconnect made the
+    leader the session's owner, ``Sequencer.revalidate_for``), except a closeSession, which
+    is not checked against the owner (as in ZooKeeper's prep) and closes the session."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting: deque[tuple[int, r.QuorumPacket]] = deque()
+        #: zxids proposed for learners' REQUESTs and not yet committed
+        self.proposed: set[int] = set()
+
+    def committed(self, zxid: int) -> None:
+        self.proposed.discard(zxid)
+
+    def link_closed(self, link: int) -> None:
+        if any(lk == link for lk, _ in self.waiting):
+            self.waiting = deque((lk, qp) for lk, qp in self.waiting if lk != link)
+
+    def feed(
+        self,
+        leader: Leader,
+        seq: Sequencer,
+        owners: Mapping[int, int],
+        now: int,
+        wall: int,
+        sync: Callable[[int], None],
+        bad: Callable[[int, Exception], None],
+    ) -> None:
+        """Waiting REQUESTs into ``seq``, oldest first, while under the limit, each owned by
+        its link's learner (``owners``: link -> sid; a link gone: an owner of its own); a sync is
+        handed to ``sync(link)`` in its place in the order (``Leader.processSync``), a REQUEST
+        the sequencer cannot take to ``bad(link, error)``."""
+        waiting, proposed = self.waiting, self.proposed
+        while waiting and len(proposed) < self.limit:
+            lk, qp = waiting.popleft()
+            leader.request_done(lk, qp)
+            last = seq.last_zxid
+            try:
+                owner = owners.get(lk, -2 - lk)
+                op = seq.submit_learner_request(qp.data or b"", qp.authinfo, now, wall, owner)
+            except Exception as e:  # a bad REQUEST costs its link only
+                bad(lk, e)
+                continue
+            if seq.last_zxid != last:
+                proposed.add(seq.last_zxid)
+            if op == OpCode.SYNC:
+                sync(lk)
+
+
 class _LeaderRole:
     """LEADING: quorum-port links, the pump, the sequencer once established."""
 
@@ -642,6 +804,11 @@ class _LeaderRole:
         self.sequencer: Sequencer | None = None
         self.front: FrontEnd | None = None
         self.established_at: int | None = None
+        self.requests = LearnerRequests(
+            leader_outstanding_limit(
+                peer.core_config.global_outstanding_limit, len(peer.spec.voters)
+            )
+        )
 
     async def accept(self, stream: trio.SocketStream) -> None:
         peer = self.peer
@@ -664,6 +831,7 @@ class _LeaderRole:
         finally:
             peer._links.pop(link.link, None)
             self.leader.link_closed(link.link)
+            self.requests.link_closed(link.link)
             peer.kick()
             with trio.CancelScope(shield=True):
                 await stream.aclose()
@@ -680,6 +848,7 @@ class _LeaderRole:
                 metrics = peer.shell.server_metrics
                 # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
                 metrics.proposal_count += len(rd.entries)
+                now = peer.shell._now()
                 for s in rd.messages:
                     link = peer._links.get(s.link)
                     if link is None:
@@ -689,6 +858,12 @@ class _LeaderRole:
                         metrics.snap_count += 1
                     elif s.packet.type in (PacketType.DIFF, PacketType.TRUNC):
                         metrics.diff_count += 1
+                    if link.meter is None:
+                        sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
+                        if sid > 0:
+                            link.meter, link.now = peer.queue_meter(sid), peer.shell._now
+                    if link.meter is not None:
+                        link.meter.queued(s.packet.type, now)
                     link.send(encode_packet(s.packet))
                     if s.packet.type == PacketType.SNAP:
                         link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
@@ -708,6 +883,7 @@ class _LeaderRole:
                     metrics.commit_count += 1
                     if wall >= hdr.time:
                         metrics.quorum_ack_latency.add(wall - hdr.time)
+                    self.requests.committed(hdr.zxid)
                     if self.sequencer is not None and self.front is not None:
                         self.sequencer.committed(hdr, txn, now)
                         self.front.on_committed(hdr, rc, now)
@@ -722,19 +898,17 @@ class _LeaderRole:
                 if seq is not None:
                     # requests and sessions are owned by the learner they came through
                     sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
-                    for lk, qp in rd.requests:
-                        try:
-                            op = seq.submit_learner_request(
-                                qp.data or b"", qp.authinfo, now, wall, sid_of.get(lk, -2 - lk)
-                            )
-                        except Exception as e:  # a bad REQUEST costs its link only
-                            log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
-                            link = peer._links.get(lk)
-                            if link is not None:
-                                link.close()
-                            continue
-                        if op == OpCode.SYNC:
-                            leader.process_sync(lk)
+                    # a closed link's REQUESTs are dropped (see LearnerRequests)
+                    self.requests.waiting.extend(r for r in rd.requests if r[0] in peer._links)
+                    self.requests.feed(
+                        leader,
+                        seq,
+                        sid_of,
+                        now,
+                        wall,
+                        leader.process_sync,
+                        self._bad_request,
+                    )
                     for sid, timeout in rd.touches:
                         seq.touch(sid, now, timeout)
                     for lk, sid, timeout in rd.revalidate:
@@ -746,6 +920,12 @@ class _LeaderRole:
                 if rd.role is not None:
                     return rd.role.reason
             await peer._wait_kick()
+
+    def _bad_request(self, lk: int, e: Exception) -> None:
+        log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
+        link = self.peer._links.get(lk)
+        if link is not None:
+            link.close()
 
     def _establish(self, zxid: int, now: int, wall: int) -> None:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""

@@ -734,6 +734,12 @@ def prometheus_configured(config: ServerConfig) -> bool:
     return config.metrics_provider.get("className") == _PROMETHEUS
 
 
+def last_mntr_name() -> str:
+    """The last of mntr's own names: ZooKeeper's summary sets (the leader's
+    ``learner_handler_qp`` ones) come after it."""
+    return _MNTR_ORDER[-1]
+
+
 def _mntr(view: FourLetterView) -> str:
     return "".join(f"zk_{name}\t{_metric_text(value)}\n" for name, value in mntr_values(view))
 

@@ -201,10 +201,27 @@ def families(view: fourlw.FourLetterView) -> list[Family]:
     sets = sm.summary_set_samples(view.now_ms) if sm is not None else {}
     for name, advanced in SUMMARY_SETS:
         set_samples: list[tuple[str, Labels, float]] = []
-        for key, qs, count, total in sets.get(name, ()):  # no key observed: no samples
+        kept = sets.get(name) or ()
+        for key, qs, count, total in kept:  # no key observed: no samples
             set_samples += _summary(name, advanced, count, total, key, qs)
+        if not kept:
+            # sets kept outside ServerMetrics (a leader's learner_handler_qp: one key per
+            # learner sid), from mntr's values
+            for key in _set_keys(values, name):
+                count = float(values[f"cnt_{key}_{name}"])
+                total = float(values[f"sum_{key}_{name}"])
+                set_samples += _summary(name, advanced, count, total, key, ())
         out.append(Family(name, "summary", tuple(set_samples)))
     return out
+
+
+def _set_keys(values: dict[str, int | float | str], name: str) -> list[str]:
+    """The keys of summary set ``name`` in mntr's ``cnt_<key>_<name>`` pairs, in mntr order.
+    The sets measured are keyed by server id (``cnt_quorum_ack_latency`` is a summary of its
+    own, not the ``ack_latency`` set's key "quorum")."""
+    head, tail = "cnt_", "_" + name
+    keys = (k[len(head) : -len(tail)] for k in values if k.startswith(head) and k.endswith(tail))
+    return [k for k in keys if k.isdigit()]
 
 
 # -- process facts (simpleclient's StandardExports, for this process) -----------------------

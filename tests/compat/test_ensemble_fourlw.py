@@ -5,8 +5,9 @@ leader of one kind beside a follower of the other, both ways round), so each ans
 compared with ZooKeeper's for the same role of the same ensemble: ``srvr`` (Mode, the
 leader's "Proposal sizes" line), ``conf`` (serverId, quorum settings, membership) and ``mntr``
 (the keys in ZooKeeper's order, role values such as zk_peer_state and zk_synced_followers).
-ZooKeeper's per-learner summary sets (``zk_*_<sid>_learner_handler_qp_*``) and
-``zk_*_zookeeper_write_per_namespace`` are not produced by trizk and are left out.
+The leader's per-learner summary sets (``zk_*_<sid>_learner_handler_qp_size`` and
+``_time_ms``) are compared too; ``zk_*_zookeeper_write_per_namespace`` is not produced by trizk
+and is left out.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ _ONCE_PER_ROLE = ("zk_looking_count", "zk_cnt_election_time", "zk_cnt_unavailabl
 
 def _mntr(port: int) -> tuple[list[str], dict[str, str]]:
     lines = [ln.split("\t", 1) for ln in four_letter(port, "mntr").splitlines() if "\t" in ln]
-    keys = [k for k, _ in lines if "learner_handler_qp" not in k and "write_per_namespace" not in k]
+    keys = [k for k, _ in lines if "write_per_namespace" not in k]
     return keys, dict(lines)
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from trizk.compat.ensemble import four_letter
 from trizk.compat.rawclient import RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
@@ -29,8 +31,10 @@ TIMING = Timing(tick_ms=100, init_limit=20, sync_limit=10)
 
 
 class Ensemble:
-    def __init__(self, tmp: Path, n: int, observers: int = 0) -> None:
+    def __init__(self, tmp: Path, n: int, observers: int = 0, **keys: Any) -> None:
         self.tmp = tmp
+        #: more zoo.cfg keys for every member
+        self.keys = keys
         ids = range(1, n + observers + 1)
         self.members = {
             i: Member(i, ("127.0.0.1", free_port()), ("127.0.0.1", free_port()), observer=i > n)
@@ -42,7 +46,9 @@ class Ensemble:
             self.start(i)
 
     def start(self, i: int) -> None:
-        cfg = make_config(self.tmp / f"m{i}", tickTime=TIMING.tick_ms, clientPort=self.ports[i])
+        cfg = make_config(
+            self.tmp / f"m{i}", tickTime=TIMING.tick_ms, clientPort=self.ports[i], **self.keys
+        )
         self.servers[i] = ThreadedServer(cfg, EnsembleSpec(i, self.members, TIMING)).start()
 
     def stop(self, i: int) -> None:
@@ -181,3 +187,41 @@ def test_leader_loss_new_epoch_and_the_old_leader_catches_up(ensemble3: Ensemble
     finally:
         zk.stop()
         zk.close()
+
+
+def test_leader_mntr_has_the_learner_queue_summary_sets(ensemble3: Ensemble) -> None:
+    """ZooKeeper 3.8's LEARNER_HANDLER_QP_SIZE / _QP_TIME summary sets, one key per learner,
+    after every other line of the leader's mntr (and in its /metrics view)."""
+    ensemble3.wait_serving()
+    leader = ensemble3.leader()
+    zk = ensemble3.client(leader)
+    try:
+        for i in range(20):
+            zk.create(f"/q{i}", b"x")
+    finally:
+        zk.stop()
+        zk.close()
+    followers = sorted(i for i in ensemble3.servers if i != leader)
+    lines = [
+        ln.split("\t", 1)
+        for ln in four_letter(ensemble3.ports[leader], "mntr").splitlines()
+        if "\t" in ln
+    ]
+    want = []
+    for name, stats in (
+        ("learner_handler_qp_size", ("avg", "min", "max", "cnt", "sum")),
+        (
+            "learner_handler_qp_time_ms",
+            ("avg", "min", "max", "cnt", "sum", "p50", "p95", "p99", "p999"),
+        ),
+    ):
+        want += [f"zk_{st}_{sid}_{name}" for sid in followers for st in stats]
+    assert [k for k, _ in lines[-len(want) :]] == want
+    values = dict(lines)
+    for sid in followers:
+        # every PROPOSAL, COMMIT and PING taken from the queue is a sample; the first packet
+        # queued carries a marker
+        assert int(values[f"zk_cnt_{sid}_learner_handler_qp_size"]) >= 40
+        assert int(values[f"zk_cnt_{sid}_learner_handler_qp_time_ms"]) >= 1
+    for i in followers:
+        assert "learner_handler_qp" not in four_letter(ensemble3.ports[i], "mntr")

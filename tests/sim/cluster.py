@@ -2,22 +2,30 @@
 
 What is simulated
 -----------------
-* Members: ``voters`` participants and ``observers``, each with a simulated disk, a trivial
-  replica (the list of applied (zxid, txn bytes)) and, when not LOOKING, one pure Zab machine
-  (:class:`trizk.quorum.leader.Leader` or :class:`trizk.quorum.learner.Learner`).
+* Members: ``voters`` participants and ``observers``, each with a simulated disk, a real
+  replica (``trizk.storage.replica.Replica``, see ``workload.py``), the history model beside it
+  (the list of applied (zxid, entry bytes)) and, when not LOOKING, one pure Zab machine
+  (:class:`trizk.quorum.leader.Leader` or :class:`trizk.quorum.learner.Learner`). An
+  established leader runs the real :class:`~trizk.server.sequencer.Sequencer` (prep, zxids,
+  session tracking and expiry), a serving learner the real
+  :class:`~trizk.server.learner.LearnerWritePath` (REQUEST forwarding, session touches,
+  REVALIDATE).
 * Disk: every Ready's persistence goes to a volatile copy at once and becomes durable when its
   fsync completes (a random delay later, in order); a crash keeps only what was durable.
   Committed entries are applied and ``advance`` is called when the fsync completes, as the
   Ready contract says. A snapshot install clears the txn log (see the report on ZooKeeper's
-  retained pre-snapshot log files).
+  retained pre-snapshot log files). A restarted member's replica is its snapshot plus its log.
 * Network: a learner-leader link is a TCP connection: FIFO per direction with random delays
-  (so packets reorder across links), broken at random, by partitions and by crashes. Partitions
-  split the members into groups; only members of one group reach each other.
+  (so packets reorder across links), broken at random, by partitions and by crashes; a broken
+  link delivers nothing more. Partitions split the members into groups; only members of one
+  group reach each other.
 * Clocks: each member's clock runs at its own rate (skew in ticks between members).
 * Election: an oracle standing in for FastLeaderElection: a LOOKING member joins a reachable
   LEADING member, else when a quorum of reachable voters is LOOKING the best of them by
   (currentEpoch, lastLoggedZxid, sid) leads and the rest follow.
-* Clients: writes to random members (a learner forwards a REQUEST), syncs, session touches.
+* Clients (``workload.SimClient``): sessions issuing pipelined writes (creates of every mode,
+  setData and delete with versions, multi, closeSession) in cxid order through the member they
+  are connected to, pinging it, reconnecting elsewhere when it drops them; syncs from members.
 
 Invariants checked (AssertionError with the seed's trace)
 ---------------------------------------------------------
@@ -25,8 +33,17 @@ Invariants checked (AssertionError with the seed's trace)
 * every txn applied by a serving member, and every established leader's history, agrees with
   the one committed history (``canonical``: zxid -> bytes): committed prefixes agree;
 * an established leader's history contains every txn committed before (no acknowledged write
-  is lost); serving members' histories are exactly the committed prefix up to their last zxid
-  (equal zxid, equal state);
+  is lost; ``acked`` are the writes answered to a client, each after its commit on the member
+  the client is connected to); serving members' histories are exactly the committed prefix up
+  to their last zxid;
+* replicas at equal zxid have equal trees: after every txn a serving member applies (and when
+  a member starts serving), its tree digest equals the reference replica's at that zxid
+  (``workload.Reference``, the committed history applied in zxid order); every 500 steps and
+  at the end the whole state (nodes, stats, ACLs, sessions) of every serving member equals the
+  other members' at the same zxid and the reference's;
+* per-session FIFO: a session's txns commit in the order its client submitted them (cxids
+  strictly increase along the committed history), and a client's replies arrive in the order
+  of its requests;
 * a learner's sync answer comes after it applied what the leader had proposed at sync time;
 * epoch files on a restarted member: acceptedEpoch >= currentEpoch >= epoch(last logged zxid).
 """
@@ -35,13 +52,13 @@ from __future__ import annotations
 
 import heapq
 import random
-import struct
-import zlib
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trizk.jute import records as r
+from trizk.jute.codes import OpCode
 from trizk.jute.records import QuorumPacket
 from trizk.quorum.leader import Leader
 from trizk.quorum.learner import Learner
@@ -55,32 +72,35 @@ from trizk.quorum.zabwire import (
     epoch_of,
     make_zxid,
 )
-from trizk.storage import snapshot
+from trizk.server.committer import Proposal
+from trizk.server.coreconfig import CoreConfig, ServerStats
+from trizk.server.ensemble import LearnerRequests
+from trizk.server.learner import LearnerWritePath
+from trizk.server.sequencer import Sequencer, WriteRequest
+from trizk.server.sessions import LOCAL
+from trizk.storage import treeio, txnlog
+from trizk.storage.replica import Replica
+from trizk.storage.txnlog import TxnEntry
+
+from . import workload
+from .workload import HistoryError, Reference, SimClient
 
 P = PacketType
 
 
-_STAT = bytes(60)
+class SimCommitter:
+    """The leader sequencer's committer: each proposal to Zab as the bytes a txn log entry
+    holds (as ``server/ensemble.py``'s ZabCommitter)."""
 
+    def __init__(self, sim: Sim, n: Node, leader: Leader) -> None:
+        self.sim, self.n, self.leader = sim, n, leader
 
-def hist_to_snapshot(hist: list[tuple[int, bytes]]) -> bytes:
-    """The replica as a SNAP payload body: one node per applied txn, /<16 hex digits zxid>."""
-    out = [struct.pack(">ii", 0, 0)]  # no sessions, no ACL cache
-    out.append(struct.pack(">ii", 0, -1) + struct.pack(">q", -1) + _STAT)  # the root, path ""
-    for z, data in hist:
-        path = f"/{z & 0xFFFFFFFFFFFFFFFF:016x}".encode()
-        out.append(struct.pack(">i", len(path)) + path + struct.pack(">i", len(data)) + data)
-        out.append(struct.pack(">q", -1) + _STAT)
-    out.append(struct.pack(">i", 1) + b"/")
-    return b"".join(out)
-
-
-def snapshot_to_hist(body: bytes) -> list[tuple[int, bytes]]:
-    """Read a body back through trizk.storage's snapshot parser (header and seal added)."""
-    raw = struct.pack(">iiq", snapshot.SNAP_MAGIC, snapshot.SNAP_VERSION, -1) + body
-    raw += struct.pack(">q", zlib.adler32(raw)) + struct.pack(">i", 1) + b"/"
-    nodes = snapshot.parse(raw).nodes
-    return [(int(n.path[1:], 16), n.data or b"") for n in nodes if n.path]
+    def propose(self, p: Proposal) -> None:
+        data = txnlog.encode_payload(TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest)))
+        if self.leader.propose(p.hdr.zxid, data):
+            self.sim.stats["proposed"] += 1
+        else:
+            self.sim.stats["rollovers"] += counter_of(p.hdr.zxid) == 0xFFFFFFFF
 
 
 @dataclass
@@ -89,10 +109,14 @@ class Disk:
     current: int = 0
     snap_zxid: int = 0
     snap_hist: tuple[tuple[int, bytes], ...] = ()
+    #: the snapshot as the replica's SNAP body (None: no snapshot)
+    snap_body: bytes | None = None
     log: tuple[Entry, ...] = ()
 
     def copy(self) -> Disk:
-        return Disk(self.accepted, self.current, self.snap_zxid, self.snap_hist, self.log)
+        return Disk(
+            self.accepted, self.current, self.snap_zxid, self.snap_hist, self.snap_body, self.log
+        )
 
     def history(self, upto: int | None = None) -> list[tuple[int, bytes]]:
         hist = list(self.snap_hist)
@@ -136,10 +160,15 @@ class Node:
     inflight: Ready | None = None
     inflight_disk: Disk | None = None
     incarnation: int = 0
-    next_zxid: int = 0  # leader's sequencer
     zxid: int = 0  # the replica's last applied zxid (lastProcessedZxid)
     group: int = 0
     disk_speed: float = 1.0  # fsync latency multiplier (a slow disk)
+    rep: Replica = field(default_factory=workload.fresh_replica)
+    #: established leader: the sequencer; serving learner: its write path
+    seq: Sequencer | None = None
+    path: LearnerWritePath | None = None
+    #: established leader: learners' REQUESTs on their way into the sequencer
+    requests: LearnerRequests | None = None
 
     def clock(self, now: int) -> int:
         return int(now * self.rate)
@@ -161,6 +190,10 @@ class SimConfig:
     commit_log_count: int = 20
     high_counter_prob: float = 0.1
     random_leader: bool = False
+    clients: int = 5
+    session_timeout_ms: tuple[int, int] = (1_500, 4_000)
+    #: the leader's globalOutstandingLimit for learners' REQUESTs (small: they wait)
+    learner_request_limit: int = 3
     #: packets as bytes through the stream codec, in random chunks; snapshots in the
     #: SNAP payload grammar, read back with trizk.storage.snapshot
     wire: bool = False
@@ -191,10 +224,17 @@ class Sim:
         self.leaders: dict[int, int] = {}  # epoch -> sid
         self.stats: Counter[str] = Counter()
         self.trace: deque[str] = deque(maxlen=60)
-        self._write_no = 0
         self.sync_targets: dict[int, deque[int]] = {}
         #: the learner machine class (tests swap in deliberately broken ones)
         self.learner_cls: type[Learner] = Learner
+        self.ref = Reference()
+        #: zxid -> entry of every write answered to a client
+        self.acked: dict[int, bytes] = {}
+        self.clients = [
+            SimClient(i, self.rng.randint(*c.session_timeout_ms)) for i in range(c.clients)
+        ]
+        #: SNAP side channel: the sender's history model with each snapshot, by link
+        self._snap_hists: dict[int, deque[list[tuple[int, bytes]]]] = {}
 
     # ------------------------------------------------------------------ event loop
 
@@ -213,7 +253,9 @@ class Sim:
         for n in self.nodes.values():
             self.at(self.rng.randint(0, 50), lambda n=n: self.look(n))
             self.at(10, lambda n=n: self.tick(n))
-        self.at(c.write_interval_ms, self.client)
+        for cl in self.clients:
+            self.at(self.rng.randint(0, 200), lambda cl=cl: self.client_step(cl))
+        self.at(c.write_interval_ms, self.member_sync)
         self.at(self.rng.randint(1, c.crash_interval_ms), self.chaos_crash)
         self.at(self.rng.randint(1, c.partition_interval_ms), self.chaos_partition)
         steps = 0
@@ -226,8 +268,9 @@ class Sim:
             steps += 1
             if steps % 500 == 0:
                 self.check_prefixes()
-        # quiesce: heal, stop chaos, let it converge
+                self.check_contents()
         self.check_prefixes()
+        self.check_contents()
         return self
 
     # ------------------------------------------------------------------ membership
@@ -264,14 +307,31 @@ class Sim:
             if m is not best:
                 self.become_learner(m, best)
 
-    def reload(self, n: Node) -> None:
-        n.hist = n.disk.history()
-        n.zxid = n.disk.last_zxid()
+    def reload(self, n: Node, upto: int | None = None) -> None:
+        """The replica from the disk (snapshot + log up to ``upto``), as LOOKING and TRUNC
+        reload it; the replica in memory is kept when the disk's history extends it (the same
+        state a reload would build)."""
+        d = n.disk
+        hist = d.history(upto)
+        old = n.hist
+        if len(hist) >= len(old) and hist[: len(old)] == old:
+            for _, data in hist[len(old) :]:
+                workload.apply_entry(n.rep, data)
+        else:
+            self.stats["rebuilds"] += 1
+            if d.snap_body is None:
+                n.rep = workload.fresh_replica()
+            else:
+                n.rep = treeio.replica_from_snapshot_body(d.snap_body, d.snap_zxid)
+            for z, data in hist:
+                if z > d.snap_zxid:
+                    workload.apply_entry(n.rep, data)
+        n.hist = hist
+        n.zxid = d.last_zxid() if upto is None else upto
         n.serving = False
 
     def become_leader(self, n: Node) -> None:
         self.reload(n)
-        n.next_zxid = 0
         d = n.disk
         log = [e for e in d.log if e.zxid > d.snap_zxid][-self.cfg.commit_log_count :]
 
@@ -335,7 +395,7 @@ class Sim:
         self.log(f"{n.sid} -> LOOKING: {reason}")
         self.stats["role_ends"] += 1
         n.machine = None
-        n.serving = False
+        self.stop_serving(n)
         if n.conn is not None:
             self.break_conn(n.conn)
             n.conn = None
@@ -352,6 +412,8 @@ class Sim:
         lrn, ldr = self.nodes[conn.learner], self.nodes[conn.leader]
         if isinstance(ldr.machine, Leader):
             ldr.machine.link_closed(conn.cid)
+        if ldr.requests is not None:
+            ldr.requests.link_closed(conn.cid)
         if lrn.conn is conn and isinstance(lrn.machine, Learner):
             lrn.machine.link_closed("connection broken")
             self.at(0, lambda: self.drain(lrn))
@@ -421,8 +483,8 @@ class Sim:
         if rd.current_epoch is not None:
             d.current = rd.current_epoch
         if rd.wipe:
-            d.snap_zxid, d.snap_hist, d.log = 0, (), ()
-            n.hist, n.zxid = [], 0
+            d.snap_zxid, d.snap_hist, d.snap_body, d.log = 0, (), None, ()
+            n.hist, n.zxid, n.rep = [], 0, workload.fresh_replica()
             self.stats["wipes"] += 1
         if rd.truncate_to is not None:
             z = rd.truncate_to
@@ -431,10 +493,11 @@ class Sim:
                 # the newest: one holding txns after z would resurrect them.
                 self.fail(f"{n.sid}: TRUNC to {z:#x} below its snapshot's content")
             d.log = tuple(e for e in d.log if e.zxid <= z)
-            n.hist = d.history(z)
-            n.zxid = z
+            self.reload(n, z)
         if rd.snapshot_in is not None:
-            n.hist = snapshot_to_hist(rd.snapshot_in.body)
+            assert n.conn is not None
+            n.hist = self._snap_hists[n.conn.cid].popleft()
+            n.rep = treeio.replica_from_snapshot_body(rd.snapshot_in.body, rd.snapshot_in.zxid)
             # fuzzy: the leader may have applied more by the time it serialised; the
             # PROPOSAL/COMMITs after SNAP replay those (idempotently)
             n.zxid = max(rd.snapshot_in.zxid, n.hist[-1][0] if n.hist else 0)
@@ -442,6 +505,7 @@ class Sim:
         if rd.take_snapshot:
             d.snap_zxid = n.zxid
             d.snap_hist = tuple(n.hist)
+            d.snap_body = treeio.snapshot_body(n.rep)
             d.log = ()
         if rd.entries:
             d.log = d.log + tuple(rd.entries)
@@ -452,7 +516,8 @@ class Sim:
                     continue
                 self.send(n, conn, s.packet)
                 if s.packet.type == P.SNAP:
-                    self.send(n, conn, SnapshotPayload(hist_to_snapshot(n.hist)))
+                    self._snap_hists.setdefault(conn.cid, deque()).append(list(n.hist))
+                    self.send(n, conn, SnapshotPayload(treeio.snapshot_body(n.rep)))
             for link, _reason in rd.close:
                 conn = self.conns.get(link)
                 if conn is not None:
@@ -462,6 +527,14 @@ class Sim:
             for link, qp in rd.requests:
                 self.on_request(n, m, link, qp)
             self.stats["touches"] += len(rd.touches)
+            if n.seq is not None:
+                now = n.clock(self.now)
+                for sid, timeout in rd.touches:
+                    n.seq.touch(sid, now, timeout)
+                for link, sid, timeout in rd.revalidate:
+                    conn = self.conns.get(link)
+                    owner = conn.learner if conn is not None else -2 - link
+                    m.revalidated(link, sid, n.seq.revalidate_for(sid, timeout, now, owner))
         else:
             for s in rd.messages:
                 if n.conn is not None:
@@ -480,6 +553,7 @@ class Sim:
         n.durable = n.inflight_disk
         n.inflight = None
         n.inflight_disk = None
+        current = n.machine is machine
         for e in rd.committed:
             if n.hist and e.zxid <= n.hist[-1][0]:
                 # fuzzy snapshot already had it (SNAP sent while the commit was in flight)
@@ -488,13 +562,24 @@ class Sim:
                 continue
             n.hist.append((e.zxid, e.data))
             n.zxid = e.zxid
+            hdr, txn = workload.decode(e.data)
+            self.apply_txn(n, hdr, txn)
             self.stats["applied"] += 1
-        if isinstance(machine, Learner) and rd.serving is not None and n.machine is machine:
-            n.serving = True
-            self.check_history(n, "learner up to date")
-        if n.serving and n.machine is machine:
-            for e in rd.committed:
+            if n.serving and current:
                 self.check_commit(n, e)
+                self.check_tree(n)
+            if current:
+                self.on_applied(n, hdr)
+        if isinstance(machine, Learner) and rd.serving is not None and current:
+            n.serving = True
+            n.path = LearnerWritePath(machine, n.sid, n.clock(self.now))
+            self.check_history(n, "learner up to date")
+            self.check_tree(n)
+        if isinstance(machine, Leader) and current and rd.committed:
+            self.feed_requests(n, machine)
+        if isinstance(machine, Learner) and current and n.path is not None:
+            for sid, valid in rd.revalidated:
+                n.path.revalidated(sid, valid)
         if isinstance(machine, Learner) and rd.synced and n.machine is machine:
             targets = self.sync_targets.get(n.conn.cid if n.conn else -1, deque())
             for _ in range(rd.synced):
@@ -524,67 +609,229 @@ class Sim:
         for zx, data in self.canonical.items():
             if mine.get(zx) != data:
                 self.fail(f"new leader {n.sid} lost committed {zx:#x}")
-        for zx, data in n.hist:
-            self.canonical.setdefault(zx, data)
+        for zx in self.acked:
+            if zx not in mine:
+                self.fail(f"new leader {n.sid} lost the acknowledged write {zx:#x}")
+        self.check_history(n, "established")
         n.serving = True
-        n.hist = [h for h in n.hist]
+        self.check_tree(n)
+        # Leader.startZkServer / server/ensemble.py _establish: the sequencer starts at e<<32
+        now = n.clock(self.now)
+        n.rep.tree.last_processed_zxid = z
+        cfg = CoreConfig(tick_time=self.cfg.timing.tick_ms, server_id=n.sid)
+        seq = n.seq = Sequencer(cfg, n.rep, SimCommitter(self, n, m), ServerStats(), now, now)
         hi = self.rng.random() < self.cfg.high_counter_prob
-        n.next_zxid = make_zxid(e, 0xFFFFFFF0 if hi else 1)
-
-    def propose(self, n: Node, m: Leader) -> None:
-        if m.done or not m.established or epoch_of(n.next_zxid) != m.epoch:
-            return  # the sequencer starts when Ready.serving is handled
-        self._write_no += 1
-        z = n.next_zxid
-        n.next_zxid += 1
-        data = f"w{self._write_no}@{n.sid}".encode()
-        if m.propose(z, data):
-            self.stats["proposed"] += 1
-        else:
-            self.stats["rollovers"] += counter_of(z) == 0xFFFFFFFF
-        self.drain(n)
+        seq.last_zxid = make_zxid(e, 0xFFFFFFF0) if hi else z
+        n.requests = LearnerRequests(self.cfg.learner_request_limit)
 
     def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
-        assert qp.data is not None
-        op = int.from_bytes(qp.data[12:16], "big", signed=True)
-        if op == 9:
+        """A learner's REQUEST reaches the leader (``_LeaderRole.pump``): it waits for the
+        sequencer under the limit of learners' proposals outstanding."""
+        if n.requests is None or link not in self.conns:
+            return  # a closed link's REQUESTs are dropped (the shell's pump does the same)
+        self.stats["waiting"] += len(n.requests.waiting)
+        n.requests.waiting.append((link, qp))
+        self.feed_requests(n, m)
+
+    def feed_requests(self, n: Node, m: Leader) -> None:
+        if n.seq is None or n.requests is None:
+            return
+
+        def sync(link: int) -> None:
             self.sync_targets.setdefault(link, deque()).append(m.last_proposed)
             m.process_sync(link)
-        else:
-            self.propose(n, m)
 
-    def client(self) -> None:
-        self.at(self.rng.randint(1, 2 * self.cfg.write_interval_ms), self.client)
+        def bad(link: int, e: Exception) -> None:
+            self.fail(f"{n.sid}: the sequencer refused a REQUEST of link {link}: {e!r}")
+
+        owners = {cid: conn.learner for cid, conn in self.conns.items()}
+        now = n.clock(self.now)
+        n.requests.feed(m, n.seq, owners, now, now, sync, bad)
+
+    def apply_txn(self, n: Node, hdr: r.TxnHeader, txn: r.Record | None) -> None:
+        """A committed txn into a member's replica (``QuorumPeer.apply``) and its roles."""
+        n.rep.apply(hdr, txn)
+        if n.seq is not None:
+            n.seq.committed(hdr, txn, n.clock(self.now))
+        if n.requests is not None:
+            n.requests.committed(hdr.zxid)
+        if n.path is not None and hdr.type == OpCode.CLOSESESSION:
+            n.path.session_closed(hdr.clientId)
+
+    def stop_serving(self, n: Node) -> None:
+        """A role ends (or the member crashed): its clients are dropped."""
+        n.serving = False
+        n.seq = None
+        n.path = None
+        n.requests = None
+        for c in self.clients:
+            if c.member == n.sid:
+                c.drop()
+
+    # ------------------------------------------------------------------ clients
+
+    def member_sync(self) -> None:
+        """A client's sync through a learner (answered by the leader's SYNC)."""
+        self.at(self.rng.randint(1, 2 * self.cfg.write_interval_ms), self.member_sync)
         n = self.rng.choice(list(self.nodes.values()))
         m = n.machine
-        if isinstance(m, Leader):
-            self.propose(n, m)
-        elif isinstance(m, Learner):
-            r = self.rng.random()
-            if r < 0.15:
-                m.forward_request(1, 1, 9, b"\x00\x00\x00\x01/")
-            elif r < 0.3:
-                m.touch(self.rng.randint(1, 5), 4000)
-            else:
-                m.forward_request(1, 1, 1, b"")
+        if isinstance(m, Learner) and m.forward_request(1, 1, OpCode.SYNC, b"\x00\x00\x00\x01/"):
             self.drain(n)
+
+    def client_step(self, c: SimClient) -> None:
+        self.at(self.rng.randint(5, 2 * self.cfg.write_interval_ms), lambda: self.client_step(c))
+        if c.state == "down":
+            if self.rng.random() < 0.3:
+                self.client_connect(c)
+            return
+        n = self.nodes[c.member]
+        now = n.clock(self.now)
+        if c.state != "up":
+            return
+        ws = n.seq or n.path
+        assert ws is not None, (c, n.sid)
+        ws.touch(c.session, now)
+        if isinstance(n.machine, Learner) and n.machine.done:
+            return  # the role is ending: the client is about to be dropped
+        if len(c.pending) < workload.MAX_INFLIGHT and self.rng.random() < 0.8:
+            op, frame = workload.next_request(self.rng, c, n.rep)
+            c.pending.append(c.cxid)
+            c.ops[c.cxid] = op
+            self.stats["requests"] += 1
+            ws.submit(WriteRequest(c.session, c.cxid, op, frame, [], LOCAL), now, now)
+        self.drain(n)
+
+    def client_connect(self, c: SimClient) -> None:
+        serving = [n for n in self.nodes.values() if n.alive and (n.seq or n.path)]
+        if not serving:
+            return
+        n = self.rng.choice(serving)
+        ws = n.seq or n.path
+        assert ws is not None
+        now = n.clock(self.now)
+        c.member = n.sid
+        c.conn_no += 1
+        if c.session == 0:
+            c.state = "creating"
+            c.session = ws.create_session(c.timeout, now, now)
+            c.pending.append(0)
+            c.ops[0] = OpCode.CREATESESSION
+            self.stats["sessions"] += 1
+        else:
+            c.state = "revalidating"
+            conn_no = c.conn_no
+
+            def done(valid: bool | None) -> None:
+                if c.conn_no != conn_no:
+                    return
+                if valid:
+                    c.state = "up"
+                    self.stats["reconnects"] += 1
+                else:
+                    if valid is False:
+                        self.stats["expired"] += 1
+                        c.session = 0
+                    c.drop()
+
+            ws.revalidate(c.session, c.timeout, now, done)
+        self.drain(n)
+
+    def on_applied(self, n: Node, hdr: r.TxnHeader) -> None:
+        """Replies: the txn answers its client if connected here (FrontEnd.on_committed)."""
+        for c in self.clients:
+            if c.session != hdr.clientId or c.session == 0:
+                continue
+            if hdr.type == OpCode.CLOSESESSION:
+                c.session = 0  # expired or closed: a new session next time
+                c.drop()
+                continue
+            if c.member != n.sid or hdr.cxid not in c.ops:
+                continue
+            if c.pending[0] != hdr.cxid:
+                self.fail(
+                    f"client {c.no} (session {c.session:#x}) got the reply to cxid "
+                    f"{hdr.cxid} before {list(c.pending)}"
+                )
+            c.pending.popleft()
+            del c.ops[hdr.cxid]
+            if hdr.type == OpCode.CREATESESSION:
+                c.state = "up"
+            self.acked.setdefault(hdr.zxid, n.hist[-1][1])
+            self.stats["acked"] += 1
 
     def tick(self, n: Node) -> None:
         self.at(self.rng.randint(5, 25), lambda: self.tick(n))
         if n.alive and n.machine is not None:
-            n.machine.tick(n.clock(self.now))
+            now = n.clock(self.now)
+            n.machine.tick(now)
+            if n.seq is not None:
+                n.seq.tick(now, now)
             self.drain(n)
 
+    # ------------------------------------------------------------------ checks
+
+    def commit_canonical(self, zxid: int, data: bytes) -> bytes:
+        """Record a committed txn; the reference replica applies them in zxid order."""
+        prev = self.canonical.get(zxid)
+        if prev is not None:
+            return prev
+        self.canonical[zxid] = data
+        try:
+            self.ref.add(zxid, data)
+        except HistoryError as e:
+            self.fail(str(e))
+        return data
+
     def check_commit(self, n: Node, e: Entry) -> None:
-        prev = self.canonical.setdefault(e.zxid, e.data)
+        prev = self.commit_canonical(e.zxid, e.data)
         if prev != e.data:
             self.fail(f"{n.sid} applied {e.zxid:#x}={e.data!r}, committed was {prev!r}")
 
     def check_history(self, n: Node, why: str) -> None:
         for zx, data in n.hist:
-            prev = self.canonical.setdefault(zx, data)
+            prev = self.commit_canonical(zx, data)
             if prev != data:
                 self.fail(f"{n.sid} ({why}) has {zx:#x}={data!r}, committed {prev!r}")
+
+    def advance_reference(self, upto: int) -> None:
+        """Apply the committed txns up to ``upto`` to the reference; per-session FIFO: each
+        session's cxids strictly increase along the committed history."""
+        for hdr in self.ref.advance(upto):
+            self.stats[f"txn {OpCode(hdr.type).name}"] += 1
+            if hdr.cxid == 0:
+                continue  # createSession, an expiry's closeSession: the server's own
+            last = self.ref.last_cxid.get(hdr.clientId, 0)
+            if hdr.cxid <= last:
+                self.fail(
+                    f"session {hdr.clientId:#x}: cxid {hdr.cxid} committed at {hdr.zxid:#x} "
+                    f"after cxid {last} (submit order broken)"
+                )
+            self.ref.last_cxid[hdr.clientId] = hdr.cxid
+
+    def check_tree(self, n: Node) -> None:
+        """The member's tree digest equals the committed history's at its zxid."""
+        self.advance_reference(n.zxid)
+        want = self.ref.digest_at(n.zxid)
+        got = n.rep.tree.digest
+        if got != want:
+            self.fail(f"{n.sid} at {n.zxid:#x}: tree digest {got:#x}, committed history {want:#x}")
+
+    def check_contents(self) -> None:
+        """Whole states: serving members at equal zxid are equal, and equal the reference."""
+        serving = [n for n in self.nodes.values() if n.alive and n.serving]
+        if not serving:
+            return
+        self.advance_reference(max(n.zxid for n in serving))
+        by_zxid: dict[int, tuple[int, Any]] = {}
+        if self.ref.zxid:
+            by_zxid[self.ref.zxid] = (0, workload.content(self.ref.rep))
+        for n in serving:
+            got = workload.content(n.rep)
+            first = by_zxid.setdefault(n.zxid, (n.sid, got))
+            if first[1] != got:
+                who = f"member {first[0]}" if first[0] else "the committed history"
+                self.fail(f"{n.sid} at {n.zxid:#x}: state differs from {who}'s")
+        self.stats["content_checks"] += 1
 
     def check_prefixes(self) -> None:
         committed = sorted(self.canonical)
@@ -629,7 +876,7 @@ class Sim:
                     self.break_conn(conn)
         n.conn = None
         n.inflight = None
-        n.serving = False
+        self.stop_serving(n)
         n.incarnation += 1
         self.at(self.rng.randint(100, 2000), lambda: self.restart(n))
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from trizk.quorum.zabwire import PacketType
 from trizk.server import admin, fourlw, metrics
 from trizk.server.config import ServerConfig
+from trizk.server.ensemble import QueueMeter
+from trizk.server.servermetrics import Summary
 
 PROM = {"metricsProvider.className": metrics.PROMETHEUS_PROVIDER}
 
@@ -95,3 +98,47 @@ def test_route() -> None:
     assert metrics.respond("PUT", "/metrics", None, False).status == 405
     ok = metrics.respond("POST", "/metrics", None, False)
     assert ok.status == 200 and dict(ok.headers)["Content-Type"] == metrics.CONTENT_TYPE
+
+
+def test_learner_queue_summary_sets_from_the_view(tmp_path: Path) -> None:
+    """A leader's learner_handler_qp sets: one key label per learner sid; the
+    ``quorum_ack_latency`` summary is not mistaken for a key of the ``ack_latency`` set."""
+    sizes, times = Summary(False, None), Summary(True, None)
+    for n in (3, 1, 0):
+        sizes.add(n)
+    times.add(7)
+    last = fourlw.last_mntr_name()
+    role = [(k, last, v) for k, v in sizes.mntr_values("2_learner_handler_qp_size")]
+    role += [(k, last, v) for k, v in times.mntr_values("2_learner_handler_qp_time_ms")]
+    v = _view(tmp_path, role_metrics=role)
+    assert [k for k, _ in fourlw.mntr_values(v, provider_dump=False)][-14:] == [
+        k for k, _, _ in role
+    ]
+    fams = {f.name: f for f in metrics.families(v)}
+    qp = fams["learner_handler_qp_size"].samples
+    assert [(s[0], dict(s[1]).get("key"), s[2]) for s in qp[1:]] == [
+        ("learner_handler_qp_size_count", "2", 3.0),
+        ("learner_handler_qp_size_sum", "2", 4.0),
+    ]
+    assert len(fams["learner_handler_qp_time_ms"].samples) == 5  # three quantiles, count, sum
+    assert fams["ack_latency"].samples == ()
+
+
+def test_queue_meter_samples_like_learner_handler() -> None:
+    """Every item taken adds the queue's remaining size; a marker follows the first of every
+    1000 packets queued through queuePacket (not NEWLEADER/UPTODATE; LEADERINFO and SNAP are
+    written outside the queue) and its wait is a time sample."""
+    sizes, times = Summary(True, None), Summary(True, None)  # both keep their samples
+    m = QueueMeter(sizes, times)
+    m.queued(PacketType.LEADERINFO, 0)
+    m.queued(PacketType.DIFF, 10)  # packet 0: + marker
+    m.queued(PacketType.NEWLEADER, 10)
+    m.queued(PacketType.PING, 11)
+    m.taken(25)
+    assert list(sizes.recent) == [3, 2, 1, 0]
+    assert list(times.recent) == [15]
+    for _ in range(999):
+        m.queued(PacketType.PROPOSAL, 30)  # packets 2..1000: the 1000th gets a marker
+    m.taken(40)
+    assert times.count == 2 and list(times.recent)[-1] == 10
+    assert sizes.count == 4 + 1000
