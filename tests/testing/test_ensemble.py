@@ -164,4 +164,7 @@ def test_nothing_is_left_after_a_failing_test(tmp_path: Path) -> None:
             raise RuntimeError("the test failed")
     assert roots[0] is not None and not roots[0].exists()
     assert list(tmp_path.iterdir()) == []
-    assert set(threading.enumerate()) <= threads
+    # Trio's idle worker threads (its to_thread cache, "Trio thread N") may outlive a loop by
+    # up to 10 s and are reused by the next one: runtime, not something the ensemble left
+    left = {t for t in threading.enumerate() if not t.name.startswith("Trio thread ")}
+    assert left <= threads
