@@ -166,7 +166,8 @@ class ServerPool:
     cannot be reset is replaced by a fresh one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, io_timeout: float = 10.0) -> None:
+        self.io_timeout = io_timeout  # each read's bound in a run (scenario.run_steps)
         #: by (kind, the scenario's zoo.cfg keys)
         self._servers: dict[tuple[str, str], servers.Server] = {}
 
@@ -189,7 +190,13 @@ class ServerPool:
             srv = self._server(key, cfg)
             if not reset_base(srv, base, create=True):
                 raise servers.ServerStartError(f"cannot prepare {base} on a fresh {kind}")
-        t = run_steps(srv.host, srv.port, sc.get("sessions", {"A": {}}), sc["steps"])
+        t = run_steps(
+            srv.host,
+            srv.port,
+            sc.get("sessions", {"A": {}}),
+            sc["steps"],
+            io_timeout=self.io_timeout,
+        )
         if not reset_base(srv, base, create=False):
             srv.stop()
             del self._servers[key]

@@ -171,6 +171,19 @@ class RawClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
+    def send_frames(self, data: bytes) -> None:
+        """Send bytes as they are (well-formed or not); every complete frame in them whose
+        RequestHeader reads is remembered as ``xid -> opcode``, so its reply decodes by type."""
+        pos = 0
+        while pos + 12 <= len(data):
+            (n,) = _INT.unpack_from(data, pos)
+            if n < 8 or pos + 4 + n > len(data):
+                break
+            xid, op = struct.unpack_from(">ii", data, pos + 4)
+            self._pending[xid] = _Pending(op)
+            pos += 4 + n
+        self.send_raw(data)
+
     def connect(
         self,
         *,
@@ -291,7 +304,7 @@ class RawClient:
         payload = self._read_frame(deadline)
         hdr, pos = R.ReplyHeader.decode_from(payload, 0)
         rest = payload[pos:]
-        if hdr.xid == Xid.NOTIFICATION:
+        if hdr.xid == Xid.NOTIFICATION and Xid.NOTIFICATION not in self._pending:
             try:
                 ev, p = R.WatcherEvent.decode_from(rest, 0)
                 return Event(hdr.zxid, hdr.err, ev, rest[p:])

@@ -457,6 +457,12 @@ class FrontEnd:
         req = self._decode_or_close(conn, r.GetSASLRequest, frame)
         if req is None:
             return
+        if req.token is None:
+            # processSasl logs clientToken.length before its try: a null token's
+            # NullPointerException escapes and the connection is closed.
+            log.warning("%s: SASL packet with a null token, closing connection", conn)
+            self._close(conn, "null SASL token")
+            return
         token: bytes | None = None
         sasl_cfg = self.config.sasl
         if sasl_cfg is None:
