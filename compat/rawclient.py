@@ -302,6 +302,9 @@ class RawClient:
     def read_packet(self, deadline: float | None = None) -> Packet:
         """The next reply or watch event, decoded as far as it decodes."""
         payload = self._read_frame(deadline)
+        again = self._connect_again(payload)
+        if again is not None:
+            return again
         hdr, pos = R.ReplyHeader.decode_from(payload, 0)
         rest = payload[pos:]
         if hdr.xid == Xid.NOTIFICATION and Xid.NOTIFICATION not in self._pending:
@@ -326,6 +329,25 @@ class RawClient:
         except (JuteDecodeError, struct.error, IndexError):
             reply.body, reply.raw = None, rest
         return reply
+
+    def _connect_again(self, payload: bytes) -> Reply | None:
+        """A ConnectResponse for this session where a reply would be: ZooKeeper's answer to a
+        createSession request on an open session (FinalRequestProcessor: finishSessionInit).
+        Recorded as a reply (xid and zxid 0) whose body is the response, its password
+        ``b"same"`` when it is the session's own."""
+        xid = next((x for x, p in self._pending.items() if p.op == OpCode.CREATESESSION), None)
+        if xid is None or len(payload) not in (36, 37):
+            return None
+        try:
+            resp, _ = R.ConnectResponse.decode_from(payload, 0)
+        except JuteDecodeError:
+            return None
+        if resp.sessionId != self.session_id or resp.protocolVersion != 0:
+            return None
+        del self._pending[xid]
+        if resp.passwd == self.passwd:
+            resp = R.ConnectResponse(resp.protocolVersion, resp.timeOut, resp.sessionId, b"same")
+        return Reply(0, 0, 0, OpCode.CREATESESSION, resp, payload[36:])
 
     def read_until_reply(
         self, xid: int, deadline: float | None = None

@@ -402,6 +402,7 @@ class FrontEnd:
         if (
             op in READ_OPS
             or op in _NO_TXN_OPS
+            or (op == OpCode.CREATESESSION and len(frame) < _HDR.size + 4)
             or (op == OpCode.RECONFIG and _bad_reconfig(frame))
             or (op == OpCode.MULTI and multi_without_txn(frame))
         ):
@@ -511,9 +512,10 @@ class FrontEnd:
         payload: bytes | None = None
         try:
             if op in (OpCode.CREATESESSION, OpCode.RECONFIG):
-                # ZooKeeper 3.8.0 answers a client's createSession, and a reconfig whose body
-                # does not decode (pRequestHelper decodes it before taking a zxid), with
-                # MARSHALLINGERROR and no txn; the session carries on.
+                # ZooKeeper 3.8.0 answers a client's createSession without a timeout (its
+                # getInt underflows), and a reconfig whose body does not decode
+                # (pRequestHelper decodes it before taking a zxid), with MARSHALLINGERROR and
+                # no txn; the session carries on.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == OpCode.MULTIREAD:
                 err, payload = multi_read(frame, ctx)
@@ -618,7 +620,8 @@ class FrontEnd:
                 if not hconn.closed:
                     self._finish_session_init(hconn, True)
                     self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received, now, txn=True)
-            return
+                return
+            # else a client's createSession on its open session: answered below
         conn = self.session_conn.get(sid)
         fifo = self._fifo.get(conn.id) if conn is not None else None
         head = fifo[0] if fifo else None
@@ -648,6 +651,12 @@ class FrontEnd:
         xid = mark.cxid
         self._finished(conn)
         err = rc.err
+        if hdr.type == OpCode.CREATESESSION:
+            # FinalRequestProcessor: finishSessionInit(cnxn, true), a ConnectResponse for the
+            # connection's own session (its timeout, not the txn's) where a reply would be
+            self._finish_session_init(conn, True)
+            self._replied(conn, op, xid, zxid, mark.received, now, txn=True)
+            return
         if hdr.type == OpCode.ERROR and err == Code.SESSIONMOVED:
             # FinalRequestProcessor: "session moved is a connection level error, we need to
             # tear down the connection" (ZOOKEEPER-710): no reply, the connection is closed.
@@ -705,7 +714,9 @@ class FrontEnd:
 
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
-_NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD, OpCode.CREATESESSION})
+#: (a client's createSession is one too when its body has no timeout: see _read; with one, it
+#: is a write, see Sequencer.submit)
+_NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD})
 
 
 def _bad_reconfig(frame: bytes) -> bool:
