@@ -152,11 +152,14 @@ def decode_multi(b: bytes) -> tuple[list[MultiResult], bytes]:
 class RawClient:
     """One TCP connection to a ZooKeeper-protocol server; see the module docstring."""
 
-    def __init__(self, host: str, port: int, *, io_timeout: float = 10.0) -> None:
+    def __init__(
+        self, host: str, port: int, *, io_timeout: float = 10.0, source: str | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.io_timeout = io_timeout
-        self.sock = socket.create_connection((host, port), timeout=io_timeout)
+        src = (source, 0) if source else None  # a local address to connect from
+        self.sock = socket.create_connection((host, port), timeout=io_timeout, source_address=src)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._dec = FrameDecoder(MAX_FRAME)
         self._pending: dict[int, _Pending] = {}
