@@ -485,7 +485,7 @@ class Executor:
             self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid), a.get("wait"))
         elif op == "frames":
             # Bytes as they are ("hex"), framed or not (the wire fuzzer's mutated frames), then
-            # a fence (exists "/" with xid FENCE_XID); everything up to the fence's reply is
+            # a fence (exists "/t" with xid FENCE_XID); everything up to the fence's reply is
             # recorded, or the close, or a timeout (the connection is then kept).
             data = bytes.fromhex(a["hex"])
 
