@@ -402,7 +402,6 @@ class FrontEnd:
         if (
             op in READ_OPS
             or op in _NO_TXN_OPS
-            or (op == OpCode.CREATESESSION and len(frame) < _HDR.size + 4)
             or (op == OpCode.RECONFIG and _bad_reconfig(frame))
             or (op == OpCode.MULTI and multi_without_txn(frame))
         ):
@@ -511,11 +510,10 @@ class FrontEnd:
         body: r.Record | None = None
         payload: bytes | None = None
         try:
-            if op in (OpCode.CREATESESSION, OpCode.RECONFIG):
-                # ZooKeeper 3.8.0 answers a client's createSession without a timeout (its
-                # getInt underflows), and a reconfig whose body does not decode
-                # (pRequestHelper decodes it before taking a zxid), with MARSHALLINGERROR and
-                # no txn; the session carries on.
+            if op == OpCode.RECONFIG:
+                # ZooKeeper 3.8.0 answers a reconfig whose body does not decode (pRequestHelper
+                # decodes it before taking a zxid) with MARSHALLINGERROR and no txn; the
+                # session carries on.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == OpCode.MULTIREAD:
                 err, payload = multi_read(frame, ctx)
@@ -714,8 +712,7 @@ class FrontEnd:
 
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
-#: (a client's createSession is one too when its body has no timeout: see _read; with one, it
-#: is a write, see Sequencer.submit)
+#: (A client's createSession on its open session is a write: see Sequencer.submit.)
 _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD})
 
 

@@ -125,7 +125,7 @@ class Sequencer:
         on a packet too short for its header."""
         sid, cxid, op = _REQUEST.unpack_from(data)
         body = data[_REQUEST.size :]
-        if op == OpCode.CREATESESSION:
+        if op == OpCode.CREATESESSION and len(body) >= _TIMEOUT.size:
             (timeout,) = _TIMEOUT.unpack_from(body)
             self.create_session_with_id(sid, timeout, now, wall, owner, cxid)
         elif op != OpCode.SYNC:
@@ -204,9 +204,12 @@ class Sequencer:
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = OpCode.MULTI, multi
             elif op == OpCode.CREATESESSION:
-                # A client's createSession on its open session (the front end answers one with
-                # no timeout itself): PrepRequestProcessor takes the body's int as the timeout,
-                # trackSession touches the session with it, and a CreateSessionTxn is logged.
+                # A client's createSession on its open session: PrepRequestProcessor takes the
+                # body's int as the timeout, trackSession touches the session with it, and a
+                # CreateSessionTxn is logged. A body too short for the int underflows after
+                # the txn header was set: an error txn (MARSHALLINGERROR) with its zxid.
+                if len(frame) < _REQUEST_HEADER_LEN + _TIMEOUT.size:
+                    raise PrepError(Code.MARSHALLINGERROR)
                 (timeout,) = _TIMEOUT.unpack_from(frame, _REQUEST_HEADER_LEN)
                 self.sessions.touch(sid, now, timeout)
                 txn_type, txn = OpCode.CREATESESSION, r.CreateSessionTxn(timeout)
