@@ -341,11 +341,12 @@ _VALID_OPS = frozenset(int(o) for o in OpCode) - {OpCode.NOTIFICATION, OpCode.ER
 
 
 def racy(data: bytes) -> bool:
-    """Whether ZooKeeper's answer to ``data`` depends on its threads' timing: a request that
-    reaches its pipeline (or an unknown opcode, whose close UnimplementedRequestProcessor only
-    queues) followed in the same bytes by something its reader thread acts on at once (auth or
-    sasl, answered immediately; a frame length it refuses or left-over bytes, closing the
-    connection), or an unknown opcode followed by anything."""
+    """Whether ZooKeeper's answer to ``data`` depends on its threads' timing: a request (whose
+    reply its selector thread writes later, whether the pipeline or the reader thread made it)
+    followed in the same bytes by something its reader thread acts on at once (auth or sasl,
+    answered ahead of a queued read; a frame length it refuses or left-over bytes, closing the
+    connection and dropping what is queued), or an unknown opcode or closeSession followed by
+    anything (their close is queued while reading goes on)."""
     pos, queued = 0, False
     while pos < len(data):
         if pos + 4 > len(data):
@@ -358,7 +359,9 @@ def racy(data: bytes) -> bool:
             return True
         if op not in _VALID_OPS or op == OpCode.CLOSESESSION:
             return True  # its close races what follows (ZooKeeper reads on meanwhile)
-        queued = queued or op not in _READER_OPS
+        # a reply, even auth's or sasl's from the reader thread, is only queued for the selector
+        # thread to write: a close the reader makes next discards it
+        queued = True
         pos += 4 + n
     return False
 
@@ -589,9 +592,11 @@ def main(argv: list[str] | None = None) -> int:
         stats=stats,
     )
     real = [x for x in findings if not x.flaky]
+    history = sum(x.reproduced is False for x in real)
     print(
         f"{ran} cases (seed {args.seed}) in {time.monotonic() - t0:.0f} s: "
-        f"{len(real)} with differences or a disturbed bystander, "
+        f"{len(real)} with differences or a disturbed bystander ({history} of them not on "
+        "fresh servers: they depend on what earlier cases left), "
         f"{len(findings) - len(real)} flaky (a difference that did not repeat), "
         f"{stats['fuzzer'].races} racy cases passed as a close racing replies"
     )

@@ -49,6 +49,7 @@ def test_racy_classifier() -> None:
     assert not wf.racy(auth + get)  # auth first: answered before the read is queued
     assert wf.racy(get + auth)  # auth answered on ZooKeeper's reader thread, ahead
     assert wf.racy(get + b"\xff\xff")  # left-over bytes: a close racing the reply
+    assert wf.racy(auth + b"\xff\xff")  # even a reply made on the reader thread
     assert wf.racy(_frame(1, 99))  # UNIMPLEMENTED's close races the fence
     assert wf.racy(_frame(1, OpCode.CLOSESESSION))
 
