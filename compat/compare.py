@@ -179,10 +179,18 @@ class ServerPool:
             srv = self._servers[key] = servers.start(key[0], cfg)
         return srv
 
+    @staticmethod
+    def _key(kind: str, cfg: Mapping[str, str] | None) -> tuple[str, str]:
+        return kind, repr(sorted((cfg or {}).items()))
+
+    def server(self, kind: str, cfg: Mapping[str, str] | None = None) -> servers.Server:
+        """The long-lived server of ``kind`` with ``cfg`` (started, or replaced, as needed)."""
+        return self._server(self._key(kind, cfg), cfg)
+
     def run(self, kind: str, sc: Mapping[str, Any]) -> Transcript:
         base = sc["base"]
         cfg = sc.get("cfg")
-        key = (kind, repr(sorted((cfg or {}).items())))
+        key = self._key(kind, cfg)
         srv = self._server(key, cfg)
         if not reset_base(srv, base, create=True):
             srv.stop()

@@ -451,8 +451,7 @@ class Fuzzer:
         self.races = 0  # cases whose differences are all a close racing replies
 
     def _server(self, side: int) -> servers.Server:
-        kind = self.kinds[side]
-        return self.pools[side]._server((kind, repr(sorted(FUZZ_CFG.items()))), FUZZ_CFG)
+        return self.pools[side].server(self.kinds[side], FUZZ_CFG)
 
     def _bystander(self, side: int) -> Bystander:
         srv = self._server(side)
