@@ -431,12 +431,19 @@ def _nb(s: socket.socket) -> socket.socket:
 
 
 def open_many_sessions(
-    host: str, port: int, n: int, concurrency: int = 32, deadline_s: float = 120.0
+    host: str,
+    port: int,
+    n: int,
+    concurrency: int = 32,
+    deadline_s: float = 120.0,
+    sources: Sequence[str] = (),
+    session_ms: int = 30000,
 ) -> tuple[float, list[socket.socket]]:
     """Open ``n`` sessions with at most ``concurrency`` handshakes in flight; time until all are
-    established. Returns (seconds, sockets) — the caller closes them."""
+    established. Returns (seconds, sockets) — the caller closes them. ``sources``: local
+    addresses to connect from in turn (one address has ~28,000 ephemeral ports)."""
     sel = selectors.EpollSelector()
-    hs = handshake_bytes()
+    hs = handshake_bytes(session_ms)
     done: list[socket.socket] = []
     pending: dict[socket.socket, bytearray] = {}
     started = 0
@@ -445,7 +452,8 @@ def open_many_sessions(
     try:
         while len(done) < n:
             while started < n and len(pending) < concurrency:
-                s = socket.create_connection((host, port), timeout=10.0)
+                src = (sources[started % len(sources)], 0) if sources else None
+                s = socket.create_connection((host, port), timeout=10.0, source_address=src)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 s.sendall(hs)
                 s.setblocking(False)

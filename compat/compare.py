@@ -166,7 +166,8 @@ class ServerPool:
     cannot be reset is replaced by a fresh one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, io_timeout: float = 10.0) -> None:
+        self.io_timeout = io_timeout  # each read's bound in a run (scenario.run_steps)
         #: by (kind, the scenario's zoo.cfg keys)
         self._servers: dict[tuple[str, str], servers.Server] = {}
 
@@ -178,10 +179,18 @@ class ServerPool:
             srv = self._servers[key] = servers.start(key[0], cfg)
         return srv
 
+    @staticmethod
+    def _key(kind: str, cfg: Mapping[str, str] | None) -> tuple[str, str]:
+        return kind, repr(sorted((cfg or {}).items()))
+
+    def server(self, kind: str, cfg: Mapping[str, str] | None = None) -> servers.Server:
+        """The long-lived server of ``kind`` with ``cfg`` (started, or replaced, as needed)."""
+        return self._server(self._key(kind, cfg), cfg)
+
     def run(self, kind: str, sc: Mapping[str, Any]) -> Transcript:
         base = sc["base"]
         cfg = sc.get("cfg")
-        key = (kind, repr(sorted((cfg or {}).items())))
+        key = self._key(kind, cfg)
         srv = self._server(key, cfg)
         if not reset_base(srv, base, create=True):
             srv.stop()
@@ -189,7 +198,13 @@ class ServerPool:
             srv = self._server(key, cfg)
             if not reset_base(srv, base, create=True):
                 raise servers.ServerStartError(f"cannot prepare {base} on a fresh {kind}")
-        t = run_steps(srv.host, srv.port, sc.get("sessions", {"A": {}}), sc["steps"])
+        t = run_steps(
+            srv.host,
+            srv.port,
+            sc.get("sessions", {"A": {}}),
+            sc["steps"],
+            io_timeout=self.io_timeout,
+        )
         if not reset_base(srv, base, create=False):
             srv.stop()
             del self._servers[key]

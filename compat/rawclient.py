@@ -152,11 +152,14 @@ def decode_multi(b: bytes) -> tuple[list[MultiResult], bytes]:
 class RawClient:
     """One TCP connection to a ZooKeeper-protocol server; see the module docstring."""
 
-    def __init__(self, host: str, port: int, *, io_timeout: float = 10.0) -> None:
+    def __init__(
+        self, host: str, port: int, *, io_timeout: float = 10.0, source: str | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.io_timeout = io_timeout
-        self.sock = socket.create_connection((host, port), timeout=io_timeout)
+        src = (source, 0) if source else None  # a local address to connect from
+        self.sock = socket.create_connection((host, port), timeout=io_timeout, source_address=src)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._dec = FrameDecoder(MAX_FRAME)
         self._pending: dict[int, _Pending] = {}
@@ -170,6 +173,19 @@ class RawClient:
     # ------------------------------------------------------------------ sending
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
+
+    def send_frames(self, data: bytes) -> None:
+        """Send bytes as they are (well-formed or not); every complete frame in them whose
+        RequestHeader reads is remembered as ``xid -> opcode``, so its reply decodes by type."""
+        pos = 0
+        while pos + 12 <= len(data):
+            (n,) = _INT.unpack_from(data, pos)
+            if n < 8 or pos + 4 + n > len(data):
+                break
+            xid, op = struct.unpack_from(">ii", data, pos + 4)
+            self._pending[xid] = _Pending(op)
+            pos += 4 + n
+        self.send_raw(data)
 
     def connect(
         self,
@@ -289,9 +305,12 @@ class RawClient:
     def read_packet(self, deadline: float | None = None) -> Packet:
         """The next reply or watch event, decoded as far as it decodes."""
         payload = self._read_frame(deadline)
+        again = self._connect_again(payload)
+        if again is not None:
+            return again
         hdr, pos = R.ReplyHeader.decode_from(payload, 0)
         rest = payload[pos:]
-        if hdr.xid == Xid.NOTIFICATION:
+        if hdr.xid == Xid.NOTIFICATION and Xid.NOTIFICATION not in self._pending:
             try:
                 ev, p = R.WatcherEvent.decode_from(rest, 0)
                 return Event(hdr.zxid, hdr.err, ev, rest[p:])
@@ -313,6 +332,25 @@ class RawClient:
         except (JuteDecodeError, struct.error, IndexError):
             reply.body, reply.raw = None, rest
         return reply
+
+    def _connect_again(self, payload: bytes) -> Reply | None:
+        """A ConnectResponse for this session where a reply would be: ZooKeeper's answer to a
+        createSession request on an open session (FinalRequestProcessor: finishSessionInit).
+        Recorded as a reply (xid and zxid 0) whose body is the response, its password
+        ``b"same"`` when it is the session's own."""
+        xid = next((x for x, p in self._pending.items() if p.op == OpCode.CREATESESSION), None)
+        if xid is None or len(payload) not in (36, 37):
+            return None
+        try:
+            resp, _ = R.ConnectResponse.decode_from(payload, 0)
+        except JuteDecodeError:
+            return None
+        if resp.sessionId != self.session_id or resp.protocolVersion != 0:
+            return None
+        del self._pending[xid]
+        if resp.passwd == self.passwd:
+            resp = R.ConnectResponse(resp.protocolVersion, resp.timeOut, resp.sessionId, b"same")
+        return Reply(0, 0, 0, OpCode.CREATESESSION, resp, payload[36:])
 
     def read_until_reply(
         self, xid: int, deadline: float | None = None

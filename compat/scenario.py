@@ -65,6 +65,8 @@ Entry = dict[str, Any]
 Transcript = dict[str, list[Entry]]
 
 DEFAULT_TIMEOUT_MS = 30000
+#: xid of the request that follows a "frames" step's bytes (no generated request uses it)
+FENCE_XID = 0x7FFF0000
 WAIT_BOUND = 10.0  # seconds: bound of wait_event / wait_closed (expiry takes < 1 s here)
 
 OPEN_ACL = (R.ACL(int(Perms.ALL), R.Id("world", "anyone")),)
@@ -225,8 +227,8 @@ REQUEST_OPS = (
     "removeWatches checkWatches closeSession"
 ).split()
 CONTROL_OPS = (
-    "multi multiRead setWatches setWatches2 auth ping request open raw connect reconnect renew "
-    "drop wait_event wait_closed"
+    "multi multiRead setWatches setWatches2 auth ping request frames open raw connect reconnect "
+    "renew drop wait_event wait_closed"
 ).split()
 #: Every operation a step may name.
 OPS = frozenset(REQUEST_OPS + CONTROL_OPS)
@@ -481,6 +483,17 @@ class Executor:
 
             xid = a.get("xid")
             self._roundtrip(s, i, lambda c: c.send(opcode, body, xid=xid), a.get("wait"))
+        elif op == "frames":
+            # Bytes as they are ("hex"), framed or not (the wire fuzzer's mutated frames), then
+            # a fence (exists "/t" with xid FENCE_XID); everything up to the fence's reply is
+            # recorded, or the close, or a timeout (the connection is then kept).
+            data = bytes.fromhex(a["hex"])
+
+            def send_frames(c: RawClient) -> int:
+                c.send_frames(data)
+                return c.send(OpCode.EXISTS, R.ExistsRequest("/t", False), xid=FENCE_XID)
+
+            self._roundtrip(s, i, send_frames, a.get("wait"))
         elif op == "open":
             # A TCP connection with no handshake, for bytes sent with "raw".
             if s.client is not None:

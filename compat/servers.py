@@ -155,13 +155,17 @@ class Server:
         self.stop()
 
 
-def _command(kind: str, cfg_path: Path, workdir: Path) -> list[str]:
+#: ZooKeeper's JVM heap (``-Xmx``): ample for the suite; the load benchmark raises it
+DEFAULT_HEAP = "256m"
+
+
+def _command(kind: str, cfg_path: Path, workdir: Path, heap: str = DEFAULT_HEAP) -> list[str]:
     if kind == "zookeeper":
         log4j = workdir / "log4j.properties"
         log4j.write_text(_LOG4J)
         return [
             shutil.which("java") or "java",
-            "-Xmx256m",
+            f"-Xmx{heap}",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             f"-Dlog4j.configuration=file:{log4j}",
@@ -183,8 +187,10 @@ def start(
     ready_timeout: float = 30.0,
     attempts: int = 3,
     keep_dir: bool = False,
+    heap: str = DEFAULT_HEAP,
 ) -> Server:
-    """Start a server of ``kind`` on a free loopback port and wait until a session works."""
+    """Start a server of ``kind`` on a free loopback port and wait until a session works
+    (``heap``: ZooKeeper's -Xmx)."""
     last_err = ""
     for _ in range(attempts):
         workdir = Path(tempfile.mkdtemp(prefix=f"trizk-compat-{kind}-"))
@@ -197,7 +203,7 @@ def start(
         log = open(workdir / "server.log", "wb")
         try:
             proc = subprocess.Popen(
-                _command(kind, cfg_path, workdir),
+                _command(kind, cfg_path, workdir, heap),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

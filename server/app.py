@@ -355,7 +355,10 @@ class TrizkServer:
             now = self._now()
             for p in list(self.peers.values()):
                 c = p.conn
-                timeout = c.session_timeout if c.state is State.OPEN else interval
+                # NIOServerCnxn.setSessionTimeout touches the connection with the session's
+                # timeout as soon as its ConnectRequest is read: a handshake waiting for its
+                # createSession to commit is not sessionless any more.
+                timeout = c.session_timeout or interval
                 if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
                     p.core.close(c, f"connection expired (no traffic for {timeout} ms)")
                     self.server_metrics.sessionless_connections_expired += c.state is not State.OPEN

@@ -489,6 +489,12 @@ class FrontEnd:
         req = self._decode_or_close(conn, r.GetSASLRequest, frame)
         if req is None:
             return
+        if req.token is None:
+            # processSasl logs clientToken.length before its try: a null token's
+            # NullPointerException escapes and the connection is closed.
+            log.warning("%s: SASL packet with a null token, closing connection", conn)
+            self._close(conn, "null SASL token")
+            return
         token: bytes | None = None
         sasl_cfg = self.config.sasl
         if sasl_cfg is None:
@@ -542,10 +548,10 @@ class FrontEnd:
         body: r.Record | None = None
         payload: bytes | None = None
         try:
-            if op in (OpCode.CREATESESSION, OpCode.RECONFIG):
-                # ZooKeeper 3.8.0 answers a client's createSession, and a reconfig whose body
-                # does not decode (pRequestHelper decodes it before taking a zxid), with
-                # MARSHALLINGERROR and no txn; the session carries on.
+            if op == OpCode.RECONFIG:
+                # ZooKeeper 3.8.0 answers a reconfig whose body does not decode (pRequestHelper
+                # decodes it before taking a zxid) with MARSHALLINGERROR and no txn; the
+                # session carries on.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == OpCode.MULTIREAD:
                 err, payload = multi_read(frame, ctx)
@@ -660,7 +666,8 @@ class FrontEnd:
                 if not hconn.closed:
                     self._finish_session_init(hconn, True)
                     self._replied(hconn, OpCode.CREATESESSION, 0, rc.zxid, received, now, txn=True)
-            return
+                return
+            # else a client's createSession on its open session: answered below
         conn = self.session_conn.get(sid)
         fifo = self._fifo.get(conn.id) if conn is not None else None
         head = fifo[0] if fifo else None
@@ -690,6 +697,12 @@ class FrontEnd:
         xid = mark.cxid
         self._finished(conn)
         err = rc.err
+        if hdr.type == OpCode.CREATESESSION:
+            # FinalRequestProcessor: finishSessionInit(cnxn, true), a ConnectResponse for the
+            # connection's own session (its timeout, not the txn's) where a reply would be
+            self._finish_session_init(conn, True)
+            self._replied(conn, op, xid, zxid, mark.received, now, txn=True)
+            return
         if hdr.type == OpCode.ERROR and err == Code.SESSIONMOVED:
             # FinalRequestProcessor: "session moved is a connection level error, we need to
             # tear down the connection" (ZOOKEEPER-710): no reply, the connection is closed.
@@ -764,7 +777,8 @@ class FrontEnd:
 _WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, EventType.NODEDELETED})
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
-_NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD, OpCode.CREATESESSION})
+#: (A client's createSession on its open session is a write: see Sequencer.submit.)
+_NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD})
 
 
 def _bad_reconfig(frame: bytes) -> bool:

@@ -47,6 +47,7 @@ log = logging.getLogger("trizk.server")
 
 _REQUEST = struct.Struct(">qii")
 _TIMEOUT = struct.Struct(">i")
+_REQUEST_HEADER_LEN = 8  # RequestHeader: int xid, int type
 
 
 @dataclass(slots=True)
@@ -106,13 +107,14 @@ class Sequencer:
         return sid
 
     def create_session_with_id(
-        self, session_id: int, timeout: int, now: int, wall: int, owner: int = LOCAL
+        self, session_id: int, timeout: int, now: int, wall: int, owner: int = LOCAL, cxid: int = 0
     ) -> None:
         """A learner's new session (its id chosen by the learner): tracked here from now on,
         attached to that learner, its createSession txn proposed (PrepRequestProcessor:
-        ``setOwner`` on createSession)."""
+        ``setOwner`` on createSession). ``cxid`` is 0 but for a client's createSession on its
+        open session, which the learner's front end answers when the txn commits."""
         self.sessions.add(session_id, timeout, now).owner = owner
-        self._propose(session_id, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
+        self._propose(session_id, cxid, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
 
     def submit_learner_request(
         self, data: bytes, authinfo: Sequence[r.Id] | None, now: int, wall: int, owner: int
@@ -124,9 +126,9 @@ class Sequencer:
         sid, cxid, op = _REQUEST.unpack_from(data)
         body = data[_REQUEST.size :]
         self.stats.metrics.prep_processor_request_queued += 1  # LeaderRequestProcessor → Prep
-        if op == OpCode.CREATESESSION:
+        if op == OpCode.CREATESESSION and len(body) >= _TIMEOUT.size:
             (timeout,) = _TIMEOUT.unpack_from(body)
-            self.create_session_with_id(sid, timeout, now, wall, owner)
+            self.create_session_with_id(sid, timeout, now, wall, owner, cxid)
         elif op != OpCode.SYNC:
             auth = [(i.scheme or "", i.id or "") for i in authinfo or ()]
             frame = r.RequestHeader(cxid, op).encode() + body
@@ -205,6 +207,16 @@ class Sequencer:
                 ops = parse_multi(frame)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = OpCode.MULTI, multi
+            elif op == OpCode.CREATESESSION:
+                # A client's createSession on its open session: PrepRequestProcessor takes the
+                # body's int as the timeout, trackSession touches the session with it, and a
+                # CreateSessionTxn is logged. A body too short for the int underflows after
+                # the txn header was set: an error txn (MARSHALLINGERROR) with its zxid.
+                if len(frame) < _REQUEST_HEADER_LEN + _TIMEOUT.size:
+                    raise PrepError(Code.MARSHALLINGERROR)
+                (timeout,) = _TIMEOUT.unpack_from(frame, _REQUEST_HEADER_LEN)
+                self.sessions.touch(sid, now, timeout)
+                txn_type, txn = OpCode.CREATESESSION, r.CreateSessionTxn(timeout)
             elif op == OpCode.DELETECONTAINER:
                 # PrepRequestProcessor reads the path as the whole request buffer,
                 # ``new String(request.request.array(), UTF_8)``, header bytes included.

@@ -6,7 +6,9 @@
   them in the server; every one is still answered, in order.
 * ``zookeeper.nio.sessionlessCnxnTimeout`` (NIOServerCnxnFactory's connection expiry queue): a
   connection that never completes its handshake, or stops half-way through a frame, is closed;
-  sessions that ping carry on.
+  sessions that ping carry on. A handshake that was read but whose createSession has not
+  committed yet is held for the session's timeout, not the sessionless one
+  (NIOServerCnxn.setSessionTimeout touches the connection).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 
+from trizk.compat.bench_servers import handshake_bytes
 from trizk.compat.rawclient import RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
@@ -103,4 +107,38 @@ def test_connections_without_a_session_are_closed(tmp_path: Path) -> None:
     finally:
         zk.stop()
         zk.close()
+        srv.stop()
+
+
+def test_handshake_waiting_for_its_commit_is_not_sessionless(tmp_path: Path) -> None:
+    srv = ThreadedServer(make_config(tmp_path, **{"nio.sessionlessCnxnTimeout": "300"})).start()
+    pers = srv.server.persistence  # type: ignore[union-attr]
+    held: list[Any] = []
+    propose = pers.propose
+
+    def hold_create_session(p: Any) -> None:
+        if p.hdr.type == OpCode.CREATESESSION:
+            held.append(p)
+        else:
+            propose(p)
+
+    srv.call(setattr, pers, "propose", hold_create_session)
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    try:
+        s.sendall(handshake_bytes(30000))
+        # three sessionless intervals pass while the createSession waits: still open
+        assert not _closed_within(s, 1.0)
+        assert srv.call(lambda: len(held)) == 1
+
+        def release() -> None:
+            pers.propose = propose
+            for p in held:
+                propose(p)
+
+        srv.call(release)
+        s.settimeout(DEADLINE)
+        head = s.recv(4)
+        assert len(head) == 4 and struct.unpack(">i", head)[0] in (36, 37)  # ConnectResponse
+    finally:
+        s.close()
         srv.stop()
