@@ -74,6 +74,9 @@ log = logging.getLogger("trizk.server")
 OUTBUF_SOFT_LIMIT = 4 * 1024 * 1024
 OUTBUF_HARD_LIMIT = 64 * 1024 * 1024
 RECEIVE_SIZE = 256 * 1024
+#: frames of one connection processed per turn of the poller: a client pipelining thousands
+#: of requests (watch registrations, say) delays the others by one turn, not by all of them
+FRAME_BUDGET = 64
 #: Netty's SslHandler default handshake timeout (10 s)
 TLS_HANDSHAKE_TIMEOUT = 10.0
 #: accept() failures that mean "out of descriptors or memory for now" (trio.serve_listeners'
@@ -565,7 +568,15 @@ class TrizkServer:
         frames) to the core, then flush what that produced."""
         conn = peer.conn
         try:
-            peer.core.data_received(conn, data, self._now(), self._wall())
+            if isinstance(peer, SockPeer):
+                # a turn: at most FRAME_BUDGET frames, and none once the output is backlogged
+                # (the poller gives the rest a later turn, after the other connections')
+                assert self.poller is not None
+                peer.more = peer.core.data_received(
+                    conn, data, self._now(), self._wall(), FRAME_BUDGET, self.poller.soft_limit
+                )
+            else:
+                peer.core.data_received(conn, data, self._now(), self._wall())
         except Exception:
             # A bug must cost only this connection: the server and other clients go on.
             log.exception("%s: internal error while processing a request", conn)

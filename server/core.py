@@ -248,33 +248,49 @@ class FrontEnd:
         self.dirty.append(conn)
 
     # ------------------------------------------------------------------ input
-    def data_received(self, conn: ClientConnection, data: bytes, now: int, wall: int) -> None:
+    def data_received(
+        self,
+        conn: ClientConnection,
+        data: bytes,
+        now: int,
+        wall: int,
+        max_frames: int | None = None,
+        max_output: int | None = None,
+    ) -> bool:
+        """Take ``data`` and process the complete frames buffered. With ``max_frames`` (a turn's
+        budget) or ``max_output`` (the shell's soft output limit), stop after that many frames,
+        or once that much output is queued; True means stopped so with input left, to be
+        processed by a later call (with no data). The rest of the time: False."""
         conn.last_io = now
         m = self.stats.metrics
         m.clock.advance(now)
         self._wall_offset = wall - now
         conn.receive_data(data)
         self._mark(conn)
+        budget = max_frames if max_frames is not None else -1
         while not conn.closed and not conn.throttled:
+            if budget == 0 or (max_output is not None and len(conn.out) > max_output):
+                return conn.decoder.buffered > 0
             if conn.state is State.HANDSHAKE and conn.decoder.buffered >= 4:
                 word = self.is_four_letter(conn.decoder.peek(4))
                 if word is not None:
                     if word == "stmk":  # SetTraceMaskCommand reads a long after the word
                         if conn.decoder.buffered < 12:
-                            return
+                            return False
                         self._four_letter(conn, word, conn.decoder.peek(12)[4:])
                     else:
                         self._four_letter(conn, word, b"")
-                    return
+                    return False
             try:
                 frame = conn.next_frame()
             except FrameTooLarge as e:
                 # NIOServerCnxn.readLength: "Len error" -> the connection is closed.
                 log.warning("%s: %s, closing connection", conn, e)
                 self._close(conn, str(e))
-                return
+                return False
             if frame is None:
                 break
+            budget -= 1
             conn.packets_received += 1
             self.stats.packets_received += 1
             m.bytes_received_count += 4 + len(frame)  # ServerCnxn.packetReceived
@@ -286,7 +302,8 @@ class FrontEnd:
                     # The rest stays buffered; the shell reads no more and calls again with
                     # no data once ``throttled`` is cleared.
                     conn.throttled = True
-                    return
+                    return False
+        return False
 
     def _should_throttle(self, conn: ClientConnection) -> bool:
         # ZooKeeperServer.shouldThrottle(outstandingCount)

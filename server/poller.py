@@ -27,8 +27,12 @@ Because the poller task waits on the selector through Trio, it yields to every o
 Invariants
 ----------
 * A connection is read only while it is open, not throttled (``globalOutstandingLimit``: the
-  core sets ``conn.throttled``) and not backlogged (more than ``soft_limit`` bytes of unsent
-  output, until it drains completely) -- the same bounds as the stream shell in ``app.py``.
+  core sets ``conn.throttled``), not backlogged (more than ``soft_limit`` bytes of unsent
+  output, until it drains completely) and holds no input left from its last turn.
+* Turns: one read gives the core at most a turn's budget of frames (and none past the soft
+  output limit); a connection with input left waits in ``turns`` and gets its next turn after
+  every connection ready meanwhile got one. A client pipelining thousands of requests delays
+  the others by one turn, and a client that does not read stops being served, not only read.
 * More than ``hard_limit`` bytes of unsent output (a client that never reads its watch events)
   closes the connection with a log line.
 * A closed connection's queued output is flushed before its socket is closed (a four-letter
@@ -44,6 +48,7 @@ from __future__ import annotations
 import logging
 import selectors
 import socket
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -82,7 +87,9 @@ class SockPeer:
         "core",
         "ip",
         "mask",
+        "more",
         "paused",
+        "queued",
         "secure",
         "sock",
     )
@@ -102,6 +109,10 @@ class SockPeer:
         #: reading stopped because the core throttled the connection; its buffered frames are
         #: processed once the throttle ends
         self.paused = False
+        #: the core stopped with input left (its turn's budget, or the soft output limit)
+        self.more = False
+        #: waiting in the poller's turn queue
+        self.queued = False
         #: monotonic ms when the connection was closed with output still queued, else -1
         self.closed_at = -1
 
@@ -126,6 +137,8 @@ class Poller:
         self.hard_limit = hard_limit
         self.linger_ms = linger_ms
         self.selector = selectors.DefaultSelector()
+        #: connections whose buffered input waits for its next turn, oldest first
+        self.turns: deque[SockPeer] = deque()
         #: every socket this poller owns, registered in the selector or not (a throttled
         #: connection with nothing to send is watched for nothing)
         self.open: set[SockPeer] = set()
@@ -155,7 +168,13 @@ class Poller:
         if conn.throttled:
             peer.paused = True
         elif not (conn.closed or peer.backlogged):
-            want |= _READ
+            if peer.more:
+                # input left from its last turn: no more is read until that is processed
+                if not peer.queued:
+                    peer.queued = True
+                    self.turns.append(peer)
+            else:
+                want |= _READ
         if want == peer.mask:
             return
         sel = self.selector
@@ -249,9 +268,13 @@ class Poller:
         stopped server leaves no client connection open)."""
         sel = self.selector
         fd = sel.fileno()
+        turns = self.turns
         try:
             while True:
-                await trio.lowlevel.wait_readable(fd)
+                if turns:
+                    await trio.lowlevel.checkpoint()  # let others run, then take the turns
+                else:
+                    await trio.lowlevel.wait_readable(fd)
                 for key, events in sel.select(0):
                     peer: SockPeer = key.data
                     if peer not in self.open:
@@ -260,6 +283,12 @@ class Poller:
                         self.flush(peer)
                     if events & _READ and peer.mask & _READ:
                         self._readable(peer)
+                # one turn for each connection that was waiting for one when the pass began
+                for _ in range(len(turns)):
+                    peer = turns.popleft()
+                    peer.queued = False
+                    if peer in self.open and peer.more:
+                        self.owner.feed(peer, b"")
         finally:
             for peer in list(self.open):
                 peer.conn.close(peer.conn.close_reason or "the server is stopping")

@@ -134,3 +134,74 @@ def test_stopped_server_closes_every_client_connection(tmp_path: Path) -> None:
         c.close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
+
+
+def _exists_frames(n: int, path: str) -> bytes:
+    out = bytearray()
+    for i in range(n):
+        body = R.RequestHeader(i + 1, OpCode.EXISTS).encode()
+        body += R.ExistsRequest(path, False).encode()
+        out += struct.pack(">i", len(body)) + body
+    return bytes(out)
+
+
+def test_a_pipelining_client_takes_turns_with_the_others(tmp_path: Path) -> None:
+    """The server's loop is held while client A pipelines 20,000 ``exists /b`` (the first
+    ~100 KB before B's request is sent) and client B sends one getData; then it goes on. A is
+    read first and served one turn's budget of frames, then B's request is taken in the same
+    pass: when B's request is processed, one turn of A's frames has been. Serving each receive
+    of A's whole before anyone else would have processed all the 3,000 frames buffered first
+    (or more)."""
+    import threading
+
+    from trizk.server.app import FRAME_BUDGET
+
+    srv = ThreadedServer(make_config(tmp_path)).start()
+    try:
+        a = RawClient("127.0.0.1", srv.port, io_timeout=DEADLINE)
+        b = RawClient("127.0.0.1", srv.port, io_timeout=DEADLINE)
+        ra, rb = a.connect(), b.connect()
+        assert ra is not None and rb is not None
+        front = srv.server.core
+        conn_a = srv.call(lambda: front.session_conn[ra.sessionId])
+        seen: list[int] = []  # A's frames processed when B's request was
+        original = front._request
+
+        def spy(conn, frame, now, wall):  # type: ignore[no-untyped-def]
+            if conn.session_id == rb.sessionId:
+                seen.append(conn_a.packets_received)
+            return original(conn, frame, now, wall)
+
+        srv.call(lambda: setattr(front, "_request", spy))
+        n = 20_000
+        burst = _exists_frames(n, "/b")
+        size = len(burst) // n  # every frame is as long
+        held, sent = threading.Event(), threading.Event()
+
+        def hold() -> None:  # runs in the server's Trio thread: nothing is served meanwhile
+            held.set()
+            assert sent.wait(DEADLINE)
+
+        holder = threading.Thread(target=srv.call, args=(hold,), daemon=True)
+        holder.start()
+        assert held.wait(DEADLINE)
+        first = 3000 * size  # ~100 KB: in the socket buffers before B's request
+        a.send_raw(burst[:first])
+        # the rest (~600 KB) is more than the buffers take while the loop is held: a thread
+        sender = threading.Thread(target=a.send_raw, args=(burst[first:],), daemon=True)
+        sender.start()
+        b.send_raw(_get_frames(1, "/"))
+        sent.set()
+        holder.join(DEADLINE)
+        _events, got = b.read_until_reply(1)
+        assert got.err == 0
+        errs = [a.read_until_reply(i + 1)[1].err for i in range(n)]
+        sender.join(DEADLINE)
+        assert set(errs) == {-101}
+        assert len(seen) == 1
+        # the handshake counts as a packet; A had a turn (65 seen; 3,001-6,719 without turns)
+        assert 1 <= seen[0] - 1 <= min(3 * FRAME_BUDGET, 1000), seen
+        a.close()
+        b.close()
+    finally:
+        srv.stop()
