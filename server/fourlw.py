@@ -722,11 +722,39 @@ def mntr_values(
     for name, prev, value in view.role_metrics:
         after.setdefault(prev, []).append((name, value))
     out: list[tuple[str, int | float | str]] = []
-    for name in names:
+    last = _MNTR_ORDER[-1]
+    # the summary sets, kept by the server (namespaces, ack latency) or by a leader's role
+    # (learner queues), come after every other line, in ZooKeeper's order of the sets
+    sets = [(k, values[k]) for k in names if k not in known]
+    for name in _MNTR_ORDER:
         out.append((name, values[name]))
-        out.extend(after.get(name, ()))
+        if name == last:
+            sets[:0] = after.get(name, ())
+        else:
+            out.extend(after.get(name, ()))
         out.extend(extra.get(name, ()))
-    return out
+    sets.sort(key=lambda kv: _summary_set_rank(kv[0]))  # stable: keys keep their order
+    return out + sets
+
+
+#: ZooKeeper 3.8's summary sets in the order mntr prints them: its metrics provider keeps them
+#: in a ConcurrentHashMap, iterated by hash bin of the set's name (qp_size 5, read 8, ack 9,
+#: write 11, then qp_time_ms 11, registered after write). Seen on a live 3.8.0 leader.
+SUMMARY_SET_ORDER = (
+    "learner_handler_qp_size",
+    "read_per_namespace",
+    "ack_latency",
+    "write_per_namespace",
+    "learner_handler_qp_time_ms",
+)
+
+
+def _summary_set_rank(line: str) -> int:
+    """Where a summary set's mntr line (``<stat>_<key>_<set>``) goes among the sets."""
+    for i, name in enumerate(SUMMARY_SET_ORDER):
+        if line.endswith("_" + name):
+            return i
+    return len(SUMMARY_SET_ORDER)
 
 
 def prometheus_configured(config: ServerConfig) -> bool:
