@@ -303,8 +303,16 @@ class TxnLogWriter:
             touched: list[int] = []
             finished: list[int] = []
             last: int | None = None
+            # The entries of a file are written with one pwrite (each syscall would release
+            # and retake the GIL the Trio thread is using); the file grows exactly as entry
+            # by entry appends grow it (FilePadding before each entry, from its position).
+            run: list[bytes] = []
+            run_len = 0
             for item in batch:
                 if isinstance(item, _Roll):
+                    if run:
+                        self._write(b"".join(run))
+                        run, run_len = [], 0
                     if self._fd is not None:
                         finished.append(self._fd)
                         self._fd = None
@@ -316,9 +324,12 @@ class TxnLogWriter:
                     assert self._fd is not None
                 if self._fd not in touched:
                     touched.append(self._fd)
-                self._pad()
-                self._write(data)
+                self._pad(self._pos + run_len)
+                run.append(data)
+                run_len += len(data)
                 last = zxid
+            if run:
+                self._write(b"".join(run))
             # Files rolled away in this batch were written to in it (or earlier, already
             # synced): sync every fd we wrote, then close the finished ones.
             if self.force_sync:
@@ -354,9 +365,10 @@ class TxnLogWriter:
         if self.force_sync:
             fsync_dir(self.log_dir)
 
-    def _pad(self) -> None:
+    def _pad(self, position: int) -> None:
+        """FilePadding.padFile before an entry is appended at ``position``."""
         assert self._fd is not None
-        new = txnlog.padded_size(self._pos, self._size, self.prealloc_size)
+        new = txnlog.padded_size(position, self._size, self.prealloc_size)
         if new != self._size:
             os.ftruncate(self._fd, new)  # zero-fills: FilePadding writes one byte at new-1
             self._size = new
