@@ -571,10 +571,18 @@ class TrizkServer:
             if isinstance(peer, SockPeer):
                 # a turn: at most FRAME_BUDGET frames, and none once the output is backlogged
                 # (the poller gives the rest a later turn, after the other connections')
-                assert self.poller is not None
-                peer.more = peer.core.data_received(
-                    conn, data, self._now(), self._wall(), FRAME_BUDGET, self.poller.soft_limit
+                poller = self.poller
+                assert poller is not None
+                soft = poller.soft_limit
+                more = peer.core.data_received(
+                    conn, data, self._now(), self._wall(), FRAME_BUDGET, soft
                 )
+                # another turn at once while nobody else waits (and the output is not backlogged)
+                while more and len(conn.out) <= soft and poller.alone(peer):
+                    more = peer.core.data_received(
+                        conn, b"", self._now(), self._wall(), FRAME_BUDGET, soft
+                    )
+                peer.more = more
             else:
                 peer.core.data_received(conn, data, self._now(), self._wall())
         except Exception:

@@ -30,9 +30,11 @@ Invariants
   core sets ``conn.throttled``), not backlogged (more than ``soft_limit`` bytes of unsent
   output, until it drains completely) and holds no input left from its last turn.
 * Turns: one read gives the core at most a turn's budget of frames (and none past the soft
-  output limit); a connection with input left waits in ``turns`` and gets its next turn after
-  every connection ready meanwhile got one. A client pipelining thousands of requests delays
-  the others by one turn, and a client that does not read stops being served, not only read.
+  output limit); a connection with input left goes on at once while nobody else is waiting
+  (:meth:`Poller.alone`: keeping a client's burst together keeps its writes in few group
+  commits), else waits in ``turns`` and gets its next turn after every connection ready
+  meanwhile got one. A client pipelining thousands of requests delays the others by one turn,
+  and a client that does not read stops being served, not only read.
 * More than ``hard_limit`` bytes of unsent output (a client that never reads its watch events)
   closes the connection with a log line.
 * A closed connection's queued output is flushed before its socket is closed (a four-letter
@@ -236,6 +238,13 @@ class Poller:
         if conn.closed and peer.closed_at < 0:
             peer.closed_at = self._now()
         self._interest(peer)
+
+    def alone(self, peer: SockPeer) -> bool:
+        """No other connection waits for a turn and no other socket is ready: ``peer`` may
+        go on with its input now (epoll is level-triggered: looking consumes nothing)."""
+        if self.turns:
+            return False
+        return all(key.data is peer for key, _ in self.selector.select(0))
 
     def expired_lingerers(self, now: int) -> list[SockPeer]:
         """Closed connections whose peer has not taken their last output for ``linger_ms``."""
