@@ -789,8 +789,8 @@ class AsyncServer(_Base):
 def __getattr__(name: str) -> Any:
     # Ensemble (trizk/testing_ensemble.py: members, link proxies) is imported on first use, so
     # that a test using Server alone imports none of it
-    if name == "Ensemble":
-        from .testing_ensemble import Ensemble
+    if name in ("Ensemble", "AsyncEnsemble"):
+        from . import testing_ensemble
 
-        return Ensemble
+        return getattr(testing_ensemble, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

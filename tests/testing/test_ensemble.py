@@ -168,3 +168,48 @@ def test_nothing_is_left_after_a_failing_test(tmp_path: Path) -> None:
     # up to 10 s and are reused by the next one: runtime, not something the ensemble left
     left = {t for t in threading.enumerate() if not t.name.startswith("Trio thread ")}
     assert left <= threads
+
+
+async def test_async_ensemble_for_trio_tests(tmp_path: Path) -> None:
+    """AsyncEnsemble: the same controls awaited from a Trio test (kazoo, a blocking client, in
+    a worker thread); a write acknowledged before the leader is killed is read back after."""
+    import trio
+
+    from trizk.testing import AsyncEnsemble
+
+    with trio.fail_after(120):
+        async with AsyncEnsemble(3, base_dir=tmp_path) as ens:
+            leader = await ens.leader()
+            assert leader in ens.members
+
+            def write() -> None:
+                zk = client(ens.connect_string)
+                try:
+                    zk.create("/kept", b"v")
+                finally:
+                    zk.stop()
+                    zk.close()
+
+            await trio.to_thread.run_sync(write)
+            await ens.kill(leader)
+            modes = await ens.wait_for_quorum()
+            assert leader not in modes and list(modes.values()).count("leader") == 1
+            await ens.restart(leader)
+            modes = await ens.wait_for_quorum()
+            assert modes[leader] == "follower"
+            await ens.isolate(leader)
+            assert await ens.mode_of(leader) in ("", "follower")  # it notices within syncLimit
+            await ens.heal()
+
+            def read() -> bytes:
+                zk = client(ens.hosts([leader]))
+                try:
+                    zk.sync("/kept")
+                    return bytes(zk.get("/kept")[0])
+                finally:
+                    zk.stop()
+                    zk.close()
+
+            await ens.wait_for_quorum()
+            assert await trio.to_thread.run_sync(read) == b"v"
+    assert list(tmp_path.iterdir()) == []
