@@ -286,11 +286,13 @@ def read_check_watches(req: Any, ctx: ReadContext) -> None:
     # WatchManager.containsWatcher in 3.8.0 answers true when *any* watcher watches the path
     # (it checks watchTable.get(path) != null at the leaf), and its PathParentIterator throws
     # on a path without "/" (substring(0, -1)): MARSHALLINGERROR.
+    # An empty path has no iteration at all (PathParentIterator.hasNext is false for ""):
+    # NOWATCHER, whoever watches "".
     tables = _watch_tables(ctx, req.type)
     path = _null(req.path)
     if path and "/" not in path:
         raise ReadError(Code.MARSHALLINGERROR)
-    if not any(path in t.by_path for t in tables):
+    if not path or not any(path in t.by_path for t in tables):
         raise ReadError(Code.NOWATCHER)
 
 
