@@ -320,6 +320,10 @@ def _run_load(
     for c in clients:
         fill(c, window)
     unpack = _REPLY.unpack_from
+    # recv_into one buffer: recv(256 KiB) would map and unmap that much per read (above
+    # glibc's mmap threshold), costing the generator CPU the servers beside it need
+    scratch = bytearray(262144)
+    scratch_view = memoryview(scratch)
     while True:
         now = time.monotonic()
         if now > hard_end:
@@ -361,11 +365,11 @@ def _run_load(
                 if not c.outbuf:
                     sel.modify(c.sock, selectors.EVENT_READ, c)
             if mask & selectors.EVENT_READ:
-                data = c.sock.recv(262144)
-                if not data:
+                got = c.sock.recv_into(scratch)
+                if not got:
                     raise ConnectionError("server closed a load connection")
                 buf = c.inbuf
-                buf += data
+                buf += scratch_view[:got]
                 pos = 0
                 end = len(buf)
                 got = 0

@@ -74,6 +74,9 @@ log = logging.getLogger("trizk.server")
 OUTBUF_SOFT_LIMIT = 4 * 1024 * 1024
 OUTBUF_HARD_LIMIT = 64 * 1024 * 1024
 RECEIVE_SIZE = 256 * 1024
+#: what a Trio stream (TLS) reads at once: receive_some(n) allocates n bytes and shrinks them,
+#: so n stays under glibc's default mmap threshold (128 KiB) or every read maps and unmaps
+STREAM_RECEIVE_SIZE = 64 * 1024
 #: frames of one connection processed per turn of the poller: a client pipelining thousands
 #: of requests (watch registrations, say) delays the others by one turn, not by all of them
 FRAME_BUDGET = 64
@@ -543,7 +546,7 @@ class TrizkServer:
         while not conn.closed:
             eof = True
             try:
-                data = await stream.receive_some(RECEIVE_SIZE)
+                data = await stream.receive_some(STREAM_RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
                 eof = False

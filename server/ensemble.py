@@ -101,7 +101,9 @@ log = logging.getLogger("trizk.quorum")
 #: Unsent bytes a quorum link may hold before the link is dropped (a learner that stopped
 #: reading; ZooKeeper's LearnerHandler queue is unbounded, its syncLimit check catches it).
 LINK_OUTPUT_LIMIT = 256 * 1024 * 1024
-RECEIVE_SIZE = 256 * 1024
+#: what a link reads at once: receive_some(n) allocates n bytes and shrinks them, so n stays
+#: under glibc's default mmap threshold (128 KiB) or every read maps and unmaps
+RECEIVE_SIZE = 64 * 1024
 #: Learner.connectToLeader: the pause between tries (leaderConnectDelayDuringRetryMs).
 CONNECT_PAUSE = 0.1
 

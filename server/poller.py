@@ -135,6 +135,12 @@ class Poller:
         self.owner = owner
         self._now = now
         self.receive_size = receive_size
+        # One receive buffer for every socket, copied out per read. sock.recv(n) allocates n
+        # bytes and shrinks them: at 256 KiB that is above glibc's mmap threshold, so each
+        # read became mmap + mremap + munmap (measured: ~50 instead of ~26 us of CPU per
+        # closed-loop getData, depending on whether something had raised the threshold).
+        self._buffer = bytearray(receive_size)
+        self._view = memoryview(self._buffer)
         self.soft_limit = soft_limit
         self.hard_limit = hard_limit
         self.linger_ms = linger_ms
@@ -259,18 +265,18 @@ class Poller:
     def _readable(self, peer: SockPeer) -> None:
         conn = peer.conn
         try:
-            data = peer.sock.recv(self.receive_size)
+            n = peer.sock.recv_into(self._buffer)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = None
-        if not data:
+            n = -1
+        if n <= 0:
             # NIOServerCnxn.handleFailedRead: the client closed its end (EOF, not an error)
-            peer.core.stats.metrics.connection_drop_count += data is not None
+            peer.core.stats.metrics.connection_drop_count += n == 0
             conn.close(conn.close_reason or "client closed the connection")
             self.flush(peer)
             return
-        self.owner.feed(peer, data)
+        self.owner.feed(peer, self._view[:n].tobytes())
 
     async def run(self) -> None:
         """Serve the registered sockets until cancelled; then close every one of them (a
