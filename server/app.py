@@ -88,10 +88,6 @@ _ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBU
 ACCEPT_BACKOFF = 0.1
 
 
-def _now() -> int:
-    return int(trio.current_time() * 1000)
-
-
 def _wall() -> int:
     return int(time.time() * 1000)
 
@@ -122,6 +118,9 @@ class TrizkServer:
         self.config = config
         #: milliseconds a test moved this server's clocks forward (:meth:`advance_clock`)
         self.clock_offset = 0
+        #: the run's clock (trio.current_time() without its per-call lookups: the shell asks
+        #: for the time a few times per request)
+        self._clock = trio.lowlevel.current_clock()
         #: set (and replaced) when the clock moves: the timed tasks wake up and look again
         self.clock_moved = trio.Event()
         if ensemble is None and config.is_quorum:
@@ -218,7 +217,7 @@ class TrizkServer:
     # ------------------------------------------------------------------ clocks
     def _now(self) -> int:
         """Monotonic milliseconds (session expiry, connection expiry), test offset included."""
-        return _now() + self.clock_offset
+        return int(self._clock.current_time() * 1000) + self.clock_offset
 
     def _wall(self) -> int:
         """Wall-clock milliseconds (txn times, TTLs, containers), test offset included."""
@@ -636,7 +635,9 @@ class TrizkServer:
         self._waking.add(id(core))
         try:
             while dirty:
-                batch = dirty[:]
+                # a connection marked twice (its request read, then its reply queued) is
+                # flushed once
+                batch = dict.fromkeys(dirty) if len(dirty) > 1 else dirty[:]
                 dirty.clear()
                 for c in batch:
                     p = self.peers.get(c.id)

@@ -223,6 +223,7 @@ class Poller:
             )
             conn.close("output buffer limit exceeded")
             out.clear()
+        sent = False
         while out:
             try:
                 n = peer.sock.send(out)
@@ -233,6 +234,8 @@ class Poller:
                 out.clear()
                 break
             del out[:n]
+            sent = True
+        if sent:
             conn.last_io = self._now()
         if not out:
             peer.backlogged = False
