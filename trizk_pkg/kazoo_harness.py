@@ -16,16 +16,20 @@ and the test classes keep working: the same attributes and helpers as
 
 Differences, on purpose:
 
-* ``expire_session`` has the *server* expire the client's session (kazoo fakes it inside the
-  client), and ``lose_connection`` has the server close the client's connection; both then wait,
-  as kazoo's do, for the client to see LOST/SUSPENDED and to be CONNECTED again. With
+* ``expire_session`` tells the client its session expired, as kazoo's does (the client sees
+  LOST, then CONNECTED with a new session), and then has the *server* expire that session at
+  once (under kazoo's harness it lingers until its timeout); ``lose_connection`` has the server
+  close the client's connection (SUSPENDED, then CONNECTED to the same session). Both wait, as
+  kazoo's do, for the client to be CONNECTED again. With
   ``TRIZK_TEST_MODE=process`` (a ``trizk-server`` child per cluster) the child does them,
   asked through its test controls (``trizk-server --testing``).
 * The cluster is one standalone trizk server (trizk.testing.Server): the ``ZOOKEEPER_*``
   variables kazoo's harness reads (ZOOKEEPER_PATH, ZOOKEEPER_CLUSTER_SIZE, ...) are not needed
-  and are ignored; ``TRIZK_TEST_MODE`` (``in-process``, the default, or ``process``) is read
-  instead. Like kazoo's, the cluster is made on first use, shared by every test, stopped by
-  ``KazooTestCase.tearDownClass`` and at exit; the super digest is kazoo's (``super:test``).
+  and are ignored, except ``ZOOKEEPER_JAAS_AUTH=digest`` (kazoo's SASL tests set it: the
+  server gets kazoo's JAAS users); ``TRIZK_TEST_MODE`` (``in-process``, the default, or
+  ``process``) is read instead. Like kazoo's, the cluster is made on first use, shared by
+  every test, stopped by ``KazooTestCase.tearDownClass`` and at exit; the super digest is
+  kazoo's (``super:test``), and so is the SASL provider (``authProvider.1``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
+import tempfile
 import unittest
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,6 +46,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
+from kazoo.protocol.connection import _SESSION_EXPIRED
 from kazoo.protocol.states import KazooState
 
 from .testing import IN_PROCESS, Server
@@ -50,6 +57,15 @@ log = logging.getLogger(__name__)
 
 #: the super digest kazoo's harness gives ZooKeeper (user "super", password "test")
 SUPER_DIGEST = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+#: kazoo's harness always registers the SASL provider (its zoo.cfg ``authProvider.1``)
+SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+#: the JAAS section kazoo's harness writes for ``ZOOKEEPER_JAAS_AUTH=digest``
+DIGEST_JAAS = """
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_super="super_secret"
+    user_jaasuser="jaas_password";
+};"""
 
 
 class ManagedServer(Server):
@@ -83,13 +99,32 @@ class ManagedServer(Server):
 
 
 class TrizkCluster:
-    """kazoo's ``ZookeeperCluster`` shape around one trizk server."""
+    """kazoo's ``ZookeeperCluster`` shape around one trizk server. ``jaas_auth`` is kazoo's
+    ``ZOOKEEPER_JAAS_AUTH``: ``"digest"`` gives the server kazoo's JAAS users (``super``,
+    ``jaasuser``) for SASL DIGEST-MD5; Kerberos (``"gssapi"``) is refused, trizk has none."""
 
-    def __init__(self, mode: str = IN_PROCESS) -> None:
+    def __init__(self, mode: str = IN_PROCESS, jaas_auth: str | None = None) -> None:
+        system_properties: dict[str, str] = {}
+        self._jaas_dir: str | None = None
+        if jaas_auth == "digest":
+            self._jaas_dir = tempfile.mkdtemp(prefix="trizk-kazoo-jaas-")
+            path = os.path.join(self._jaas_dir, "jaas.conf")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(DIGEST_JAAS)
+            system_properties["java.security.auth.login.config"] = path
+        elif jaas_auth:
+            raise ValueError(
+                f"ZOOKEEPER_JAAS_AUTH={jaas_auth!r}: the trizk harness serves SASL DIGEST-MD5"
+                " ('digest') only; trizk has no Kerberos (GSSAPI)"
+            )
         self._servers = [
             ManagedServer(
                 mode=mode,
-                properties={"DigestAuthenticationProvider.superDigest": SUPER_DIGEST},
+                properties={
+                    "DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
+                    "authProvider.1": SASL_PROVIDER,
+                },
+                system_properties=system_properties,
             )
         ]
 
@@ -114,6 +149,9 @@ class TrizkCluster:
     def terminate(self) -> None:
         for s in self._servers:
             s.close()
+        if self._jaas_dir is not None:
+            shutil.rmtree(self._jaas_dir, ignore_errors=True)
+            self._jaas_dir = None
 
     def reset(self) -> None:
         for s in self._servers:
@@ -124,18 +162,20 @@ class TrizkCluster:
 
 
 _CLUSTER: TrizkCluster | None = None
-_CLUSTER_MODE: str | None = None
+_CLUSTER_CONF: tuple[str, str | None] | None = None
 
 
 def get_global_cluster() -> TrizkCluster:
-    """The process-wide cluster (made on first use; stopped at exit)."""
-    global _CLUSTER, _CLUSTER_MODE
-    mode = os.environ.get("TRIZK_TEST_MODE", IN_PROCESS)
-    if _CLUSTER is not None and _CLUSTER_MODE == mode:
+    """The process-wide cluster (made on first use; stopped at exit). As kazoo's, it is made
+    again when its settings change (a test class setting ``ZOOKEEPER_JAAS_AUTH``)."""
+    global _CLUSTER, _CLUSTER_CONF
+    conf = (os.environ.get("TRIZK_TEST_MODE", IN_PROCESS), os.environ.get("ZOOKEEPER_JAAS_AUTH"))
+    if _CLUSTER is not None and _CLUSTER_CONF == conf:
         return _CLUSTER
     if _CLUSTER is not None:
+        log.info("Config change detected. Reconfiguring cluster...")
         _CLUSTER.terminate()
-    _CLUSTER, _CLUSTER_MODE = TrizkCluster(mode), mode
+    _CLUSTER, _CLUSTER_CONF = TrizkCluster(*conf), conf
     atexit.register(_CLUSTER.terminate)
     return _CLUSTER
 
@@ -209,18 +249,30 @@ class KazooTestHarness(unittest.TestCase):
         self._break(drop, KazooState.SUSPENDED, event_factory)
 
     def expire_session(self, event_factory: Callable[[], Any]) -> None:
-        """The server expires the client's session; returns once the client has a new one."""
+        """The client's session expires; returns once the client has a new one.
 
-        def expire(session_id: int) -> None:
-            self.cluster[0].expire_session(session_id)
+        As kazoo's harness, the client is told first (it sees LOST, not SUSPENDED: kazoo's own
+        tests expect exactly LOST then CONNECTED); then the server expires that session at once
+        -- its ephemerals go and its watchers hear of it now, where ZooKeeper under kazoo's
+        harness keeps the old session until its timeout."""
+        client = self.client
+        assert client is not None, "setup_zookeeper() first"
+        old = client.client_id[0]
 
-        self._break(expire, KazooState.LOST, event_factory)
+        def tell_client(session_id: int) -> None:
+            client._call(_SESSION_EXPIRED, None)
+
+        def expire_on_server() -> None:
+            self.cluster[0].expire_session(old)
+
+        self._break(tell_client, KazooState.LOST, event_factory, after_loss=expire_on_server)
 
     def _break(
         self,
         server_side: Callable[[int], None],
         expected: KazooState,
         event_factory: Callable[[], Any],
+        after_loss: Callable[[], None] | None = None,
     ) -> None:
         client = self.client
         assert client is not None, "setup_zookeeper() first"
@@ -239,6 +291,8 @@ class KazooTestHarness(unittest.TestCase):
         lost.wait(5)
         if not lost.is_set():
             raise Exception("Failed to get notified of broken connection.")
+        if after_loss is not None:
+            after_loss()
         safe.wait(15)
         if not safe.is_set():
             raise Exception("Failed to see client reconnect.")

@@ -203,12 +203,16 @@ class _Base:
         properties: Mapping[str, str] | None = None,
         start_timeout: float = 20.0,
         base_dir: str | Path | None = None,
+        system_properties: Mapping[str, str] | None = None,
     ) -> None:
         if mode not in self.MODES:
             raise ValueError(f"mode must be one of {self.MODES}, not {mode!r}")
         self.mode = mode
         self.tick_time = tick_time
         self.properties = dict(properties or {})
+        #: properties by full name, as java's ``-D`` sets them for ZooKeeper
+        #: (``java.security.auth.login.config``); ``trizk-server -D`` for a child
+        self.system_properties = dict(system_properties or {})
         self.start_timeout = start_timeout
         #: where the server's own temporary directory is made (default: the system's)
         self.base_dir = base_dir
@@ -261,7 +265,9 @@ class _Base:
         """The in-process server's ServerConfig."""
         from trizk.server.config import ServerConfig
 
-        return ServerConfig.create(self.data_dir, **self._keys()).replace(client_port=self.port)
+        return ServerConfig.create(
+            self.data_dir, properties=self.system_properties, **self._keys()
+        ).replace(client_port=self.port)
 
     def _command(self) -> list[str]:
         """Write the child's zoo.cfg; its command line."""
@@ -272,6 +278,7 @@ class _Base:
         return [
             *(sys.executable, "-m", "trizk.server", str(cfg)),
             *("--port", str(self.port), "--testing"),
+            *(a for k, v in self.system_properties.items() for a in ("-D", f"{k}={v}")),
         ]
 
     def _log_file(self) -> Any:
@@ -384,7 +391,8 @@ class Server(_Base):
     """A trizk server for one test or one suite; see the module docstring.
 
     ``tick_time`` (ms) sets ZooKeeper's tickTime (sessions may time out from 2 ticks);
-    ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``); the
+    ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``),
+    ``system_properties`` what java's ``-D`` would set (``java.security.auth.login.config``); the
     server's temporary directory is made in ``base_dir`` (default: the system's temp dir).
     Test servers run with ``forceSync=no`` (written, not fsynced) unless ``properties`` say
     otherwise."""

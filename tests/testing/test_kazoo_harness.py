@@ -146,15 +146,34 @@ sys.modules["kazoo.testing"] = shim
 sys.modules["kazoo.testing.harness"] = kazoo_harness
 """
 
-KAZOO_SUITES = ["counter", "party", "queue", "barrier", "election"]
+KAZOO_SUITES = [
+    "counter",
+    "party",
+    "queue",
+    "barrier",
+    "election",
+    "lock",
+    "lease",
+    "sasl",  # ZOOKEEPER_JAAS_AUTH=digest: kazoo's JAAS users (skipped without puresasl)
+    "connection",
+    "client",
+]
+#: what the one standalone server of the drop-in cannot be: a 3-server cluster (kazoo's
+#: default size: a client failing over, read-only mode), dynamic reconfig (not in trizk
+#: yet), TLS clients (the drop-in serves no secure port)
+KAZOO_NOT_HERE = (
+    "not TestReadOnlyMode and not TestReconfig and not TestSSLClient and not test_update_host_list"
+)
 
 
 def test_kazoos_own_tests_run_unchanged(pytester: pytest.Pytester) -> None:
     if importlib.util.find_spec("kazoo.tests") is None:
         pytest.skip("this kazoo install has no kazoo.tests")
     pytester.makeconftest(SHIM)
-    args = ["-p", "no:cacheprovider", "--pyargs"]
-    result = pytester.runpytest_subprocess(*args, *(f"kazoo.tests.test_{s}" for s in KAZOO_SUITES))
+    args = ["-p", "no:cacheprovider", "-k", KAZOO_NOT_HERE, "--pyargs"]
+    suites = (f"kazoo.tests.test_{s}" for s in KAZOO_SUITES)
+    # bounded: a client looping on SASL against a server without JAAS never returns
+    result = pytester.runpytest_subprocess(*args, *suites, timeout=600)
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) >= 30, outcomes
+    assert outcomes.get("passed", 0) >= 180, outcomes
     assert "failed" not in outcomes and "error" not in outcomes and "errors" not in outcomes
