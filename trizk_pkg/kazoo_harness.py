@@ -269,7 +269,7 @@ class KazooTestHarness(unittest.TestCase):
 
     def _break(
         self,
-        server_side: Callable[[int], None],
+        breaker: Callable[[int], None],
         expected: KazooState,
         event_factory: Callable[[], Any],
         after_loss: Callable[[], None] | None = None,
@@ -287,7 +287,7 @@ class KazooTestHarness(unittest.TestCase):
             return None
 
         client.add_listener(watch_loss)
-        server_side(client.client_id[0])
+        breaker(client.client_id[0])
         lost.wait(5)
         if not lost.is_set():
             raise Exception("Failed to get notified of broken connection.")
