@@ -365,11 +365,11 @@ def _run_load(
                 if not c.outbuf:
                     sel.modify(c.sock, selectors.EVENT_READ, c)
             if mask & selectors.EVENT_READ:
-                got = c.sock.recv_into(scratch)
-                if not got:
+                nread = c.sock.recv_into(scratch)
+                if not nread:
                     raise ConnectionError("server closed a load connection")
                 buf = c.inbuf
-                buf += scratch_view[:got]
+                buf += scratch_view[:nread]
                 pos = 0
                 end = len(buf)
                 got = 0
