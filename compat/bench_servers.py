@@ -185,6 +185,22 @@ def probe(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (field 4 of /proc/*/stat is the parent's pid)."""
+    out: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue  # exited meanwhile
+        if int(data[data.rindex(")") + 2 :].split()[1]) == pid:
+            out.append(int(name))
+    return out
+
+
 @dataclass
 class Server:
     """One running server process (a direct child), its dir and port."""

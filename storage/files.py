@@ -9,10 +9,12 @@ Writing the log (group commit)
 :class:`TxnLogWriter` separates *append* from *sync*. ``append(entries)`` only encodes and
 queues (cheap, thread-safe, never blocks on the disk); ``sync()`` writes everything queued so
 far and makes it durable with one ``fdatasync`` per file touched (FileTxnLog.commit uses
-``FileChannel.force(false)``), then returns the last zxid now durable. The server's committer
-runs ``sync`` in a worker thread (``await trio.to_thread.run_sync(writer.sync)``); txns that
-arrive meanwhile queue up and ride the next ``sync``: one fsync covers every txn that arrived
-during the previous one. An ``OSError`` from ``sync`` is fatal (ZooKeeper exits when it cannot
+``FileChannel.force(false)``), then returns the last zxid now durable. ``sync`` is
+``write()`` (to the page cache; it returns a :class:`Written`: which fds and directories to
+sync) then ``Written.sync()``. The server writes on its Trio thread and has its fsync helper
+process (:mod:`.fsyncd`) do the syncing; txns that arrive meanwhile queue up and ride the next
+write: one fsync covers every txn that arrived during the previous one. An ``OSError`` from
+either is fatal (ZooKeeper exits when it cannot
 write its log): the queued batch is gone and the file state is unknown. Replies for a txn
 must wait until a ``sync`` that returned a zxid >= its own. ``force_sync=False``
 (``forceSync=no``) skips the fdatasync, not the write.
@@ -229,6 +231,30 @@ class _Roll:
     pass
 
 
+@dataclass
+class Written:
+    """What one :meth:`TxnLogWriter.write` put in the files and what makes it durable: an
+    fdatasync of each of ``datasync`` (empty with ``force_sync=False``) and an fsync of each
+    directory of ``new_dirs`` (a log file created by this write); the fds of ``finished``
+    (files the log rolled away from, also in ``datasync``) are closed once synced."""
+
+    last: int | None = None  # the newest zxid written (None: only rolls)
+    datasync: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    new_dirs: list[Path] = field(default_factory=list)
+
+    def sync(self) -> None:
+        """Make it durable from this process (blocking), then close the finished files."""
+        try:
+            for fd in self.datasync:
+                _datasync(fd)
+            for d in self.new_dirs:
+                fsync_dir(d)
+        finally:
+            for fd in self.finished:
+                os.close(fd)
+
+
 _ROLL = _Roll()
 
 
@@ -289,23 +315,18 @@ class TxnLogWriter:
         with self._lock:
             return sum(1 for i in self._queue if not isinstance(i, _Roll))
 
-    def sync(self) -> int | None:
-        """Write what is queued, fdatasync once per touched file; return the last zxid synced.
-
-        Returns None when nothing had been queued since the previous sync. Blocking: call it
-        from a worker thread.
-        """
+    def write(self) -> Written | None:
+        """Write what is queued to the files, without syncing; None when nothing was queued
+        since the previous write. The txns are durable once :meth:`Written.sync` (or another
+        process holding the same files) has synced what it names."""
         with self._sync_lock:
             with self._lock:
                 batch, self._queue = self._queue, []
             if not batch:
                 return None
-            touched: list[int] = []
-            finished: list[int] = []
-            last: int | None = None
-            # The entries of a file are written with one pwrite (each syscall would release
-            # and retake the GIL the Trio thread is using); the file grows exactly as entry
-            # by entry appends grow it (FilePadding before each entry, from its position).
+            out = Written()
+            # The entries of a file are written with one pwrite; the file grows exactly as
+            # entry by entry appends grow it (FilePadding before each entry, from its position).
             run: list[bytes] = []
             run_len = 0
             for item in batch:
@@ -314,7 +335,11 @@ class TxnLogWriter:
                         self._write(b"".join(run))
                         run, run_len = [], 0
                     if self._fd is not None:
-                        finished.append(self._fd)
+                        # written to in this batch or earlier (then already synced): synced
+                        # once more either way, then closed
+                        if self._fd not in out.datasync:
+                            out.datasync.append(self._fd)
+                        out.finished.append(self._fd)
                         self._fd = None
                         self._path = None
                     continue
@@ -322,27 +347,32 @@ class TxnLogWriter:
                 if self._fd is None:
                     self._open(zxid)
                     assert self._fd is not None
-                if self._fd not in touched:
-                    touched.append(self._fd)
+                    if self.force_sync:
+                        out.new_dirs.append(self.log_dir)  # the new file's directory entry
+                if self._fd not in out.datasync:
+                    out.datasync.append(self._fd)
                 self._pad(self._pos + run_len)
                 run.append(data)
                 run_len += len(data)
-                last = zxid
+                out.last = zxid
             if run:
                 self._write(b"".join(run))
-            # Files rolled away in this batch were written to in it (or earlier, already
-            # synced): sync every fd we wrote, then close the finished ones.
-            if self.force_sync:
-                for fd in touched:
-                    _datasync(fd)
-            for fd in finished:
-                if fd not in touched and self.force_sync:
-                    _datasync(fd)
-                os.close(fd)
-            if last is not None:
-                self.last_synced_zxid = last
+            if not self.force_sync:
+                out.datasync = []
+            if out.last is not None:
+                self.last_synced_zxid = out.last
             self.syncs += 1
-            return last
+            return out
+
+    def sync(self) -> int | None:
+        """Write what is queued and make it durable here (fdatasync once per touched file);
+        return the last zxid synced, None when nothing had been queued since the previous
+        sync. Blocking."""
+        written = self.write()
+        if written is None:
+            return None
+        written.sync()
+        return written.last
 
     def _open(self, zxid: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -362,8 +392,6 @@ class TxnLogWriter:
         self._fd, self._path, self._pos, self._size = fd, path, 0, 0
         self._write(txnlog.encode_file_header(self.dbid))
         self._size = self._pos
-        if self.force_sync:
-            fsync_dir(self.log_dir)
 
     def _pad(self, position: int) -> None:
         """FilePadding.padFile before an entry is appended at ``position``."""

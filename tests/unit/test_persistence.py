@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
 
+from trizk.jute import records as r
+from trizk.jute.codes import OpCode
+from trizk.server.committer import Proposal
 from trizk.server.config import ServerConfig
-from trizk.server.persistence import PersistenceSettings
+from trizk.server.persistence import Persistence, PersistenceSettings, StorageFailure
+from trizk.storage import files, fsyncd, txnlog
 
 
 def settings(**keys: str | int) -> PersistenceSettings:
@@ -70,90 +80,176 @@ def test_snappy_literal_stream_reads_back() -> None:
         assert snapshot.snappy_java_decompress(out) == data
 
 
-async def test_failed_fsync_stops_the_committer_without_acknowledging(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class StandInHelper:
+    """Plays the fsync helper (trizk.storage.fsyncd) on the other end of a socket pair, in a
+    thread: each request's descriptors go to ``answer``, whose return value is the reply (0,
+    or an errno), as the real helper's; the test decides when it answers."""
+
+    def __init__(self, answer: Callable[[list[int]], int]) -> None:
+        self.answer = answer
+        self.requests = 0
+        self.pid = -1
+        self._thread: threading.Thread | None = None
+
+    def spawn(self) -> tuple[socket.socket, StandInHelper]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._thread = threading.Thread(target=self._serve, args=(theirs,), daemon=True)
+        self._thread.start()
+        ours.setblocking(False)
+        return ours, self
+
+    def _serve(self, sock: socket.socket) -> None:
+        with sock:
+            while True:
+                msg, fds, _, _ = socket.recv_fds(sock, 64, 64)
+                if not msg:
+                    return
+                self.requests += 1
+                try:
+                    err = self.answer(fds)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                sock.sendall(fsyncd.REPLY.pack(err))
+                if err:
+                    return
+
+    def wait(self, timeout: float | None = None) -> int:
+        assert self._thread is not None
+        self._thread.join(timeout)
+        return 0
+
+    def kill(self) -> None:
+        raise AssertionError("the stand-in helper exits when its socket closes")
+
+
+def create_session(zxid: int) -> Proposal:
+    return Proposal(r.TxnHeader(zxid, 1, zxid, 0, OpCode.CREATESESSION), r.CreateSessionTxn(5000))
+
+
+def first_failure(exc: BaseException) -> BaseException:
+    """A StorageFailure, alone or (trio >= 0.25, strict exception groups) in a group."""
+    while isinstance(exc, BaseExceptionGroup):
+        assert len(exc.exceptions) == 1
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def test_failed_fsync_stops_the_committer_without_acknowledging(tmp_path: Path) -> None:
     """EIO from fsync: the committer stops with StorageFailure; nothing of the batch reaches
     the commit sink (no reply), and fsync is not tried again."""
-    import errno
-
-    import trio
-
-    from trizk.jute import records as r
-    from trizk.jute.codes import OpCode
-    from trizk.server.committer import Proposal
-    from trizk.server.persistence import Persistence, StorageFailure
-    from trizk.storage import files
-
-    syncs: list[int] = []
-
-    def failing_sync(self: files.TxnLogWriter) -> None:
-        syncs.append(1)
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(files.TxnLogWriter, "sync", failing_sync)
+    helper = StandInHelper(lambda fds: errno.EIO)
     p = Persistence(settings(dataDir=str(tmp_path)))
+    p._spawn = helper.spawn
     p.load()
     committed: list[object] = []
     p.attach(lambda batch, now: committed.extend(batch), lambda: None, lambda: 0)
-    hdr = r.TxnHeader(1, 1, 1, 0, OpCode.CREATESESSION)
-    p.propose(Proposal(hdr, r.CreateSessionTxn(5000)))
+    p.propose(create_session(1))
     with trio.fail_after(10):
-        # a StorageFailure, alone or (trio >= 0.25, strict exception groups) in a group
         with pytest.raises((StorageFailure, BaseExceptionGroup)) as info:
             async with trio.open_nursery() as nursery:
                 await nursery.start(p.run)
-    failure = info.value
-    while isinstance(failure, BaseExceptionGroup):
-        assert len(failure.exceptions) == 1
-        failure = failure.exceptions[0]
+    failure = first_failure(info.value)
     assert isinstance(failure, StorageFailure)
     assert failure.errno == errno.EIO
-    assert committed == [] and syncs == [1]
+    assert committed == [] and helper.requests == 1
 
 
-async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """While sync N runs, the txns proposed meanwhile are appended and go with sync N+1, which
-    starts as soon as N returns; a batch reaches the commit sink only after a sync that took
-    it from the writer's queue has returned -- never earlier, in proposal order."""
-    import threading
-
-    import trio
-
-    from trizk.jute import records as r
-    from trizk.jute.codes import OpCode
-    from trizk.server.committer import Proposal
-    from trizk.server.persistence import Persistence
-    from trizk.storage import files
-
-    real_sync, real_datasync = files.TxnLogWriter.sync, files._datasync
-    started: list[threading.Event] = [threading.Event() for _ in range(3)]
-    release: list[threading.Event] = [threading.Event() for _ in range(3)]
-    taken: list[list[int]] = []  # zxids each sync took from the queue
-
-    def recording_sync(self: files.TxnLogWriter) -> int | None:
-        with self._lock:
-            taken.append([item[0] for item in self._queue if isinstance(item, tuple)])
-        return real_sync(self)
-
-    def gated_datasync(fd: int) -> None:  # a slow disk: the fdatasync is what takes time
-        n = len(taken) - 1
-        started[n].set()
-        assert release[n].wait(10), "the test did not release the sync"
-        real_datasync(fd)
-
-    monkeypatch.setattr(files.TxnLogWriter, "sync", recording_sync)
-    monkeypatch.setattr(files, "_datasync", gated_datasync)
+async def test_dead_fsync_helper_stops_the_server_without_acknowledging(tmp_path: Path) -> None:
+    """The real helper process killed: the next batch cannot be made durable, so it is not
+    committed and the log fails (as ZooKeeper's server stops when its SyncThread dies)."""
     p = Persistence(settings(dataDir=str(tmp_path)))
     p.load()
     committed: list[int] = []
     p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
+    with trio.fail_after(10):
+        with pytest.raises((StorageFailure, BaseExceptionGroup)) as info:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(p.run)
+                p.propose(create_session(1))
+                while committed != [1]:  # the helper works...
+                    await trio.sleep(0.001)
+                assert p._syncer is not None and p._syncer._proc is not None
+                helper = p._syncer._proc
+                helper.kill()  # ...until it is gone
+                helper.wait()
+                p.propose(create_session(2))
+                await trio.sleep_forever()
+    failure = first_failure(info.value)
+    assert isinstance(failure, StorageFailure)
+    assert committed == [1]
 
-    def propose(zxid: int) -> None:
-        hdr = r.TxnHeader(zxid, 1, zxid, 0, OpCode.CREATESESSION)
-        p.propose(Proposal(hdr, r.CreateSessionTxn(5000)))
+
+def serving_fsyncd() -> tuple[socket.socket, threading.Event]:
+    """The real helper's loop on one end of a socket pair, in a thread (it closes its end
+    when the loop ends, as its main() does); the other end, and an event set when it ended."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    done = threading.Event()
+
+    def serve() -> None:
+        with theirs:
+            fsyncd.serve(theirs)
+        done.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return ours, done
+
+
+def test_fsyncd_answers_zero_for_synced_files_and_the_errno_of_a_failure(tmp_path: Path) -> None:
+    """The real helper's loop: a file and a directory are synced (0); a request whose kinds
+    do not match its descriptors is refused (EPROTO), never answered 0; a descriptor that
+    cannot be fdatasynced (a pipe: EINVAL) is reported. Either ends the helper."""
+    f = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    d = os.open(tmp_path, os.O_RDONLY)
+    rd, wr = os.pipe()
+    try:
+        os.write(f, b"x")
+        ours, done = serving_fsyncd()
+        with ours:
+            socket.send_fds(ours, [b"df"], [f, d])
+            assert ours.recv(4) == fsyncd.REPLY.pack(0)
+            socket.send_fds(ours, [b"dd"], [f])
+            assert ours.recv(4) == fsyncd.REPLY.pack(errno.EPROTO)
+            assert done.wait(10) and ours.recv(4) == b""  # it ended and closed its end
+        ours, done = serving_fsyncd()
+        with ours:
+            socket.send_fds(ours, [b"d"], [rd])
+            assert ours.recv(4) == fsyncd.REPLY.pack(errno.EINVAL)
+            assert done.wait(10) and ours.recv(4) == b""
+        ours, done = serving_fsyncd()
+        ours.close()  # the server closed its end: the helper ends
+        assert done.wait(10)
+    finally:
+        for fd in (f, d, rd, wr):
+            os.close(fd)
+
+
+async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers_it(
+    tmp_path: Path,
+) -> None:
+    """While sync N runs, the txns proposed meanwhile are appended and go with sync N+1, which
+    starts the moment sync N is answered; batch N is committed (handed to the sink) only once
+    the sync covering it has been answered -- never earlier, in proposal order."""
+    started: list[threading.Event] = [threading.Event() for _ in range(3)]
+    release: list[threading.Event] = [threading.Event() for _ in range(3)]
+    written: list[list[int]] = []  # the zxids in the log file when each sync was asked for
+
+    def gated(fds: list[int]) -> int:  # a slow disk: the fdatasync is what takes time
+        n = len(written)
+        (log_file,) = (tmp_path / "version-2").glob("log.*")
+        scan = txnlog.LogScanner(log_file.read_bytes(), decode=False)
+        written.append([e.entry.header.zxid for e in scan])
+        started[n].set()
+        assert release[n].wait(10), "the test did not release the sync"
+        os.fdatasync(fds[0])
+        return 0
+
+    helper = StandInHelper(gated)
+    p = Persistence(settings(dataDir=str(tmp_path)))
+    p._spawn = helper.spawn
+    p.load()
+    committed: list[int] = []
+    p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
 
     async def until(ev: threading.Event) -> None:
         while not ev.is_set():
@@ -162,10 +258,10 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(p.run)
-            propose(1)
-            await until(started[0])  # sync 1 took txn 1 and is running
-            propose(2)
-            propose(3)
+            p.propose(create_session(1))
+            await until(started[0])  # sync 1 covers txn 1 and is running
+            p.propose(create_session(2))
+            p.propose(create_session(3))
             while p.outstanding != 3 or p._appended < 2:  # appended while sync 1 runs
                 await trio.sleep(0.001)
             assert committed == []  # nothing is committed while its sync runs
@@ -173,10 +269,11 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
             await until(started[1])  # sync 2 starts right after sync 1, with txns 2 and 3
             while committed != [1]:
                 await trio.sleep(0.001)
-            assert taken == [[1], [2, 3]]
+            assert written == [[1], [1, 2, 3]]  # each written before its sync was asked for
             release[1].set()
             while committed != [1, 2, 3]:
                 await trio.sleep(0.001)
             release[2].set()
             nursery.cancel_scope.cancel()
-    assert p.syncs == 2
+    assert p.syncs == 2 and helper.requests == 2
+    assert [e.header.zxid for e in files.recover(tmp_path / "version-2").txns] == [1, 2, 3]
