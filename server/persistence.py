@@ -67,7 +67,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -724,7 +724,17 @@ class Persistence:
         return gone
 
 
-def spawn_fsyncd() -> tuple[socket.socket, subprocess.Popen[bytes]]:
+class HelperProcess(Protocol):
+    """What the syncer needs of its helper process (a ``subprocess.Popen``)."""
+
+    pid: int
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+def spawn_fsyncd() -> tuple[socket.socket, HelperProcess]:
     """Start the fsync helper (:mod:`trizk.storage.fsyncd`) on one end of a Unix socket pair;
     returns the other end (non-blocking) and the process. Raises OSError."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -761,13 +771,13 @@ class _SyncProcess:
         self,
         writer: Callable[[], files.TxnLogWriter | None],
         post: Callable[[int, OSError | None, int], None],
-        spawn: Callable[[], tuple[socket.socket, subprocess.Popen[bytes]]] = spawn_fsyncd,
+        spawn: Callable[[], tuple[socket.socket, HelperProcess]] = spawn_fsyncd,
     ) -> None:
         self._writer = writer
         self._post = post
         self._spawn = spawn
         self._sock: socket.socket | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: HelperProcess | None = None
         self._requested = 0
         self._target = 0  # the append number the sync in flight covers
         self._replies = 0  # replies the sync in flight still waits for (0: none in flight)

@@ -277,3 +277,45 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
             nursery.cancel_scope.cancel()
     assert p.syncs == 2 and helper.requests == 2
     assert [e.header.zxid for e in files.recover(tmp_path / "version-2").txns] == [1, 2, 3]
+
+
+async def test_a_sync_of_more_fds_than_one_request_takes_is_split_and_posted_once(
+    tmp_path: Path,
+) -> None:
+    """More descriptors than one request may carry (many log rolls in one batch) go in
+    several requests, in order; the appends are posted durable once, after the last answer."""
+    from trizk.server.persistence import _SyncProcess
+
+    n = fsyncd.MAX_FDS + 6
+    f = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    seen: list[int] = []
+
+    class Writer:
+        def write(self) -> files.Written:
+            fds = [os.dup(f) for _ in range(n)]
+            return files.Written(last=7, datasync=fds, finished=fds)
+
+    def answer(fds: list[int]) -> int:
+        seen.append(len(fds))
+        return 0
+
+    helper = StandInHelper(answer)
+    posts: list[tuple[int, OSError | None]] = []
+    syncer = _SyncProcess(
+        lambda: Writer(),  # type: ignore[arg-type,return-value]
+        lambda seq, err, ms: posts.append((seq, err)),
+        helper.spawn,
+    )
+    syncer.start()
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(syncer.run)
+                syncer.request(1)
+                while not posts:
+                    await trio.sleep(0.001)
+                nursery.cancel_scope.cancel()
+    finally:
+        syncer.stop()
+        os.close(f)
+    assert seen == [fsyncd.MAX_FDS, 6] and posts == [(1, None)]
