@@ -236,7 +236,8 @@ class Written:
     """What one :meth:`TxnLogWriter.write` put in the files and what makes it durable: an
     fdatasync of each of ``datasync`` (empty with ``force_sync=False``) and an fsync of each
     directory of ``new_dirs`` (a log file created by this write); the fds of ``finished``
-    (files the log rolled away from, also in ``datasync``) are closed once synced."""
+    (files the log rolled away from, also in ``datasync`` when syncing is on) are closed once
+    synced."""
 
     last: int | None = None  # the newest zxid written (None: only rolls)
     datasync: list[int] = field(default_factory=list)
@@ -281,7 +282,7 @@ class TxnLogWriter:
         self._path: Path | None = None
         self._pos = 0
         self._size = 0
-        self.last_synced_zxid: int | None = None
+        self.last_synced_zxid: int | None = None  # newest zxid sync() made durable here
         self.syncs = 0  # fsync batches, for tests and metrics
 
     @property
@@ -359,8 +360,6 @@ class TxnLogWriter:
                 self._write(b"".join(run))
             if not self.force_sync:
                 out.datasync = []
-            if out.last is not None:
-                self.last_synced_zxid = out.last
             self.syncs += 1
             return out
 
@@ -372,6 +371,8 @@ class TxnLogWriter:
         if written is None:
             return None
         written.sync()
+        if written.last is not None:
+            self.last_synced_zxid = written.last
         return written.last
 
     def _open(self, zxid: int) -> None:
