@@ -303,6 +303,30 @@ def _each(pipes: list[Pipe], method: Callable[..., None], *args: Any) -> None:
         method(p, *args)
 
 
+def _listener(host: str, avoid: set[int], set_aside: list[socket.socket]) -> socket.socket:
+    """A listening socket on a kernel-chosen port of ``host`` that is not in ``avoid``; the
+    sockets that got such a port are appended to ``set_aside`` (still bound: the kernel does
+    not hand that port out again while they are held)."""
+    for _ in range(_BIND_TRIES):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, 0))
+        except BaseException:
+            s.close()
+            raise
+        if s.getsockname()[1] in avoid:
+            set_aside.append(s)
+            continue
+        s.listen(64)
+        return s
+    raise OSError(f"no free port on {host} outside the members' own in {_BIND_TRIES} tries")
+
+
+#: attempts to find a proxy port that no member uses itself
+_BIND_TRIES = 100
+
+
 class LinkNet:
     """Proxies for every directed pair of ``members`` (sid -> real addresses); see the module
     docstring. Run it with :meth:`serve` inside a Trio loop, or :meth:`start_thread` from
@@ -315,21 +339,27 @@ class LinkNet:
         self._token: Any = None
         self._loop: LoopThread | None = None
         socks: dict[tuple[int, int, str], socket.socket] = {}
+        # The members' own ports were found free and given up (javaquorum.allocate); the
+        # kernel may hand one of them to a proxy here, and the member could not bind it
+        # (seen in CI as "election port of server.2 conflicts with quorum port of server.1").
+        # Such a socket is set aside, held until every proxy has its port, then closed.
+        theirs = {p for m in self.members.values() for p in (m.quorum_port, m.election_port)}
+        theirs |= {m.client_port for m in self.members.values()}
+        set_aside: list[socket.socket] = []
         try:
             for src in self.members:
                 for dst in self.members:
                     if src == dst:
                         continue
                     for kind in (QUORUM, ELECTION):
-                        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                        socks[src, dst, kind] = s
-                        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                        s.bind((host, 0))
-                        s.listen(64)
+                        socks[src, dst, kind] = _listener(host, theirs, set_aside)
         except BaseException:
             for s in socks.values():
                 s.close()
             raise
+        finally:
+            for s in set_aside:
+                s.close()
         for (src, dst, kind), s in socks.items():
             m = self.members[dst]
             target = (m.host, m.quorum_port if kind == QUORUM else m.election_port)

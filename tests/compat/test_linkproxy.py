@@ -8,6 +8,7 @@ import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 import trio
 
 from trizk.compat.javaquorum import MemberAddrs
@@ -165,3 +166,39 @@ async def test_isolate_and_partition_choose_links() -> None:
         net.heal()
         net.partition({1, 2})
         assert not net.is_cut(1, 2)
+
+
+def test_no_proxy_takes_a_port_a_member_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The members' ports are found free and given up before the proxies bind: when the kernel
+    hands one of them to a proxy (as it did in CI, and the member then could not bind it), the
+    proxy takes another port."""
+    import socket
+
+    from trizk.compat import linkproxy
+    from trizk.compat.javaquorum import allocate
+
+    addrs = allocate([1, 2])
+    given = addrs[1].quorum_port  # free again: what the kernel may hand out next
+    handed: list[socket.socket] = []
+
+    class KernelHandsOutGiven(socket.socket):
+        """The first socket bound to port 0 gets ``given``."""
+
+        def bind(self, address: object) -> None:
+            host, port = address  # type: ignore[misc]
+            if port == 0 and not handed:
+                handed.append(self)
+                port = given
+            super().bind((host, port))
+
+    monkeypatch.setattr(linkproxy.socket, "socket", KernelHandsOutGiven)
+    net = LinkNet(addrs)
+    monkeypatch.undo()
+    try:
+        ports = {p.address[1] for p in net.pipes.values()}
+        assert handed and handed[0].fileno() == -1  # it did get the member's port, set aside
+        theirs = {a.quorum_port for a in addrs.values()} | {a.election_port for a in addrs.values()}
+        theirs |= {a.client_port for a in addrs.values()}
+        assert len(ports) == 4 and not ports & theirs
+    finally:
+        net.close()
