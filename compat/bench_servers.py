@@ -185,19 +185,25 @@ def probe(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3 on), None if ``pid`` is
+    gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(")") + 2 :].split()
+
+
 def child_pids(pid: int) -> list[int]:
     """The live child processes of ``pid`` (field 4 of /proc/*/stat is the parent's pid)."""
     out: list[int] = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                data = f.read()
-        except OSError:
-            continue  # exited meanwhile
-        if int(data[data.rindex(")") + 2 :].split()[1]) == pid:
-            out.append(int(name))
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields is not None and int(fields[1]) == pid:
+                out.append(int(name))
     return out
 
 
@@ -238,18 +244,24 @@ class Server:
             time.sleep(0.01)
         raise TimeoutError(f"{self.label} did not answer within {deadline_s}s: {self.tail()}")
 
+    def _pids(self) -> list[int]:
+        """The server process and its child processes (trizk's fsync helper does part of
+        every write's work and holds ~11 MB)."""
+        return [self.pid, *child_pids(self.pid)]
+
     def cpu_seconds(self) -> float:
-        """utime + stime of the server process (fields 14, 15 of /proc/PID/stat)."""
-        with open(f"/proc/{self.pid}/stat") as f:
-            data = f.read()
-        rest = data[data.rindex(")") + 2 :].split()
-        return (int(rest[11]) + int(rest[12])) / CLK_TCK
+        """utime + stime (fields 14, 15 of /proc/PID/stat) of the server's processes."""
+        ticks = 0
+        for pid in self._pids():
+            fields = _stat_fields(pid)
+            if fields is not None:  # else exited since it was listed
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / CLK_TCK
 
     def rss_bytes(self) -> int:
-        """Resident memory of the server process and of its child processes (trizk's fsync
-        helper, ~9 MB)."""
+        """Resident memory of the server's processes."""
         pages = 0
-        for pid in [self.pid, *child_pids(self.pid)]:
+        for pid in self._pids():
             try:
                 with open(f"/proc/{pid}/statm") as f:
                     pages += int(f.read().split()[1])

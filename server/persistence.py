@@ -18,8 +18,8 @@ its commit sink (:meth:`trizk.server.standalone.Standalone.commit`: apply, fire 
   a serial append → fsync → commit chain. A process, not a thread: a Python thread needs the
   GIL between its syscalls and took it from the Trio thread at every hand-off (the Trio thread
   sat ~12 % idle under a closed-loop write load; with the helper, ~10-15 % more writes per
-  second for less CPU per write). An ensemble member's logging (:meth:`log_entries`) goes
-  through the same syncer.
+  second, the helper costing about what the thread did). An ensemble member's logging
+  (:meth:`log_entries`) goes through the same syncer.
   A txn is durable before any client can see its effects, and a reply is never sent for a
   txn that is not durable. An ``OSError`` from the disk, or the helper gone, is fatal
   (:class:`StorageFailure` stops the server, as ZooKeeper exits when it cannot write its
