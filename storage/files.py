@@ -59,8 +59,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import fsyncd, txnlog
 from . import snapshot as snap
-from . import txnlog
 from .snapshot import SnapshotContent, SnapshotFormatError
 from .txnlog import LogScanner, StopReason, TxnEntry
 
@@ -133,10 +133,7 @@ def fsync_dir(d: Path) -> None:
 
 
 def _datasync(fd: int) -> None:
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:  # pragma: no cover - macOS
-        os.fsync(fd)
+    fsyncd.sync_one(fsyncd.DATASYNC, fd)  # as the fsync helper does it
 
 
 def truncate_file(path: Path, length: int, *, sync: bool = True) -> None:

@@ -43,6 +43,7 @@ REPLY = struct.Struct(">i")
 
 
 def sync_one(kind: int, fd: int) -> None:
+    """fdatasync (``DATASYNC``; fsync where there is none, as on macOS) or fsync ``fd``."""
     if kind == DATASYNC and hasattr(os, "fdatasync"):
         os.fdatasync(fd)
     else:
