@@ -287,13 +287,18 @@ class Poller:
         sel = self.selector
         fd = sel.fileno()
         turns = self.turns
+        ready: list[tuple[selectors.SelectorKey, int]] = []
         try:
             while True:
-                if turns:
-                    await trio.lowlevel.checkpoint()  # let others run, then take the turns
+                if turns or ready:
+                    # Let the other tasks run, then take the turns and look again: while the
+                    # clients keep the poller busy, a checkpoint is cheaper than waiting on the
+                    # selector through Trio (its epoll re-arms the selector's fd every time).
+                    await trio.lowlevel.checkpoint()
                 else:
                     await trio.lowlevel.wait_readable(fd)
-                for key, events in sel.select(0):
+                ready = sel.select(0)
+                for key, events in ready:
                     peer: SockPeer = key.data
                     if peer not in self.open:
                         continue  # closed earlier in this pass
