@@ -447,6 +447,11 @@ def check(acl: Sequence[r.ACL], perm: int, ids: Sequence[Id]) -> bool:
     if not acl:
         return True
     perm = int(perm)  # a Perms flag: int & IntFlag runs enum code for every ACL entry
+    # world:anyone first: the common answer, needing neither the ids nor the providers (the
+    # result is the same as ZooKeeper's order, super first: both grant)
+    for a in acl:
+        if a.perms & perm and a.id.scheme == "world" and a.id.id == "anyone":
+            return True
     for scheme, _ in ids:
         if scheme == "super":
             return True
@@ -454,8 +459,6 @@ def check(acl: Sequence[r.ACL], perm: int, ids: Sequence[Id]) -> bool:
     for a in acl:
         if a.perms & perm:
             s, i = a.id.scheme, a.id.id
-            if s == "world" and i == "anyone":
-                return True
             if s is None or i is None or not cfg.has_provider(s):
                 continue
             for auth_scheme, auth_id in ids:

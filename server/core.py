@@ -52,8 +52,14 @@ from . import sasl as saslmod
 from .connection import ClientConnection, State
 from .coreconfig import CoreConfig, ServerStats
 from .prep import WRITE_OPS
-from .reads import READ_OPS, ReadContext, ReadError, multi_read
-from .requests import EMPTY_MULTI_RESPONSE, decode_body, multi_response, multi_without_txn
+from .reads import FAST_READS, READ_OPS, ReadContext, ReadError, multi_read
+from .requests import (
+    EMPTY_MULTI_RESPONSE,
+    WRITE_RESULTS,
+    decode_body,
+    multi_response,
+    multi_without_txn,
+)
 from .sequencer import WriteRequest
 from .sessions import generate_password
 from .watches import WatchManager
@@ -245,7 +251,9 @@ class FrontEnd:
         self._mark(conn)
 
     def _mark(self, conn: ClientConnection) -> None:
-        self.dirty.append(conn)
+        dirty = self.dirty
+        if not dirty or dirty[-1] is not conn:  # a request read, then its reply: once
+            dirty.append(conn)
 
     # ------------------------------------------------------------------ input
     def data_received(
@@ -553,6 +561,15 @@ class FrontEnd:
             size = conn.send_reply(Xid.PING, zxid, 0)
             self._replied(conn, op, xid, zxid, received, now, size=size)
             return
+        fast = FAST_READS.get(op)
+        if fast is not None:
+            answer = fast(
+                frame, self.tree, self.watches, conn, self.stats.metrics.read_per_namespace
+            )
+            if answer is not None:
+                size = conn.send_reply_bytes(xid, zxid, 0, answer)
+                self._replied(conn, op, xid, zxid, received, now, size=size)
+                return
         ctx = ReadContext(
             self.tree,
             self.watches,
@@ -725,7 +742,6 @@ class FrontEnd:
             # tear down the connection" (ZOOKEEPER-710): no reply, the connection is closed.
             self._close(conn, "session moved to another server")
             return
-        body: r.Record | None = None
         payload: bytes | None = None
         if hdr.type == OpCode.ERROR:
             pass
@@ -733,21 +749,13 @@ class FrontEnd:
             payload = multi_response(rc)
             err = 0  # a multi's header says OK; each op's result carries its error
         elif err == 0:
-            if op == OpCode.CREATE:
-                body = r.CreateResponse(rc.path or "")
-            elif op in (OpCode.CREATE2, OpCode.CREATETTL, OpCode.CREATECONTAINER):
-                assert rc.stat is not None
-                body = r.Create2Response(rc.path or "", rc.stat)
-            elif op == OpCode.SETDATA:
-                assert rc.stat is not None
-                body = r.SetDataResponse(rc.stat)
-            elif op == OpCode.SETACL:
-                assert rc.stat is not None
-                body = r.SetACLResponse(rc.stat)
+            result = WRITE_RESULTS.get(op)
+            if result is not None and result[1] is not None:
+                payload = result[1](rc)
         if payload is not None:
             size = conn.send_reply_bytes(xid, zxid, err, payload)
         else:
-            size = conn.send_reply(xid, zxid, err, body)
+            size = conn.send_reply(xid, zxid, err)
         self._replied(conn, op, xid, zxid, mark.received, now, txn=True, size=size)
         if op == OpCode.CLOSESESSION:
             self.session_conn.pop(conn.session_id, None)

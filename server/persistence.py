@@ -489,11 +489,14 @@ class Persistence:
                 raise self._failure
             if self._queue:
                 batch, self._queue = self._queue, []
-                txns = [
-                    TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest) if digests else None)
+                entries = [
+                    (p.hdr.zxid, txnlog.encode_txn(p.hdr, p.txn, p.digest if digests else None))
                     for p in batch
                 ]
-                seq = self._append(functools.partial(_append_txns, txns=txns), len(txns))
+                seq = self._append(
+                    functools.partial(files.TxnLogWriter.append_payloads, entries=entries),
+                    len(entries),
+                )
                 pending.append((seq, batch))
                 self._inflight += len(batch)
             committed = False
@@ -907,10 +910,6 @@ class _SyncProcess:
 
 #: how long a stopping server waits for its fsync helper to finish a sync under way
 _HELPER_EXIT_S = 30.0
-
-
-def _append_txns(writer: files.TxnLogWriter, txns: list[TxnEntry]) -> None:
-    writer.append(txns)
 
 
 #: snappy-java's SnappyOutputStream: magic, version 1, compatible version 1; 32 KiB blocks.

@@ -101,7 +101,13 @@ class ChangeRecord:
     #: the node digest of this state (0 when deleted), set by PendingChanges.add
     digest: int = 0
 
-    def copy(self, zxid: int) -> ChangeRecord:
+    def change(self, zxid: int) -> ChangeRecord:
+        """The record to change for txn ``zxid``. A record fresh from the tree (zxid -1:
+        :meth:`PendingChanges.get` builds one per call, nobody else holds it) is taken over;
+        a pending one is copied, as it must stay what its own txn left."""
+        if self.zxid < 0:
+            self.zxid = zxid
+            return self
         return ChangeRecord(
             zxid,
             self.path,
@@ -407,7 +413,7 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
     else:
         txn = r.CreateTxn(path, req.data, acl, mode.ephemeral, new_cversion)
         owner = ctx.session_id if mode.ephemeral else 0
-    p2 = parent.copy(ctx.zxid)
+    p2 = parent.change(ctx.zxid)
     p2.child_count += 1
     p2.cversion = new_cversion
     p2.pzxid = ctx.zxid
@@ -421,7 +427,7 @@ def _stage_delete(
     parent: ChangeRecord, path: str, pv: PendingChanges, ctx: PrepContext
 ) -> r.DeleteTxn:
     """The pending changes of deleting ``path``: the parent loses a child, the node goes."""
-    p2 = parent.copy(ctx.zxid)
+    p2 = parent.change(ctx.zxid)
     p2.child_count -= 1
     p2.pzxid = ctx.zxid
     pv.add(p2)
@@ -460,7 +466,7 @@ def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Tx
     _check_acl(node, Perms.WRITE, ctx)
     _check_quota(pv.tree, path, node.data, req.data, 0, ctx)
     new_version = _check_version(node.version, req.version)
-    n2 = node.copy(ctx.zxid)
+    n2 = node.change(ctx.zxid)
     n2.version = new_version
     n2.data = req.data
     n2.mtime = ctx.time
@@ -476,7 +482,7 @@ def prep_set_acl(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn
     node = pv.get(path)
     _check_acl(node, Perms.ADMIN, ctx)
     new_version = _check_version(node.aversion, req.version)
-    n2 = node.copy(ctx.zxid)
+    n2 = node.change(ctx.zxid)
     n2.aversion = new_version
     n2.acl = acl
     pv.add(n2)
@@ -512,7 +518,7 @@ def prep_close_session(pv: PendingChanges, ctx: PrepContext) -> Txn:
         except PrepError:
             parent = None
         if parent is not None:
-            p2 = parent.copy(ctx.zxid)
+            p2 = parent.change(ctx.zxid)
             p2.child_count -= 1
             p2.pzxid = ctx.zxid
             pv.add(p2)

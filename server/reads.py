@@ -21,6 +21,7 @@ Facts kept from ZooKeeper 3.8:
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,7 @@ def _node(ctx: ReadContext, path: str) -> DataNode:
 
 
 def _check(ctx: ReadContext, n: DataNode, perm: int) -> None:
-    if not aclmod.check(n.acl, perm, ctx.auth):
+    if not n.world_perms() & int(perm) and not aclmod.check(n.acl, perm, ctx.auth):
         raise ReadError(Code.NOAUTH)
 
 
@@ -102,6 +103,86 @@ def read_get_data(req: Any, ctx: ReadContext) -> r.Record:
         ctx.watches.data.add(req.path, ctx.watcher)
     _read_stat(ctx, req.path, len(n.data) if n.data else 0)
     return r.GetDataResponse(n.data, n.stat())
+
+
+_INT = struct.Struct(">i")
+_PATH_AT = 12  # RequestHeader (xid, type), then GetDataRequest's path
+_READ = int(Perms.READ)  # a plain int: int & IntFlag would run enum code
+
+
+def _plain_path_request(frame: bytes) -> tuple[str, bool] | None:
+    """(path, watch) of a getData/exists request in its plain encoding, else None: a null or
+    truncated path, or a watch flag other than 0 or 1, is left to the general decoding. The
+    path decodes exactly as the record decoder decodes it."""
+    if len(frame) <= _PATH_AT:
+        return None
+    (n,) = _INT.unpack_from(frame, 8)
+    end = _PATH_AT + n
+    if n < 0 or len(frame) <= end:
+        return None
+    watch = frame[end]
+    if watch > 1:
+        return None
+    return frame[_PATH_AT:end].decode("utf-8", "replace"), watch == 1
+
+
+def fast_get_data(
+    frame: bytes,
+    tree: DataTree,
+    watches: WatchManager,
+    watcher: Hashable,
+    read_stats: SummarySet | None,
+) -> bytes | None:
+    """The common getData, straight from its frame: a node every client may read. Returns the
+    reply's body (the node's cached GetDataResponse), or None for the general path
+    (:func:`read_get_data`) to answer -- a missing node, an ACL to check against the client's
+    ids, a request not in its plain encoding. What it answers, it answers as the general path
+    would: same watch, same read statistics."""
+    req = _plain_path_request(frame)
+    if req is None:
+        return None
+    path, watch = req
+    node = tree.get(path)
+    if node is None or not node.world_perms() & _READ:
+        return None
+    if watch:
+        watches.data.add(path, watcher)
+    if read_stats is not None:
+        d = node.data
+        read_stats.add_path(path, len(path) + (len(d) if d else 0) + STAT_OVERHEAD_BYTES)
+    return node.read_wire()
+
+
+def fast_exists(
+    frame: bytes,
+    tree: DataTree,
+    watches: WatchManager,
+    watcher: Hashable,
+    read_stats: SummarySet | None,
+) -> bytes | None:
+    """The common exists, as :func:`fast_get_data`: a node that exists (no ACL applies).
+    Returns the reply's body (the node's Stat), or None for :func:`read_exists` to answer
+    (a missing node registers its watch there, and a path with NUL is BADARGUMENTS)."""
+    req = _plain_path_request(frame)
+    if req is None:
+        return None
+    path, watch = req
+    if "\0" in path:
+        return None
+    node = tree.get(path)
+    if node is None:
+        return None
+    if watch:
+        watches.data.add(path, watcher)
+    if read_stats is not None:
+        read_stats.add_path(path, len(path) + STAT_OVERHEAD_BYTES)  # statNode
+    return node.stat_wire()
+
+
+FastRead = Callable[[bytes, DataTree, WatchManager, Hashable, SummarySet | None], bytes | None]
+
+#: reads answered straight from the frame when they can be (see fast_get_data)
+FAST_READS: dict[int, FastRead] = {OpCode.GETDATA: fast_get_data, OpCode.EXISTS: fast_exists}
 
 
 def read_get_children(req: Any, ctx: ReadContext) -> r.Record:

@@ -133,10 +133,12 @@ def multi_without_txn(frame: bytes) -> bool:
     return any(getattr(rec, "path", "") is None for _, rec in ops)
 
 
-def encode_result(op: int, rsp: r.Record | None, out: list[bytes]) -> None:
-    """One op result of a MultiResponse: its header (err 0) and record."""
+def encode_result(op: int, rsp: r.Record | bytes | None, out: list[bytes]) -> None:
+    """One op result of a MultiResponse: its header (err 0) and record (or its bytes)."""
     out.append(_MULTI_HDR.pack(op, False, 0))
-    if rsp is not None:
+    if isinstance(rsp, bytes):
+        out.append(rsp)
+    elif rsp is not None:
         rsp._encode_into(out)
 
 
@@ -146,25 +148,47 @@ def encode_error(code: int, out: list[bytes]) -> None:
     out.append(_ERR.pack(code))
 
 
+def _path(rc: ApplyResult) -> bytes:
+    p = (rc.path or "").encode("utf-8")
+    return _ERR.pack(len(p)) + p
+
+
+def _stat(rc: ApplyResult) -> bytes:
+    assert rc.stat is not None
+    return rc.stat
+
+
+def _path_stat(rc: ApplyResult) -> bytes:
+    return _path(rc) + _stat(rc)
+
+
+#: op -> (the op a MultiResponse's result names, the response body of its applied txn):
+#: CreateResponse (path), Create2Response (path, Stat), SetDataResponse / SetACLResponse
+#: (Stat); None: no body (delete, check).
+WRITE_RESULTS: dict[int, tuple[int, Callable[[ApplyResult], bytes] | None]] = {
+    OpCode.CREATE: (OpCode.CREATE, _path),
+    OpCode.CREATE2: (OpCode.CREATE2, _path_stat),
+    OpCode.CREATETTL: (OpCode.CREATE2, _path_stat),
+    OpCode.CREATECONTAINER: (OpCode.CREATE2, _path_stat),
+    OpCode.DELETE: (OpCode.DELETE, None),
+    OpCode.DELETECONTAINER: (OpCode.DELETE, None),
+    OpCode.SETDATA: (OpCode.SETDATA, _stat),
+    OpCode.SETACL: (OpCode.SETACL, _stat),
+    OpCode.CHECK: (OpCode.CHECK, None),
+}
+
+
 def multi_response(rc: ApplyResult) -> bytes:
     """The MultiResponse of an applied multi txn: each op's result, then the done header."""
     out: list[bytes] = []
     for sub in rc.multi or ():
-        t = sub.type
-        if t == OpCode.ERROR:
+        if sub.type == OpCode.ERROR:
             encode_error(sub.err, out)
-        elif t == OpCode.CREATE:
-            encode_result(OpCode.CREATE, r.CreateResponse(sub.path or ""), out)
-        elif t in (OpCode.CREATE2, OpCode.CREATETTL, OpCode.CREATECONTAINER):
-            assert sub.stat is not None
-            encode_result(OpCode.CREATE2, r.Create2Response(sub.path or "", sub.stat), out)
-        elif t in (OpCode.DELETE, OpCode.DELETECONTAINER):
-            encode_result(OpCode.DELETE, None, out)
-        elif t == OpCode.SETDATA:
-            assert sub.stat is not None
-            encode_result(OpCode.SETDATA, r.SetDataResponse(sub.stat), out)
-        elif t == OpCode.CHECK:
-            encode_result(OpCode.CHECK, None, out)
+            continue
+        result = WRITE_RESULTS.get(sub.type)
+        if result is not None:
+            op, body = result
+            encode_result(op, body(sub) if body is not None else None, out)
     out.append(EMPTY_MULTI_RESPONSE)
     return b"".join(out)
 

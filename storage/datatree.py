@@ -35,6 +35,7 @@ until it changes. Whoever builds a tree by other means (snapshot loading) sets i
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,9 @@ BOTH = DATA | CHILD
 
 
 _MASK64 = (1 << 64) - 1
+_STAT_WIRE = struct.Struct(">qqqqiiiqiiq")  # Stat: czxid ... pzxid, 68 bytes
+_INT = struct.Struct(">i")
+_NULL_BUFFER = _INT.pack(-1)  # a null Jute buffer
 
 
 def node_digest(path: str, node: DataNode) -> int:
@@ -115,7 +119,10 @@ class DataNode:
 
     __slots__ = (
         "_digest",
+        "_read",
         "_stat",
+        "_wire",
+        "_world",
         "acl",
         "aversion",
         "children",
@@ -149,8 +156,13 @@ class DataNode:
         #: what clients see (DataNode.getClientEphemeralOwner: 0 unless a NORMAL ephemeral)
         self.client_owner = ephemeral_owner if client_owner is None else client_owner
         self.children: JavaHashSet | None = None
+        # Caches, reset by touch() whenever the node changes: the Stat record, its 68 wire
+        # bytes, a getData reply's body, the node digest, what world:anyone is granted.
         self._stat: r.Stat | None = None
-        self._digest: int | None = None  # node_digest cache, reset whenever the node changes
+        self._wire: bytes | None = None
+        self._read: bytes | None = None
+        self._digest: int | None = None
+        self._world = -1
 
     def stat(self) -> r.Stat:
         """The client-visible Stat (cached until the node changes)."""
@@ -172,6 +184,51 @@ class DataNode:
                 self.pzxid,
             )
         return s
+
+    def stat_wire(self) -> bytes:
+        """The Stat as it goes on the wire (``Stat.serialize``: 68 bytes), cached."""
+        w = self._wire
+        if w is None:
+            n = len(self.children) if self.children is not None else 0
+            d = self.data
+            w = self._wire = _STAT_WIRE.pack(
+                self.czxid,
+                self.mzxid,
+                self.ctime,
+                self.mtime,
+                self.version,
+                self.cversion * 2 - n,
+                self.aversion,
+                self.client_owner,
+                len(d) if d is not None else 0,
+                n,
+                self.pzxid,
+            )
+        return w
+
+    def read_wire(self) -> bytes:
+        """A GetDataResponse's body (data as a Jute buffer, then the Stat), cached."""
+        b = self._read
+        if b is None:
+            d = self.data
+            if d is None:
+                b = _NULL_BUFFER + self.stat_wire()
+            else:
+                b = _INT.pack(len(d)) + d + self.stat_wire()
+            self._read = b
+        return b
+
+    def world_perms(self) -> int:
+        """The permissions the ACL grants ``world:anyone`` (to every client), cached: a check
+        it passes needs no look at the client's ids."""
+        w = self._world
+        if w < 0:
+            w = 0
+            for a in self.acl:
+                if a.id.scheme == "world" and a.id.id == "anyone":
+                    w |= a.perms
+            self._world = w
+        return w
 
     def stat_persisted(self) -> r.StatPersisted:
         return r.StatPersisted(
@@ -196,18 +253,17 @@ class DataNode:
         if self.children is None:
             self.children = JavaHashSet(8)  # DataNode.addChild: new HashSet<>(8)
         self.children.add(name)
-        self._stat = None
-        self._digest = None
+        self.touch()
 
     def remove_child(self, name: str) -> None:
         if self.children is not None:
             self.children.discard(name)
-        self._stat = None
-        self._digest = None
+        self.touch()
 
     def touch(self) -> None:
-        self._stat = None
-        self._digest = None
+        """The node changed: forget what was cached of it."""
+        self._stat = self._wire = self._read = self._digest = None
+        self._world = -1
 
 
 @dataclass(slots=True)
@@ -235,7 +291,8 @@ class ApplyResult:
     zxid: int
     err: int = 0
     path: str | None = None
-    stat: r.Stat | None = None
+    #: the node's Stat after the change, as its 68 wire bytes (the reply's Stat)
+    stat: bytes | None = None
     triggers: list[Trigger] = field(default_factory=list)
     multi: list[ApplyResult] | None = None
     #: paths of ephemerals deleted by closeSession, in deletion order
@@ -434,7 +491,7 @@ class DataTree:
         st.stats[quota.COUNT] = st.count + count_diff
         st.stats[quota.BYTES] = st.nbytes + bytes_diff
         node.data = st.encode()
-        node._stat = None
+        node.touch()  # a /zookeeper/ node: its digest is 0 either way
 
     def _quota_node_created(self, parent_name: str, child_name: str) -> None:
         try:
@@ -477,7 +534,7 @@ class DataTree:
         if t == OpCode.CREATE:
             rc.stat = None
         elif rc.stat is None:
-            rc.stat = node.stat()
+            rc.stat = node.stat_wire()
 
     def create_node(
         self,
@@ -521,7 +578,7 @@ class DataTree:
         if parent_name.startswith(quota.QUOTA_ZOOKEEPER):
             if rc is not None:
                 # createNode copies the Stat out before updateQuotaForPath rewrites the data.
-                rc.stat = node.stat()
+                rc.stat = node.stat_wire()
             self._quota_node_created(parent_name, child_name)
         prefix = self.max_prefix_with_quota(path)
         if prefix is not None:
@@ -612,7 +669,7 @@ class DataTree:
         prefix = self.max_prefix_with_quota(txn.path)
         if prefix is not None:
             self._update_quota_stat(prefix, diff, 0)
-        rc.stat = node.stat()
+        rc.stat = node.stat_wire()
         rc.triggers.append(
             Trigger(txn.path, EventType.NODEDATACHANGED, DATA, node.acl, len(txn.data or b""))
         )
@@ -627,7 +684,7 @@ class DataTree:
         node.acl = tuple(txn.acl or ())
         node.touch()
         self._digest_sum = dsum + node_digest(txn.path, node)
-        rc.stat = node.stat()
+        rc.stat = node.stat_wire()
 
     def _close_session(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
         session = hdr.clientId

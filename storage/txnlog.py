@@ -97,6 +97,7 @@ DEFAULT_PREALLOC_SIZE = 64 * 1024 * 1024
 LOG_PREFIX = "log"
 
 _ENTRY_HEAD = struct.Struct(">qi")  # checksum, length
+_DIGEST = struct.Struct(">iq")  # TxnDigest: version, treeDigest
 _TXN_HEADER_SIZE = 28
 _DIGEST_SIZE = 12
 
@@ -204,11 +205,24 @@ def decode_file_header(b: bytes | memoryview) -> FileHeader:
 
 def encode_payload(entry: TxnEntry) -> bytes:
     """TxnHeader + body + optional TxnDigest (Util.marshallTxnEntry)."""
-    parts = [entry.header.encode()]
+    parts: list[bytes] = []
+    entry.header._encode_into(parts)
     if entry.txn is not None:
-        parts.append(entry.txn.encode())
+        entry.txn._encode_into(parts)
     if entry.digest is not None:
-        parts.append(entry.digest.encode())
+        entry.digest._encode_into(parts)
+    return b"".join(parts)
+
+
+def encode_txn(header: TxnHeader, txn: Record | None, tree_digest: int | None) -> bytes:
+    """:func:`encode_payload` of a txn this server made, with :func:`make_digest`'s TxnDigest
+    of ``tree_digest`` (None: digests off), built without the intermediate records."""
+    parts: list[bytes] = []
+    header._encode_into(parts)
+    if txn is not None:
+        txn._encode_into(parts)
+    if tree_digest is not None:
+        parts.append(_DIGEST.pack(DIGEST_VERSION, _to_long(tree_digest)))
     return b"".join(parts)
 
 

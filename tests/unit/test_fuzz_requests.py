@@ -398,3 +398,103 @@ def test_core_handshake_fuzz_never_raises(
     core.node.sequencer.tick(10**9, 10**9)  # every session expires: no exception either
     core.commit(10**9)
     assert bystander.conn.closed
+
+
+# ----------------------------------------------------------------------------- fast reads
+
+
+def _fast_read_tree() -> DataTree:
+    """Nodes a fast read meets: world-readable with data, null data, empty data; one only
+    a digest user may read; a path with a non-ASCII name; one with NUL (exists: BADARGUMENTS)."""
+    from trizk.storage.datatree import OPEN_ACL_UNSAFE
+
+    tree = DataTree()
+    secret = (R.ACL(31, R.Id("digest", "u:x")),)
+    for i, (path, data, acl) in enumerate(
+        [
+            ("/a", b"data", OPEN_ACL_UNSAFE),
+            ("/a/n", None, OPEN_ACL_UNSAFE),
+            ("/e", b"", OPEN_ACL_UNSAFE),
+            ("/s", b"secret", secret),
+            ("/\u00e9", b"x" * 40, (R.ACL(1, R.Id("world", "anyone")),)),
+            ("/z\u0000", b"", OPEN_ACL_UNSAFE),  # only a tree built by hand has one
+        ]
+    ):
+        tree.create_node(path, data, acl, 0, -1, i + 1, 1000 + i)
+    return tree
+
+
+FAST_PATHS = ["/a", "/a/n", "/e", "/s", "/\u00e9", "/", "", "/missing", "/z\u0000", "a"]
+
+
+@FUZZ
+@given(
+    st.sampled_from([OpCode.GETDATA, OpCode.EXISTS]),
+    st.sampled_from(FAST_PATHS).flatmap(
+        lambda p: st.one_of(
+            st.builds(lambda w: R.GetDataRequest(p, w).encode(), st.booleans()),
+            st.builds(lambda w: R.GetDataRequest(p, w).encode(), st.booleans()).flatmap(mutated),
+        )
+    ),
+)
+def test_fast_reads_answer_as_the_general_path(op: int, body: bytes) -> None:
+    # GetDataRequest and ExistsRequest share one layout (path, watch)
+    from trizk.server.reads import FAST_READS, ReadContext, ReadError
+    from trizk.server.servermetrics import SummarySet
+    from trizk.server.watches import WatchManager
+
+    frame = struct.pack(">ii", 5, op) + body
+
+    def run(fast: bool) -> tuple[object, dict[str, dict[object, int]], dict[str, int]]:
+        tree, watches, stats = _fast_read_tree(), WatchManager(), SummarySet(False, None)
+        answer: object
+        if fast:
+            answer = FAST_READS[op](frame, tree, watches, "w", stats)
+            if answer is None:
+                return None, {}, {}
+        else:
+            cls, fn = READ_OPS[op]
+            ctx = ReadContext(tree, watches, "w", 1, [("ip", "127.0.0.1")], read_stats=stats)
+            try:
+                rsp = fn(decode_body(cls, frame), ctx)  # type: ignore[arg-type]
+                answer = rsp.encode() if rsp is not None else b""
+            except (ReadError, JuteDecodeError, ValueError) as e:
+                answer = type(e).__name__
+        counts = {k: s.count for k, s in stats.by_key.items()}
+        return answer, watches.data.by_path, counts
+
+    fast = run(True)
+    if fast[0] is not None:
+        assert fast == run(False)
+
+
+def test_node_caches_follow_every_change() -> None:
+    # the cached Stat bytes, getData body and world permissions of a node are rebuilt after
+    # each kind of change: its data, its ACL, its children
+    from trizk.storage.datatree import DataNode
+
+    def fresh(n: DataNode) -> tuple[bytes, bytes, int]:
+        copy = DataNode(n.data, n.acl)
+        for name in ("czxid", "mzxid", "pzxid", "ctime", "mtime", "version", "cversion"):
+            setattr(copy, name, getattr(n, name))
+        copy.aversion, copy.children = n.aversion, n.children
+        return copy.stat_wire(), copy.read_wire(), copy.world_perms()
+
+    tree = _fast_read_tree()
+    node = tree.get("/a")
+    assert node is not None
+    secret = (R.ACL(31, R.Id("digest", "u:x")),)
+    changes: list[tuple[int, Record]] = [
+        (OpCode.SETDATA, R.SetDataTxn("/a", b"new data", 1)),
+        (OpCode.SETACL, R.SetACLTxn("/a", secret, 1)),
+        (OpCode.CREATE, R.CreateTxn("/a/m", b"", secret, False, -1)),
+        (OpCode.DELETE, R.DeleteTxn("/a/m")),
+    ]
+    for i, (typ, txn) in enumerate(changes):
+        before = (node.stat_wire(), node.read_wire(), node.world_perms())
+        rc = tree.apply(R.TxnHeader(1, i, 100 + i, 5000 + i, typ), txn)
+        assert rc.err == 0
+        after = (node.stat_wire(), node.read_wire(), node.world_perms())
+        assert after != before and after == fresh(node)
+    assert node.world_perms() == 0
+    assert R.Stat.decode(node.stat_wire()) == node.stat()

@@ -260,6 +260,19 @@ def test_property_scan_yields_what_was_written(
     assert stop.reason is (StopReason.PADDING if pad_pages else StopReason.EOF)
 
 
+@settings(max_examples=60, deadline=None)
+@given(bodies, st.one_of(st.none(), st.integers(-(2**64), 2**64)))
+def test_encode_txn_is_encode_payload_of_its_entry(
+    body: tuple[int, object], tree_digest: int | None
+) -> None:
+    # the committer's direct encoding == the records' (a digest wraps to a Java long)
+    t, rec = body
+    hdr = TxnHeader(7, 3, 42, 1000, t)
+    digest = None if tree_digest is None else txnlog.make_digest(tree_digest)
+    expected = txnlog.encode_payload(TxnEntry(hdr, rec, digest))  # type: ignore[arg-type]
+    assert txnlog.encode_txn(hdr, rec, tree_digest) == expected  # type: ignore[arg-type]
+
+
 def test_names_and_padding_rule() -> None:
     assert txnlog.log_name(0x25) == "log.25"
     assert txnlog.zxid_from_name("log.1c", "log") == 0x1C
