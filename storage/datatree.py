@@ -164,46 +164,36 @@ class DataNode:
         self._digest: int | None = None
         self._world = -1
 
+    def _stat_fields(self) -> tuple[int, ...]:
+        """The client-visible Stat's fields, in its order (``DataNode.copyStat``)."""
+        n = len(self.children) if self.children is not None else 0
+        d = self.data
+        return (
+            self.czxid,
+            self.mzxid,
+            self.ctime,
+            self.mtime,
+            self.version,
+            self.cversion * 2 - n,
+            self.aversion,
+            self.client_owner,
+            len(d) if d is not None else 0,
+            n,
+            self.pzxid,
+        )
+
     def stat(self) -> r.Stat:
         """The client-visible Stat (cached until the node changes)."""
         s = self._stat
         if s is None:
-            n = len(self.children) if self.children is not None else 0
-            d = self.data
-            s = self._stat = r.Stat(
-                self.czxid,
-                self.mzxid,
-                self.ctime,
-                self.mtime,
-                self.version,
-                self.cversion * 2 - n,
-                self.aversion,
-                self.client_owner,
-                len(d) if d is not None else 0,
-                n,
-                self.pzxid,
-            )
+            s = self._stat = r.Stat(*self._stat_fields())
         return s
 
     def stat_wire(self) -> bytes:
         """The Stat as it goes on the wire (``Stat.serialize``: 68 bytes), cached."""
         w = self._wire
         if w is None:
-            n = len(self.children) if self.children is not None else 0
-            d = self.data
-            w = self._wire = _STAT_WIRE.pack(
-                self.czxid,
-                self.mzxid,
-                self.ctime,
-                self.mtime,
-                self.version,
-                self.cversion * 2 - n,
-                self.aversion,
-                self.client_owner,
-                len(d) if d is not None else 0,
-                n,
-                self.pzxid,
-            )
+            w = self._wire = _STAT_WIRE.pack(*self._stat_fields())
         return w
 
     def read_wire(self) -> bytes:
