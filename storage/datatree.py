@@ -67,6 +67,8 @@ _MASK64 = (1 << 64) - 1
 _STAT_WIRE = struct.Struct(">qqqqiiiqiiq")  # Stat: czxid ... pzxid, 68 bytes
 _INT = struct.Struct(">i")
 _NULL_BUFFER = _INT.pack(-1)  # a null Jute buffer
+#: largest data whose getData reply body a node caches (DataNode.read_wire)
+READ_CACHE_MAX = 4096
 
 
 def node_digest(path: str, node: DataNode) -> int:
@@ -197,7 +199,9 @@ class DataNode:
         return w
 
     def read_wire(self) -> bytes:
-        """A GetDataResponse's body (data as a Jute buffer, then the Stat), cached."""
+        """A GetDataResponse's body (data as a Jute buffer, then the Stat). Cached for data up
+        to ``READ_CACHE_MAX`` bytes: the body holds a copy of the data, and a tree of large
+        znodes read once must not double its memory (a large body costs its copy anyway)."""
         b = self._read
         if b is None:
             d = self.data
@@ -205,6 +209,8 @@ class DataNode:
                 b = _NULL_BUFFER + self.stat_wire()
             else:
                 b = _INT.pack(len(d)) + d + self.stat_wire()
+                if len(d) > READ_CACHE_MAX:
+                    return b
             self._read = b
         return b
 

@@ -498,3 +498,14 @@ def test_node_caches_follow_every_change() -> None:
         assert after != before and after == fresh(node)
     assert node.world_perms() == 0
     assert R.Stat.decode(node.stat_wire()) == node.stat()
+
+
+def test_large_data_reply_bodies_are_not_cached() -> None:
+    # the cache copies the data: only small nodes keep their getData body
+    from trizk.storage.datatree import READ_CACHE_MAX, DataNode
+
+    small, large = DataNode(b"s" * READ_CACHE_MAX, ()), DataNode(b"l" * (READ_CACHE_MAX + 1), ())
+    assert small.read_wire() is small.read_wire()
+    body = large.read_wire()
+    assert body == large.read_wire() and body is not large.read_wire()
+    assert R.GetDataResponse.decode(body).data == large.data
