@@ -53,7 +53,6 @@ accepts; we have no snappy compressor), ``snapshot.trust.empty``, ``autopurge.sn
 from __future__ import annotations
 
 import errno
-import functools
 import gc
 import gzip
 import logging
@@ -493,10 +492,7 @@ class Persistence:
                     (p.hdr.zxid, txnlog.encode_txn(p.hdr, p.txn, p.digest if digests else None))
                     for p in batch
                 ]
-                seq = self._append(
-                    functools.partial(files.TxnLogWriter.append_payloads, entries=entries),
-                    len(entries),
-                )
+                seq = self.append_entries(entries)
                 pending.append((seq, batch))
                 self._inflight += len(batch)
             committed = False
@@ -521,9 +517,10 @@ class Persistence:
         await self.durable(self.append_entries(entries))
 
     def append_entries(self, entries: Sequence[tuple[int, bytes]]) -> int:
-        """Append an ensemble member's txns without waiting: durable once :attr:`synced`
-        reaches the number returned (the syncer takes them at once, or right after the
-        sync under way). Raises :class:`StorageFailure` after a failure."""
+        """Append txns as (zxid, marshalled entry) -- the committer's, or an ensemble member's
+        -- without waiting: durable once :attr:`synced` reaches the number returned (the
+        syncer takes them at once, or right after the sync under way). Raises
+        :class:`StorageFailure` after a failure."""
         pairs = list(entries)
         return self._append(lambda w: w.append_payloads(pairs), len(pairs))
 

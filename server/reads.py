@@ -110,10 +110,11 @@ _PATH_AT = 12  # RequestHeader (xid, type), then GetDataRequest's path
 _READ = int(Perms.READ)  # a plain int: int & IntFlag would run enum code
 
 
-def _plain_path_request(frame: bytes) -> tuple[str, bool] | None:
-    """(path, watch) of a getData/exists request in its plain encoding, else None: a null or
-    truncated path, or a watch flag other than 0 or 1, is left to the general decoding. The
-    path decodes exactly as the record decoder decodes it."""
+def _plain_node(frame: bytes, tree: DataTree) -> tuple[str, bool, DataNode] | None:
+    """(path, watch, node) of a getData/exists request in its plain encoding for a node that
+    exists, else None: a missing node, a null or truncated path, or a watch flag other than 0
+    or 1 is left to the general path. The path decodes exactly as the record decoder decodes
+    it."""
     if len(frame) <= _PATH_AT:
         return None
     (n,) = _INT.unpack_from(frame, 8)
@@ -123,7 +124,11 @@ def _plain_path_request(frame: bytes) -> tuple[str, bool] | None:
     watch = frame[end]
     if watch > 1:
         return None
-    return frame[_PATH_AT:end].decode("utf-8", "replace"), watch == 1
+    path = frame[_PATH_AT:end].decode("utf-8", "replace")
+    node = tree.get(path)
+    if node is None:
+        return None
+    return path, watch == 1, node
 
 
 def fast_get_data(
@@ -138,12 +143,11 @@ def fast_get_data(
     (:func:`read_get_data`) to answer -- a missing node, an ACL to check against the client's
     ids, a request not in its plain encoding. What it answers, it answers as the general path
     would: same watch, same read statistics."""
-    req = _plain_path_request(frame)
+    req = _plain_node(frame, tree)
     if req is None:
         return None
-    path, watch = req
-    node = tree.get(path)
-    if node is None or not node.world_perms() & _READ:
+    path, watch, node = req
+    if not node.world_perms() & _READ:
         return None
     if watch:
         watches.data.add(path, watcher)
@@ -163,14 +167,11 @@ def fast_exists(
     """The common exists, as :func:`fast_get_data`: a node that exists (no ACL applies).
     Returns the reply's body (the node's Stat), or None for :func:`read_exists` to answer
     (a missing node registers its watch there, and a path with NUL is BADARGUMENTS)."""
-    req = _plain_path_request(frame)
+    req = _plain_node(frame, tree)
     if req is None:
         return None
-    path, watch = req
+    path, watch, node = req
     if "\0" in path:
-        return None
-    node = tree.get(path)
-    if node is None:
         return None
     if watch:
         watches.data.add(path, watcher)

@@ -112,10 +112,7 @@ class SessionTracker:
         s = self.sessions.get(session_id)
         if s is None or s.closing:
             return False
-        iv = self.interval
-        # _round inlined: a session touched again within its bucket stays where it is
-        if ((now + (s.timeout if timeout is None else timeout)) // iv + 1) * iv != s.expiry:
-            self._move(s, s.timeout if timeout is None else timeout, now)
+        self._move(s, s.timeout if timeout is None else timeout, now)
         return True
 
     def _move(self, s: Session, timeout: int, now: int) -> None:

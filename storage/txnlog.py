@@ -205,24 +205,24 @@ def decode_file_header(b: bytes | memoryview) -> FileHeader:
 
 def encode_payload(entry: TxnEntry) -> bytes:
     """TxnHeader + body + optional TxnDigest (Util.marshallTxnEntry)."""
-    parts: list[bytes] = []
-    entry.header._encode_into(parts)
-    if entry.txn is not None:
-        entry.txn._encode_into(parts)
-    if entry.digest is not None:
-        entry.digest._encode_into(parts)
-    return b"".join(parts)
+    digest = entry.digest.encode() if entry.digest is not None else None
+    return _marshal(entry.header, entry.txn, digest)
 
 
 def encode_txn(header: TxnHeader, txn: Record | None, tree_digest: int | None) -> bytes:
     """:func:`encode_payload` of a txn this server made, with :func:`make_digest`'s TxnDigest
     of ``tree_digest`` (None: digests off), built without the intermediate records."""
+    digest = None if tree_digest is None else _DIGEST.pack(DIGEST_VERSION, _to_long(tree_digest))
+    return _marshal(header, txn, digest)
+
+
+def _marshal(header: TxnHeader, txn: Record | None, digest: bytes | None) -> bytes:
     parts: list[bytes] = []
     header._encode_into(parts)
     if txn is not None:
         txn._encode_into(parts)
-    if tree_digest is not None:
-        parts.append(_DIGEST.pack(DIGEST_VERSION, _to_long(tree_digest)))
+    if digest is not None:
+        parts.append(digest)
     return b"".join(parts)
 
 
