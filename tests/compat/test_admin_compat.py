@@ -97,8 +97,9 @@ def _normalise(answer: dict[str, Any]) -> dict[str, Any]:
         out["server_stats"] = dict(sorted(out["server_stats"].items()))
     if "expiry_time_to_session_ids" in out:
         # monotonic bucket times; ZooKeeper's ExpiryQueue also keeps emptied buckets
-        buckets = out["expiry_time_to_session_ids"].values()
-        out["expiry_time_to_session_ids"] = {f"t{i}": b for i, b in enumerate(buckets) if b}
+        # (numbered after dropping the empty ones: an emptied bucket must not shift the names)
+        buckets = [b for b in out["expiry_time_to_session_ids"].values() if b]
+        out["expiry_time_to_session_ids"] = {f"t{i}": b for i, b in enumerate(buckets)}
     return out
 
 
