@@ -41,6 +41,7 @@ parent's CREATE permission, the sequential suffix, the full path (BADARGUMENTS),
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +64,7 @@ from ..storage.datatree import (
     node_digest,
 )
 from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
-from ..storage.paths import InvalidPath, validate_path
+from ..storage.paths import InvalidPath, is_plain, validate_path
 from ..storage.quota import StatsTrack, limit_path, stat_path, top_namespace
 from ..storage.snapshot import calculate_digest
 from . import acl as aclmod
@@ -201,10 +202,14 @@ class PendingChanges:
         else:
             n = self.tree.get(path)
             old = node_digest(path, n) if n is not None else 0
+        self.push(rec, old)
+
+    def push(self, rec: ChangeRecord, old: int) -> None:
+        """:meth:`add` ``rec``, whose path's digest so far (pending, else committed) is ``old``."""
         rec.digest = new = rec.node_digest()
         self._digest += new - old
         self.ordered.append(rec)
-        self.by_path[path] = rec
+        self.by_path[rec.path] = rec
         # PrepRequestProcessor.addChangeRecord (also for records a failed multi rolls back)
         self.stats.metrics.outstanding_changes_queued += 1
 
@@ -473,6 +478,72 @@ def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Tx
     n2.mzxid = ctx.zxid
     pv.add(n2)
     return op, r.SetDataTxn(path, req.data, new_version)
+
+
+_INT = struct.Struct(">i")
+_WRITE = int(Perms.WRITE)  # a plain int: int & IntFlag would run enum code
+#: where a SetDataRequest's path bytes start in its frame: after the RequestHeader (xid, type)
+#: and the path's length
+_SET_DATA_PATH_AT = 12
+
+
+def fast_set_data(frame: bytes, pv: PendingChanges, zxid: int, time: int) -> r.SetDataTxn | None:
+    """The common setData straight from its request frame: what :func:`prep_set_data` does for
+    a request that succeeds, without the request record and the generic checks. Returns the
+    txn, its change recorded in ``pv``; or None, changing nothing, for the general path to
+    prepare -- unless all of the following hold, where each one stands for a check it makes:
+
+    * the frame is a SetDataRequest in its plain encoding (a path of at least one byte, data
+      not null, the version; bytes after it are ignored, as the decoder ignores them);
+    * no change to the path is pending, and its node is in the committed tree, not the root,
+      and its path is plain (:func:`is_plain`: so ``validate_path`` accepts it);
+    * world:anyone may WRITE it (so does every client: the ACL check passes);
+    * the expected version is -1 or the node's.
+
+    The caller has checked the session (``checkSession``) and that quotas are not enforced
+    (``enforceQuota=false``: ``checkQuota`` does nothing). A property test holds both paths
+    to the same txn, records and digest."""
+    n = len(frame)
+    if n < _SET_DATA_PATH_AT + 9:
+        return None
+    (plen,) = _INT.unpack_from(frame, 8)
+    at = _SET_DATA_PATH_AT + plen  # the data's length
+    if plen <= 0 or at + 8 > n:
+        return None
+    (dlen,) = _INT.unpack_from(frame, at)
+    end = at + 4 + dlen  # the version
+    if dlen < 0 or end + 4 > n:
+        return None
+    path = frame[_SET_DATA_PATH_AT:at].decode("utf-8", "replace")
+    if path in pv.by_path:
+        return None
+    node = pv.tree.nodes.get(path)
+    if node is None or path == "/" or not is_plain(path) or not node.world_perms() & _WRITE:
+        return None
+    (expected,) = _INT.unpack_from(frame, end)
+    version = node.version
+    if expected != -1 and expected != version:
+        return None
+    data = frame[at + 4 : end]
+    rec = ChangeRecord(
+        zxid,
+        path,
+        True,
+        data,
+        node.acl,
+        version + 1,
+        node.cversion,
+        node.aversion,
+        node.ephemeral_owner,
+        node.num_children(),
+        node.czxid,
+        zxid,
+        node.pzxid,
+        node.ctime,
+        time,
+    )
+    pv.push(rec, node_digest(path, node))
+    return r.SetDataTxn(path, data, version + 1)
 
 
 def prep_set_acl(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:

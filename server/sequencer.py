@@ -36,7 +36,15 @@ from ..jute.primitives import JuteDecodeError
 from ..storage.replica import Replica
 from .committer import Committer, Proposal
 from .coreconfig import CoreConfig, ServerStats
-from .prep import WRITE_OPS, PendingChanges, PrepContext, PrepError, prep_close_session, prep_multi
+from .prep import (
+    WRITE_OPS,
+    PendingChanges,
+    PrepContext,
+    PrepError,
+    fast_set_data,
+    prep_close_session,
+    prep_multi,
+)
 from .ratelog import RateLogger
 from .requests import decode_body, parse_multi
 from .sessions import LOCAL, SessionTracker, initial_session_id
@@ -48,6 +56,17 @@ log = logging.getLogger("trizk.server")
 _REQUEST = struct.Struct(">qii")
 _TIMEOUT = struct.Struct(">i")
 _REQUEST_HEADER_LEN = 8  # RequestHeader: int xid, int type
+
+# Enum members used per txn, as module constants: on Python 3.11 looking one up on its class
+# costs ~0.1 us (EnumType.__getattr__ keeps the lookup off the fast path).
+_SETDATA, _MULTI, _ERROR, _DELETECONTAINER = (
+    OpCode.SETDATA,
+    OpCode.MULTI,
+    OpCode.ERROR,
+    OpCode.DELETECONTAINER,
+)
+_CREATESESSION, _CLOSESESSION = OpCode.CREATESESSION, OpCode.CLOSESESSION
+_SESSIONEXPIRED, _SESSIONMOVED = Code.SESSIONEXPIRED, Code.SESSIONMOVED
 
 
 @dataclass(slots=True)
@@ -186,6 +205,14 @@ class Sequencer:
     def submit(self, req: WriteRequest, now: int, wall: int) -> None:
         """Prepare ``req`` and propose its txn (or its ErrorTxn)."""
         sid, op, frame = req.session_id, req.op, req.frame
+        if op == _SETDATA and not self.config.enforce_quota:
+            # the common setData (prep.fast_set_data) for a session in order (checkSession)
+            s = self.sessions.sessions.get(sid)
+            if s is not None and not s.closing and s.owner == req.owner:
+                fast = fast_set_data(frame, self.pending, self.last_zxid + 1, wall)
+                if fast is not None:
+                    self._propose(sid, req.cxid, op, fast, wall)
+                    return
         ctx = PrepContext(
             sid,
             self.last_zxid + 1,
@@ -197,17 +224,17 @@ class Sequencer:
         txn_type: int
         txn: r.Record | None
         try:
-            if op == OpCode.CLOSESESSION:
+            if op == _CLOSESESSION:
                 txn_type, txn = prep_close_session(self.pending, ctx)
                 session = self.sessions.sessions.get(sid)
                 if session is not None:
                     session.closing = True
-            elif op == OpCode.MULTI:
+            elif op == _MULTI:
                 self._check_session(sid, req.owner)
                 ops = parse_multi(frame)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
-                txn_type, txn = OpCode.MULTI, multi
-            elif op == OpCode.CREATESESSION:
+                txn_type, txn = _MULTI, multi
+            elif op == _CREATESESSION:
                 # A client's createSession on its open session: PrepRequestProcessor takes the
                 # body's int as the timeout, trackSession touches the session with it, and a
                 # CreateSessionTxn is logged. A body too short for the int underflows after
@@ -216,8 +243,8 @@ class Sequencer:
                     raise PrepError(Code.MARSHALLINGERROR)
                 (timeout,) = _TIMEOUT.unpack_from(frame, _REQUEST_HEADER_LEN)
                 self.sessions.touch(sid, now, timeout)
-                txn_type, txn = OpCode.CREATESESSION, r.CreateSessionTxn(timeout)
-            elif op == OpCode.DELETECONTAINER:
+                txn_type, txn = _CREATESESSION, r.CreateSessionTxn(timeout)
+            elif op == _DELETECONTAINER:
                 # PrepRequestProcessor reads the path as the whole request buffer,
                 # ``new String(request.request.array(), UTF_8)``, header bytes included.
                 dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
@@ -228,10 +255,10 @@ class Sequencer:
                 self._check_session(sid, req.owner)
                 txn_type, txn = fn(op, rec, self.pending, ctx)
         except PrepError as e:
-            txn_type, txn = OpCode.ERROR, r.ErrorTxn(e.code)
+            txn_type, txn = _ERROR, r.ErrorTxn(e.code)
         except (JuteDecodeError, ValueError) as e:
             log.error("session 0x%x: failed to process request type %d: %s", sid, op, e)
-            txn_type, txn = OpCode.ERROR, r.ErrorTxn(Code.MARSHALLINGERROR)
+            txn_type, txn = _ERROR, r.ErrorTxn(Code.MARSHALLINGERROR)
         for ev in ctx.quota_events:
             self.quota_log.rate_limit_log(ev.message, now)
             if ev.hard and ev.namespace is not None:
@@ -260,11 +287,11 @@ class Sequencer:
         than the session's is SESSIONMOVED (ZOOKEEPER-710)."""
         s = self.sessions.sessions.get(sid)
         if s is None or s.closing:
-            raise PrepError(Code.SESSIONEXPIRED)
+            raise PrepError(_SESSIONEXPIRED)
         if s.owner is None:
             s.owner = owner
         elif s.owner != owner:
-            raise PrepError(Code.SESSIONMOVED)
+            raise PrepError(_SESSIONMOVED)
 
     def _propose(self, sid: int, cxid: int, txn_type: int, txn: r.Record | None, wall: int) -> None:
         self.last_zxid += 1
@@ -277,9 +304,9 @@ class Sequencer:
         """``hdr``'s txn was applied to the replica (called in zxid order)."""
         self.outstanding -= 1
         self.pending.committed(hdr.zxid)
-        if hdr.type == OpCode.CREATESESSION:
+        if hdr.type == _CREATESESSION:
             # ZooKeeperServer.processTxnForSessionEvents: commitSession (re-tracks it from now)
             assert isinstance(txn, r.CreateSessionTxn)
             self.sessions.add(hdr.clientId, txn.timeOut, now)
-        elif hdr.type == OpCode.CLOSESESSION:
+        elif hdr.type == _CLOSESESSION:
             self.sessions.remove(hdr.clientId)

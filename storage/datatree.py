@@ -63,6 +63,12 @@ CHILD = 2
 BOTH = DATA | CHILD
 
 
+# Enum members used per txn, as module constants: on Python 3.11 looking one up on its class
+# costs ~0.1 us (EnumType.__getattr__ keeps the lookup off the fast path).
+_NODECREATED, _NODEDELETED = EventType.NODECREATED, EventType.NODEDELETED
+_NODEDATACHANGED, _NODECHILDRENCHANGED = EventType.NODEDATACHANGED, EventType.NODECHILDRENCHANGED
+_CREATE, _CREATETTL, _CREATECONTAINER = OpCode.CREATE, OpCode.CREATETTL, OpCode.CREATECONTAINER
+
 _MASK64 = (1 << 64) - 1
 _STAT_WIRE = struct.Struct(">qqqqiiiqiiq")  # Stat: czxid ... pzxid, 68 bytes
 _INT = struct.Struct(">i")
@@ -159,7 +165,8 @@ class DataNode:
         self.client_owner = ephemeral_owner if client_owner is None else client_owner
         self.children: JavaHashSet | None = None
         # Caches, reset by touch() whenever the node changes: the Stat record, its 68 wire
-        # bytes, a getData reply's body, the node digest, what world:anyone is granted.
+        # bytes, a getData reply's body, the node digest; and by set_acl(): what world:anyone
+        # is granted.
         self._stat: r.Stat | None = None
         self._wire: bytes | None = None
         self._read: bytes | None = None
@@ -257,8 +264,13 @@ class DataNode:
         self.touch()
 
     def touch(self) -> None:
-        """The node changed: forget what was cached of it."""
+        """The node changed: forget what was cached of it. (What world:anyone is granted
+        depends on the ACL alone: :meth:`set_acl` forgets that.)"""
         self._stat = self._wire = self._read = self._digest = None
+
+    def set_acl(self, acl: tuple[r.ACL, ...]) -> None:
+        """Replace the ACL (the caller bumps ``aversion`` and calls :meth:`touch`)."""
+        self.acl = acl
         self._world = -1
 
 
@@ -515,9 +527,9 @@ class DataTree:
 
     def _create(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
         t = hdr.type
-        if t == OpCode.CREATECONTAINER:
+        if t == _CREATECONTAINER:
             owner = CONTAINER_EPHEMERAL_OWNER
-        elif t == OpCode.CREATETTL:
+        elif t == _CREATETTL:
             owner = ttl_to_ephemeral_owner(txn.ttl)
         elif txn.ephemeral:
             owner = hdr.clientId
@@ -527,7 +539,7 @@ class DataTree:
         node = self.create_node(
             txn.path, txn.data, txn.acl, owner, txn.parentCVersion, hdr.zxid, hdr.time, rc
         )
-        if t == OpCode.CREATE:
+        if t == _CREATE:
             rc.stat = None
         elif rc.stat is None:
             rc.stat = node.stat_wire()
@@ -580,9 +592,9 @@ class DataTree:
         if prefix is not None:
             self._update_quota_stat(prefix, size, 1)
         if rc is not None:
-            rc.triggers.append(Trigger(path, EventType.NODECREATED, DATA, node.acl, size))
+            rc.triggers.append(Trigger(path, _NODECREATED, DATA, node.acl, size))
             rc.triggers.append(
-                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD, parent.acl)
+                Trigger(watch_path(parent_name), _NODECHILDRENCHANGED, CHILD, parent.acl)
             )
         return node
 
@@ -627,9 +639,9 @@ class DataTree:
         if prefix is not None:
             self._update_quota_stat(prefix, -size, -1)
         if rc is not None:
-            rc.triggers.append(Trigger(path, EventType.NODEDELETED, BOTH, node.acl))
+            rc.triggers.append(Trigger(path, _NODEDELETED, BOTH, node.acl))
             rc.triggers.append(
-                Trigger(watch_path(parent_name), EventType.NODECHILDRENCHANGED, CHILD, parent.acl)
+                Trigger(watch_path(parent_name), _NODECHILDRENCHANGED, CHILD, parent.acl)
             )
 
     def set_config(self, data: bytes, time: int, version: int = 0) -> None:
@@ -667,7 +679,7 @@ class DataTree:
             self._update_quota_stat(prefix, diff, 0)
         rc.stat = node.stat_wire()
         rc.triggers.append(
-            Trigger(txn.path, EventType.NODEDATACHANGED, DATA, node.acl, len(txn.data or b""))
+            Trigger(txn.path, _NODEDATACHANGED, DATA, node.acl, len(txn.data or b""))
         )
 
     def _set_acl(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:
@@ -677,7 +689,7 @@ class DataTree:
             raise TxnError(Code.NONODE)
         dsum = self._digest_sum - node_digest(txn.path, node)
         node.aversion = txn.version
-        node.acl = tuple(txn.acl or ())
+        node.set_acl(tuple(txn.acl or ()))
         node.touch()
         self._digest_sum = dsum + node_digest(txn.path, node)
         rc.stat = node.stat_wire()

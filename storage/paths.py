@@ -29,12 +29,14 @@ def _bad_char(c: str) -> bool:
 #: hold no character _bad_char rejects (nor NUL). Matching it is the fast path; anything else
 #: takes the character walk, which names ZooKeeper's reason.
 _PLAIN = re.compile(r"(?:/(?!\.\.?(?:/|$))[^/\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]+)+")
-_plain = _PLAIN.fullmatch
+#: ``is_plain(path)`` is truthy for a path every rule accepts (the root ``/`` aside); falsy
+#: does not mean invalid -- :func:`validate_path` decides.
+is_plain = _PLAIN.fullmatch
 
 
 def validate_path(path: str | None) -> None:
     """Raise :class:`InvalidPath` with ZooKeeper's reason if ``path`` is not a valid znode path."""
-    if path and _plain(path):
+    if path and is_plain(path):
         return
     if path is None:
         raise InvalidPath("Path cannot be null")

@@ -26,6 +26,10 @@ from .datatree import ApplyResult, DataTree
 
 __all__ = ["Replica"]
 
+# Enum members used per txn, as module constants: on Python 3.11 looking one up on its class
+# costs ~0.1 us (EnumType.__getattr__ keeps the lookup off the fast path).
+_CREATESESSION, _CLOSESESSION = OpCode.CREATESESSION, OpCode.CLOSESESSION
+
 
 class Replica:
     """Data tree + committed sessions + last applied zxid; see the module docstring."""
@@ -45,10 +49,10 @@ class Replica:
     def apply(self, hdr: r.TxnHeader, txn: r.Record | None) -> ApplyResult:
         """Apply one committed txn to the session table and the tree."""
         t = hdr.type
-        if t == OpCode.CREATESESSION:
+        if t == _CREATESESSION:
             assert isinstance(txn, r.CreateSessionTxn)
             self.sessions[hdr.clientId] = txn.timeOut
-        elif t == OpCode.CLOSESESSION:
+        elif t == _CLOSESESSION:
             self.sessions.pop(hdr.clientId, None)
         return self.tree.apply(hdr, txn)
 

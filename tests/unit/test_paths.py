@@ -14,11 +14,11 @@ from trizk.storage.paths import InvalidPath, validate_path
 def _walk_accepts(path: str) -> bool:
     """The character walk alone (the fast path switched off)."""
     try:
-        saved, paths._plain = paths._plain, lambda _p: None
+        saved, paths.is_plain = paths.is_plain, lambda _p: None
         try:
             validate_path(path)
         finally:
-            paths._plain = saved
+            paths.is_plain = saved
     except InvalidPath:
         return False
     return True
