@@ -8,9 +8,11 @@ Theory of operation
 The Trio shell hands the front end bytes received on a connection
 (:meth:`FrontEnd.data_received`) together with the current times; it parses frames and writes
 replies and watch events into the output buffers of the connections concerned, listing them in
-:attr:`FrontEnd.dirty` for the shell to flush. Time enters only as arguments (``now`` monotonic
-ms for sessions and latency, ``wall`` ms for txn headers), so it runs the same under a simulated
-clock.
+:attr:`FrontEnd.dirty` for the shell to flush. A connection is listed whenever the shell has
+something to do with it: output queued, closed, throttled, or input left for a later turn (a
+write read and submitted leaves it unlisted until its reply is queued). Time enters only as
+arguments (``now`` monotonic ms for sessions and latency, ``wall`` ms for txn headers), so it
+runs the same under a simulated clock.
 
 What changes state goes to the :class:`WritePath` (the sequencer on a standalone server or
 leader, a forwarder to the leader on a learner): writes, closeSession, new sessions, session
@@ -282,10 +284,10 @@ class FrontEnd:
         m.clock.advance(now)
         self._wall_offset = wall - now
         conn.receive_data(data)
-        self._mark(conn)
         budget = max_frames if max_frames is not None else -1
         while not conn.closed and not conn.throttled:
             if budget == 0 or (max_output is not None and len(conn.out) > max_output):
+                self._mark(conn)  # the shell gives the rest a later turn
                 return conn.decoder.buffered > 0
             if conn.state is _HANDSHAKE and conn.decoder.buffered >= 4:
                 word = self.is_four_letter(conn.decoder.peek(4))
@@ -318,7 +320,12 @@ class FrontEnd:
                     # The rest stays buffered; the shell reads no more and calls again with
                     # no data once ``throttled`` is cleared.
                     conn.throttled = True
+                    self._mark(conn)
                     return False
+        if conn.out or conn.closed or conn.throttled:
+            # Output to send, or a connection to close or to stop reading: the shell looks at
+            # it. (A write waiting for its commit has given the shell nothing to do yet.)
+            self._mark(conn)
         return False
 
     def _should_throttle(self, conn: ClientConnection) -> bool:
