@@ -430,7 +430,9 @@ class Persistence:
     def propose(self, p: Proposal) -> None:
         """Committer: log ``p`` with the next group commit."""
         self._queue.append(p)
-        self._kick.set()
+        kick = self._kick
+        if not kick.is_set():  # (Event.set is a KI-protected call even when set)
+            kick.set()
 
     @property
     def outstanding(self) -> int:
