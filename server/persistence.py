@@ -490,11 +490,16 @@ class Persistence:
                 raise self._failure
             if self._queue:
                 batch, self._queue = self._queue, []
-                entries = [
-                    (p.hdr.zxid, txnlog.encode_txn(p.hdr, p.txn, p.digest if digests else None))
+                framed = [
+                    (
+                        p.hdr.zxid,
+                        txnlog.frame_payload(
+                            txnlog.encode_txn(p.hdr, p.txn, p.digest if digests else None)
+                        ),
+                    )
                     for p in batch
                 ]
-                seq = self.append_entries(entries)
+                seq = self._append_framed(framed)
                 pending.append((seq, batch))
                 self._inflight += len(batch)
             committed = False
@@ -525,6 +530,10 @@ class Persistence:
         :class:`StorageFailure` after a failure."""
         pairs = list(entries)
         return self._append(lambda w: w.append_payloads(pairs), len(pairs))
+
+    def _append_framed(self, items: list[tuple[int, bytes]]) -> int:
+        """:meth:`append_entries` of entries already framed (the standalone committer's)."""
+        return self._append(lambda w: w.append_framed(items), len(items))
 
     @property
     def synced(self) -> int:

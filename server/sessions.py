@@ -112,13 +112,20 @@ class SessionTracker:
         s = self.sessions.get(session_id)
         if s is None or s.closing:
             return False
-        self._move(s, s.timeout if timeout is None else timeout, now)
+        # _move, with its common case (the session stays in its bucket) inline: every request
+        # touches its session
+        interval = self.interval
+        new = ((now + (s.timeout if timeout is None else timeout)) // interval + 1) * interval
+        if new != s.expiry:
+            self._move_to(s, new)
         return True
 
     def _move(self, s: Session, timeout: int, now: int) -> None:
         new = self._round(now + timeout)
-        if new == s.expiry:
-            return
+        if new != s.expiry:
+            self._move_to(s, new)
+
+    def _move_to(self, s: Session, new: int) -> None:
         if s.expiry:
             b = self._buckets.get(s.expiry)
             if b is not None:

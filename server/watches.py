@@ -142,16 +142,20 @@ class WatchManager:
         """(watcher, trigger) for each notification, in ZooKeeper's order. The caller delivers
         it only if the watcher may READ ``trigger.acl``; the watch is consumed regardless."""
         out: list[tuple[Hashable, Trigger]] = []
+        data, child = self.data, self.child
         for t in triggers:
             seen: set[Hashable] | None = None
-            if t.tables & DATA:
-                seen = self.data.trigger(t.path, t.event, None)
+            # A table holds a watcher for the trigger only if the path is watched or a
+            # recursive watch exists (then trigger() looks at the ancestors): most writes
+            # touch nodes nobody watches.
+            if t.tables & DATA and (t.path in data.by_path or data.recursive_count):
+                seen = data.trigger(t.path, t.event, None)
                 out.extend((w, t) for w in seen)
-                self._count(t.event, self.data.found)
-            if t.tables & CHILD:
-                ws = self.child.trigger(t.path, t.event, seen)
+                self._count(t.event, data.found)
+            if t.tables & CHILD and (t.path in child.by_path or child.recursive_count):
+                ws = child.trigger(t.path, t.event, seen)
                 out.extend((w, t) for w in ws)
-                self._count(t.event, self.child.found)
+                self._count(t.event, child.found)
         return out
 
     def _count(self, event: EventType, found: int) -> None:

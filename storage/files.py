@@ -293,7 +293,11 @@ class TxnLogWriter:
     def append_payloads(self, entries: Iterable[tuple[int, bytes]]) -> None:
         """Queue (zxid, payload) pairs whose payload is already a marshalled txn entry
         (``Util.marshallTxnEntry``: what a PROPOSAL carries) -- no decode and re-encode."""
-        self._queue_items([(z, txnlog.frame_payload(data)) for z, data in entries])
+        self.append_framed([(z, txnlog.frame_payload(data)) for z, data in entries])
+
+    def append_framed(self, items: list[tuple[int, bytes]]) -> None:
+        """Queue (zxid, entry) pairs already framed (:func:`txnlog.frame_payload`)."""
+        self._queue_items(items)
 
     def _queue_items(self, items: list[tuple[int, bytes]]) -> None:
         with self._lock:
@@ -349,7 +353,8 @@ class TxnLogWriter:
                         out.new_dirs.append(self.log_dir)  # the new file's directory entry
                 if self._fd not in out.datasync:
                     out.datasync.append(self._fd)
-                self._pad(self._pos + run_len)
+                if self._pos + run_len + 4096 >= self._size:  # else _pad would not grow it
+                    self._pad(self._pos + run_len)
                 run.append(data)
                 run_len += len(data)
                 out.last = zxid
