@@ -524,10 +524,9 @@ class Persistence:
         await self.durable(self.append_entries(entries))
 
     def append_entries(self, entries: Sequence[tuple[int, bytes]]) -> int:
-        """Append txns as (zxid, marshalled entry) -- the committer's, or an ensemble member's
-        -- without waiting: durable once :attr:`synced` reaches the number returned (the
-        syncer takes them at once, or right after the sync under way). Raises
-        :class:`StorageFailure` after a failure."""
+        """Append an ensemble member's txns as (zxid, marshalled entry) without waiting:
+        durable once :attr:`synced` reaches the number returned (the syncer takes them at once,
+        or right after the sync under way). Raises :class:`StorageFailure` after a failure."""
         pairs = list(entries)
         return self._append(lambda w: w.append_payloads(pairs), len(pairs))
 

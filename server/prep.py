@@ -58,6 +58,7 @@ from ..jute.codes import (
 )
 from ..storage.datatree import (
     SPECIAL_PATHS,
+    DataNode,
     DataTree,
     EphemeralKind,
     ephemeral_kind,
@@ -147,6 +148,28 @@ class ChangeRecord:
         )
 
 
+def _node_record(path: str, n: DataNode) -> ChangeRecord:
+    """A record of the committed node ``n`` at ``path`` as it is (zxid -1: fresh from the
+    tree, see :meth:`ChangeRecord.change`)."""
+    return ChangeRecord(
+        -1,
+        path,
+        True,
+        n.data,
+        n.acl,
+        n.version,
+        n.cversion,
+        n.aversion,
+        n.ephemeral_owner,
+        n.num_children(),
+        n.czxid,
+        n.mzxid,
+        n.pzxid,
+        n.ctime,
+        n.mtime,
+    )
+
+
 class PendingChanges:
     """The one pending-changes view over the committed tree."""
 
@@ -173,23 +196,7 @@ class PendingChanges:
             n = self.tree.get(path)
             if n is None:
                 raise PrepError(Code.NONODE)
-            return ChangeRecord(
-                -1,
-                path,
-                True,
-                n.data,
-                n.acl,
-                n.version,
-                n.cversion,
-                n.aversion,
-                n.ephemeral_owner,
-                n.num_children(),
-                n.czxid,
-                n.mzxid,
-                n.pzxid,
-                n.ctime,
-                n.mtime,
-            )
+            return _node_record(path, n)
         if not rec.exists:
             raise PrepError(Code.NONODE)
         return rec
@@ -471,13 +478,20 @@ def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Tx
     _check_acl(node, Perms.WRITE, ctx)
     _check_quota(pv.tree, path, node.data, req.data, 0, ctx)
     new_version = _check_version(node.version, req.version)
-    n2 = node.change(ctx.zxid)
-    n2.version = new_version
-    n2.data = req.data
-    n2.mtime = ctx.time
-    n2.mzxid = ctx.zxid
-    pv.add(n2)
+    pv.add(_set_data_record(node, ctx.zxid, ctx.time, req.data, new_version))
     return op, r.SetDataTxn(path, req.data, new_version)
+
+
+def _set_data_record(
+    node: ChangeRecord, zxid: int, time: int, data: bytes | None, version: int
+) -> ChangeRecord:
+    """The record of ``node`` after txn ``zxid`` set its data."""
+    n2 = node.change(zxid)
+    n2.version = version
+    n2.data = data
+    n2.mtime = time
+    n2.mzxid = zxid
+    return n2
 
 
 _INT = struct.Struct(">i")
@@ -525,23 +539,7 @@ def fast_set_data(frame: bytes, pv: PendingChanges, zxid: int, time: int) -> r.S
     if expected != -1 and expected != version:
         return None
     data = frame[at + 4 : end]
-    rec = ChangeRecord(
-        zxid,
-        path,
-        True,
-        data,
-        node.acl,
-        version + 1,
-        node.cversion,
-        node.aversion,
-        node.ephemeral_owner,
-        node.num_children(),
-        node.czxid,
-        zxid,
-        node.pzxid,
-        node.ctime,
-        time,
-    )
+    rec = _set_data_record(_node_record(path, node), zxid, time, data, version + 1)
     pv.push(rec, node_digest(path, node))
     return r.SetDataTxn(path, data, version + 1)
 

@@ -114,8 +114,7 @@ class SessionTracker:
             return False
         # _move, with its common case (the session stays in its bucket) inline: every request
         # touches its session
-        interval = self.interval
-        new = ((now + (s.timeout if timeout is None else timeout)) // interval + 1) * interval
+        new = self._round(now + (s.timeout if timeout is None else timeout))
         if new != s.expiry:
             self._move_to(s, new)
         return True
