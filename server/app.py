@@ -215,6 +215,9 @@ class TrizkServer:
                 hard_limit=OUTBUF_HARD_LIMIT,
                 linger_ms=self.sessionless_timeout,
             )
+            if self.node is not None:
+                # standalone: the poller's task reads the fsync helper's answers and commits
+                self.persistence.drive_with(self.poller)
 
     # ------------------------------------------------------------------ clocks
     def _now(self) -> int:

@@ -12,11 +12,11 @@ its commit sink (:meth:`trizk.server.standalone.Standalone.commit`: apply, fire 
   (:class:`_SyncProcess`) writes whatever is queued to the file (page cache) on the Trio thread
   and has a helper process (:mod:`trizk.storage.fsyncd`) fdatasync it, one sync at a time.
   While sync *N* runs, the txns proposed meanwhile are appended and go with sync *N+1*, which
-  is written and sent the moment *N* is answered; meanwhile the committer hands batch *N* to
-  the sink. So one fsync covers every txn that arrived during the previous one, the disk never
-  waits for the Trio thread, and throughput with many clients is bounded by the disk, not by
-  a serial append → fsync → commit chain. A process, not a thread: a Python thread needs the
-  GIL between its syscalls and took it from the Trio thread at every hand-off (the Trio thread
+  is written and sent the moment *N* is answered; then batch *N* is handed to the sink. So one
+  fsync covers every txn that arrived during the previous one, the disk never waits for the
+  Trio thread, and throughput with many clients is bounded by the disk, not by a serial
+  append → fsync → commit chain. A process, not a thread: a Python thread needs the GIL
+  between its syscalls and took it from the Trio thread at every hand-off (the Trio thread
   sat ~12 % idle under a closed-loop write load; with the helper, ~10-15 % more writes per
   second, the helper costing about what the thread did). An ensemble member's logging
   (:meth:`log_entries`) goes through the same syncer.
@@ -24,6 +24,14 @@ its commit sink (:meth:`trizk.server.standalone.Standalone.commit`: apply, fire 
   txn that is not durable. An ``OSError`` from the disk, or the helper gone, is fatal
   (:class:`StorageFailure` stops the server, as ZooKeeper exits when it cannot write its
   log): afterwards nothing is known about what the file holds.
+* **Driven by the poller** (standalone, :meth:`Persistence.drive_with`): the client poller's
+  task (:mod:`trizk.server.poller`) does the committer's routine work without a task switch.
+  The helper's socket sits in its selector beside the client sockets, so an answer is read,
+  the next sync sent and the durable batch committed and answered within one pass; what a
+  pass proposed is appended (and its sync sent, if none runs) when the pass ends. Per batch
+  that saves four Trio task switches and an ``epoll_ctl`` (measured: ~9 % more closed-loop
+  writes per second). The committer task still appends what is proposed outside a pass
+  (session expiry, TLS connections) and raises a failure.
 * **Snapshots.** After ``snapCount/2 + random(snapCount/2)`` logged txns (ZooKeeper's
   randomised roll, so servers of an ensemble do not snapshot together) the log is rolled and a
   fuzzy snapshot of the live tree is taken: the tree is walked on the Trio thread in steps of a
@@ -66,7 +74,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -77,6 +85,9 @@ from ..storage.txnlog import TxnEntry
 from .committer import Proposal
 from .config import ServerConfig, java_boolean
 from .servermetrics import ServerMetrics
+
+if TYPE_CHECKING:
+    from .poller import Poller
 
 log = logging.getLogger("trizk.server.persistence")
 
@@ -246,6 +257,13 @@ class Persistence:
         self._since_snapshot = 0  # txns logged since the last roll
         self._rand_roll = 0
         self._inflight = 0  # txns being appended and synced
+        #: appended batches not yet committed: (append number, batch), oldest first
+        self._pending: deque[tuple[int, list[Proposal]]] = deque()
+        #: the poller that reads the fsync helper's answers and appends at the end of each of
+        #: its passes (:meth:`drive_with`); None: the committer and syncer tasks do it all
+        self._poller: Poller | None = None
+        #: inside a poller pass: a proposal is appended when the pass ends (no kick)
+        self._in_pass = False
         #: the syncer (while running), appends made and appends known durable
         self._syncer: _SyncProcess | None = None
         #: starts the fsync helper process (tests give a stand-in)
@@ -430,9 +448,32 @@ class Persistence:
     def propose(self, p: Proposal) -> None:
         """Committer: log ``p`` with the next group commit."""
         self._queue.append(p)
+        if self._in_pass:
+            return  # appended when the poller's pass ends
         kick = self._kick
         if not kick.is_set():  # (Event.set is a KI-protected call even when set)
             kick.set()
+
+    def drive_with(self, poller: Poller) -> None:
+        """Standalone, before :meth:`run`: let ``poller``'s task do the committer's routine
+        work. It watches the fsync helper's socket beside the client sockets and commits a
+        batch the moment the helper's answer is read, and what its pass proposed is appended
+        (and its sync sent, if none runs) when the pass ends. Without this, a batch costs four
+        task switches (the committer wakes to append, the syncer to wait for the answer and to
+        read it, the committer to commit) and an ``epoll_ctl`` re-arming the helper's socket.
+        Proposals made outside a pass (session expiry, TLS connections) still wake the
+        committer task."""
+        self._poller = poller
+        poller.before_pass = self._begin_pass
+        poller.after_pass = self._end_pass
+
+    def _begin_pass(self) -> None:
+        self._in_pass = True
+
+    def _end_pass(self) -> None:
+        self._in_pass = False
+        if self._queue and self._syncer is not None:
+            self._log_queued()
 
     @property
     def outstanding(self) -> int:
@@ -450,14 +491,20 @@ class Persistence:
         self.writer = files.TxnLogWriter(
             s.txnlog_dir, prealloc_size=s.prealloc_size, force_sync=s.force_sync
         )
-        self._syncer = _SyncProcess(lambda: self.writer, self._on_synced, self._spawn)
+        syncer = self._syncer = _SyncProcess(lambda: self.writer, self._on_synced, self._spawn)
         try:
-            self._syncer.start()
+            syncer.start()
         except OSError as e:
             raise StorageFailure(e.errno or 0, f"cannot start the fsync helper: {e}") from e
+        if not committer:
+            self._poller = None  # an ensemble member's syncer keeps its own task
+        poller = self._poller
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._syncer.run)
+                if poller is not None:
+                    syncer.watch_with(poller)
+                else:
+                    nursery.start_soon(syncer.run)
                 if committer:
                     nursery.start_soon(self._committer)
                 nursery.start_soon(self._snapshotter)
@@ -467,7 +514,7 @@ class Persistence:
                     log.info("Purge task is not scheduled.")
                 task_status.started()
         finally:
-            self._syncer.stop()
+            syncer.stop()
             self._syncer = None
             w, self.writer = self.writer, None
             with trio.CancelScope(shield=True):
@@ -480,39 +527,53 @@ class Persistence:
     async def _committer(self) -> None:
         """Standalone: append what was proposed as soon as it is (the syncer picks it up
         with its next sync, while the previous one may still run), and hand each batch to the
-        sink once a sync covering it has returned -- in proposal order."""
-        sink = self._sink
-        assert sink is not None
-        digests = self.settings.digest_enabled
-        pending: deque[tuple[int, list[Proposal]]] = deque()
+        sink once a sync covering it has returned -- in proposal order. Driven by a poller
+        (:meth:`drive_with`), this task only appends what was proposed outside its passes."""
         while True:
             if self._failure is not None:
                 raise self._failure
             if self._queue:
-                batch, self._queue = self._queue, []
-                framed = [
-                    (
-                        p.hdr.zxid,
-                        txnlog.frame_payload(
-                            txnlog.encode_txn(p.hdr, p.txn, p.digest if digests else None)
-                        ),
-                    )
-                    for p in batch
-                ]
-                seq = self._append_framed(framed)
-                pending.append((seq, batch))
-                self._inflight += len(batch)
-            committed = False
-            while pending and pending[0][0] <= self._synced:
-                _, batch = pending.popleft()
-                self._inflight -= len(batch)
-                sink(batch, self._now())
-                committed = True
-            if committed:
-                self._wake()
+                self._log_queued()
+            self._commit_durable()
             if not self._queue and self._failure is None:
                 self._kick = trio.Event()
                 await self._kick.wait()
+
+    def _log_queued(self) -> None:
+        """Append the proposals queued (one batch), ask for their sync, and post what that
+        made due (``forceSync=no``: durable at once)."""
+        if self.failed:
+            self._kick.set()  # the committer task raises the failure
+            return
+        batch, self._queue = self._queue, []
+        digests = self.settings.digest_enabled
+        framed = [
+            (
+                p.hdr.zxid,
+                txnlog.frame_payload(
+                    txnlog.encode_txn(p.hdr, p.txn, p.digest if digests else None)
+                ),
+            )
+            for p in batch
+        ]
+        self._pending.append((self._append_framed(framed), batch))
+        self._inflight += len(batch)
+        syncer = self._syncer
+        assert syncer is not None
+        syncer.deliver()
+
+    def _commit_durable(self) -> None:
+        """Hand every batch a returned sync covered to the sink, oldest first, and flush."""
+        pending = self._pending
+        synced = self._synced
+        committed = False
+        while pending and pending[0][0] <= synced:
+            _, batch = pending.popleft()
+            self._inflight -= len(batch)
+            self._sink(batch, self._now())  # type: ignore[misc]
+            committed = True
+        if committed:
+            self._wake()
 
     async def log_entries(self, entries: Sequence[tuple[int, bytes]]) -> None:
         """An ensemble member's txns as (zxid, marshalled entry) -- its leader's proposals, or
@@ -590,9 +651,12 @@ class Persistence:
             self.syncs += 1
             # ServerMetrics.FSYNC_TIME (ms)
             self.metrics.fsynctime.add(ms)
-        self._kick.set()
         progress, self._progress = self._progress, trio.Event()
         progress.set()
+        if error is None and self._poller is not None and self._sink is not None:
+            self._commit_durable()  # right here, in the poller's pass
+        else:
+            self._kick.set()
         self.on_durable()
 
     def newest_snapshot_zxid(self) -> int:
@@ -795,6 +859,8 @@ class _SyncProcess:
         self._dead = False
         self._later: list[tuple[int, OSError | None]] = []  # posts due, outside request()
         self._wakeup = trio.Event()
+        #: the poller whose task reads the answers (:meth:`watch_with`); None: :meth:`run`
+        self._poller: Poller | None = None
 
     def start(self) -> None:
         """Start the helper (raises OSError)."""
@@ -841,7 +907,8 @@ class _SyncProcess:
             self._due(target, None)  # nothing to sync (forceSync=no, or only a roll)
             return
         self._target, self._replies, self._t0 = target, replies, time.monotonic()
-        self._wakeup.set()  # run() waits for the answer now
+        if self._poller is None:
+            self._wakeup.set()  # run() waits for the answer now
 
     def _send_request(self, kinds: bytes | bytearray, fds: list[int]) -> None:
         assert self._sock is not None
@@ -854,20 +921,69 @@ class _SyncProcess:
 
     def _fail(self, seq: int, error: OSError) -> None:
         self._dead = True
+        self._unwatch()
         self._due(seq, error)
 
     def _due(self, seq: int, error: OSError | None) -> None:
         self._later.append((seq, error))
-        self._wakeup.set()
+        if self._poller is None:
+            self._wakeup.set()
+
+    def _unwatch(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None and self._sock is not None:
+            poller.unwatch(self._sock)
+
+    def deliver(self) -> None:
+        """Post what became due without a sync (nothing to sync, or a failure) -- called after
+        :meth:`request`, never from inside it."""
+        later = self._later
+        while later:
+            seq, error = later.pop(0)
+            self._post(seq, error, 0)
+
+    def on_readable(self) -> None:
+        """The helper's socket is readable: take its answer; on the last one of the sync in
+        flight, send the next sync (what was appended meanwhile) first, so the disk works
+        while the Trio thread commits, then post this one durable."""
+        sock = self._sock
+        if sock is None or self._dead:
+            return
+        err: OSError | None = None
+        try:
+            data = sock.recv(fsyncd.REPLY.size)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            data, err = b"", e
+        target = self._target
+        if len(data) < fsyncd.REPLY.size or not self._replies:
+            # the helper died (or broke the protocol): nothing more can be made durable
+            why = err or OSError(errno.EIO, "the fsync helper process exited")
+            self._fail(target, why)
+        elif code := fsyncd.REPLY.unpack(data)[0]:
+            self._fail(target, OSError(code, os.strerror(code)))
+        else:
+            self._replies -= 1
+            if not self._replies:
+                ms = int((time.monotonic() - self._t0) * 1000)
+                if self._requested > target:
+                    self._send()
+                self._post(target, None, ms)
+        self.deliver()
+
+    def watch_with(self, poller: Poller) -> None:
+        """Have ``poller``'s task call :meth:`on_readable` (instead of :meth:`run`)."""
+        assert self._sock is not None, "start() first"
+        self._poller = poller
+        poller.watch(self._sock, self.on_readable)
 
     async def run(self) -> None:
         """Read the helper's answers and post what they make durable, until cancelled."""
         sock = self._sock
         assert sock is not None, "start() first"
         while True:
-            while self._later:
-                seq, error = self._later.pop(0)
-                self._post(seq, error, 0)
+            self.deliver()
             if self._dead:
                 await trio.sleep_forever()
             if not self._replies:
@@ -875,33 +991,13 @@ class _SyncProcess:
                 await self._wakeup.wait()
                 continue
             await trio.lowlevel.wait_readable(sock)
-            err: OSError | None = None
-            try:
-                data = sock.recv(fsyncd.REPLY.size)
-            except BlockingIOError:
-                continue
-            except OSError as e:
-                data, err = b"", e
-            if len(data) < fsyncd.REPLY.size:
-                # the helper died (or broke the protocol): nothing more can be made durable
-                why = err or OSError(errno.EIO, "the fsync helper process exited")
-                self._fail(self._target, why)
-                continue
-            (code,) = fsyncd.REPLY.unpack(data)
-            if code:
-                self._fail(self._target, OSError(code, os.strerror(code)))
-                continue
-            self._replies -= 1
-            if not self._replies:
-                self._post(self._target, None, int((time.monotonic() - self._t0) * 1000))
-                # (the post may have requested, and sent, the next sync itself)
-                if self._requested > self._target and not self._replies and not self._dead:
-                    self._send()
+            self.on_readable()
 
     def stop(self) -> None:
         """Close the socket (the helper finishes the sync under way, if any, and exits) and
         reap the helper."""
         self._dead = True
+        self._unwatch()
         if self._sock is not None:
             self._sock.close()
             self._sock = None

@@ -22,7 +22,10 @@ one selector and handles whatever is ready in one pass. This module does the sam
   socket write interest, and the rest goes out when the selector reports it writable.
 
 Because the poller task waits on the selector through Trio, it yields to every other task
-(commits, ticks, the AdminServer) between passes; a pass never blocks.
+(ticks, the AdminServer) between passes; a pass never blocks. On a standalone server the
+selector also holds the fsync helper's socket (:meth:`Poller.watch`), and the pass hooks let
+the txn log append what a pass proposed when it ends, so the group commit runs in this task
+too (:meth:`trizk.server.persistence.Persistence.drive_with`).
 
 Invariants
 ----------
@@ -119,6 +122,19 @@ class SockPeer:
         self.closed_at = -1
 
 
+class _Watched:
+    """A socket that is not a client's, watched for reading (the fsync helper's)."""
+
+    __slots__ = ("ready",)
+
+    def __init__(self, ready: Callable[[], None]) -> None:
+        self.ready = ready
+
+
+def _nothing() -> None:
+    pass
+
+
 class Poller:
     """The selector, the task that waits on it, and the inline flush."""
 
@@ -150,6 +166,11 @@ class Poller:
         #: every socket this poller owns, registered in the selector or not (a throttled
         #: connection with nothing to send is watched for nothing)
         self.open: set[SockPeer] = set()
+        #: called at the start and at the end of every pass (the standalone committer appends
+        #: what a pass proposed when it ends: trizk.server.persistence.Persistence.drive_with)
+        self.before_pass: Callable[[], None] = _nothing
+        self.after_pass: Callable[[], None] = _nothing
+        self._closed = False
 
     @staticmethod
     def supported() -> bool:
@@ -193,6 +214,15 @@ class Poller:
         else:
             sel.modify(peer.sock, want, peer)
         peer.mask = want
+
+    def watch(self, sock: socket.socket, ready: Callable[[], None]) -> None:
+        """Call ``ready()`` in a pass whenever ``sock`` (not a client's) is readable, until
+        :meth:`unwatch`."""
+        self.selector.register(sock, _READ, _Watched(ready))
+
+    def unwatch(self, sock: socket.socket) -> None:
+        if not self._closed:
+            self.selector.unregister(sock)
 
     def finish(self, peer: SockPeer) -> None:
         """Unregister and close the socket, then tell the owner (once)."""
@@ -298,10 +328,13 @@ class Poller:
                 else:
                     await trio.lowlevel.wait_readable(fd)
                 ready = sel.select(0)
+                self.before_pass()
                 for key, events in ready:
                     peer: SockPeer = key.data
                     if peer not in self.open:
-                        continue  # closed earlier in this pass
+                        if peer.__class__ is _Watched:
+                            peer.ready()
+                        continue  # (else closed earlier in this pass)
                     if events & _WRITE:
                         self.flush(peer)
                     if events & _READ and peer.mask & _READ:
@@ -312,7 +345,9 @@ class Poller:
                     peer.queued = False
                     if peer in self.open and peer.more:
                         self.owner.feed(peer, b"")
+                self.after_pass()
         finally:
+            self._closed = True
             for peer in list(self.open):
                 peer.conn.close(peer.conn.close_reason or "the server is stopping")
                 self.drop(peer)

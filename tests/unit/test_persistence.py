@@ -6,7 +6,7 @@ import errno
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from trizk.jute.codes import OpCode
 from trizk.server.committer import Proposal
 from trizk.server.config import ServerConfig
 from trizk.server.persistence import Persistence, PersistenceSettings, StorageFailure
+from trizk.server.poller import Poller
 from trizk.storage import files, fsyncd, txnlog
 
 
@@ -123,6 +124,54 @@ class StandInHelper:
         raise AssertionError("the stand-in helper exits when its socket closes")
 
 
+class Driven:
+    """Runs a Persistence as the server does: committer and syncer tasks (``mode="task"``),
+    or driven by a poller (``"poller"``, the standalone server's way), where a proposal is made
+    inside a pass -- as a client's request is -- by the callback of a socket pair the poller
+    watches, and the fsync helper's answers are read and committed in the poller's passes."""
+
+    def __init__(self, p: Persistence, mode: str) -> None:
+        self.p = p
+        self.mode = mode
+        self.waiting: list[Proposal] = []
+        self.poller: Poller | None = None
+        self._pair: tuple[socket.socket, socket.socket] | None = None
+        if mode == "poller":
+            self.poller = Poller(
+                None,  # type: ignore[arg-type]  # (no client sockets)
+                lambda: 0,
+                receive_size=4096,
+                soft_limit=1 << 20,
+                hard_limit=1 << 21,
+                linger_ms=0,
+            )
+            p.drive_with(self.poller)
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        await nursery.start(self.p.run)
+        if self.poller is not None:
+            ours, theirs = socket.socketpair()
+            ours.setblocking(False)
+            theirs.setblocking(False)
+            self._pair = (ours, theirs)
+            self.poller.watch(theirs, self._in_pass)
+            nursery.start_soon(self.poller.run)
+
+    def _in_pass(self) -> None:
+        assert self._pair is not None
+        self._pair[1].recv(4096)
+        batch, self.waiting = self.waiting, []
+        for x in batch:
+            self.p.propose(x)
+
+    def propose(self, x: Proposal) -> None:
+        if self._pair is None:
+            self.p.propose(x)
+        else:
+            self.waiting.append(x)
+            self._pair[0].send(b"x")
+
+
 def create_session(zxid: int) -> Proposal:
     return Proposal(r.TxnHeader(zxid, 1, zxid, 0, OpCode.CREATESESSION), r.CreateSessionTxn(5000))
 
@@ -135,7 +184,13 @@ def first_failure(exc: BaseException) -> BaseException:
     return exc
 
 
-async def test_failed_fsync_stops_the_committer_without_acknowledging(tmp_path: Path) -> None:
+MODES = pytest.mark.parametrize("mode", ["task", "poller"])
+
+
+@MODES
+async def test_failed_fsync_stops_the_committer_without_acknowledging(
+    tmp_path: Path, mode: str
+) -> None:
     """EIO from fsync: the committer stops with StorageFailure; nothing of the batch reaches
     the commit sink (no reply), and fsync is not tried again."""
     helper = StandInHelper(lambda fds: errno.EIO)
@@ -144,36 +199,42 @@ async def test_failed_fsync_stops_the_committer_without_acknowledging(tmp_path: 
     p.load()
     committed: list[object] = []
     p.attach(lambda batch, now: committed.extend(batch), lambda: None, lambda: 0)
-    p.propose(create_session(1))
+    driven = Driven(p, mode)
     with trio.fail_after(10):
         with pytest.raises((StorageFailure, BaseExceptionGroup)) as info:
             async with trio.open_nursery() as nursery:
-                await nursery.start(p.run)
+                await driven.start(nursery)
+                driven.propose(create_session(1))
+                await trio.sleep_forever()
     failure = first_failure(info.value)
     assert isinstance(failure, StorageFailure)
     assert failure.errno == errno.EIO
     assert committed == [] and helper.requests == 1
 
 
-async def test_dead_fsync_helper_stops_the_server_without_acknowledging(tmp_path: Path) -> None:
+@MODES
+async def test_dead_fsync_helper_stops_the_server_without_acknowledging(
+    tmp_path: Path, mode: str
+) -> None:
     """The real helper process killed: the next batch cannot be made durable, so it is not
     committed and the log fails (as ZooKeeper's server stops when its SyncThread dies)."""
     p = Persistence(settings(dataDir=str(tmp_path)))
     p.load()
     committed: list[int] = []
     p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
+    driven = Driven(p, mode)
     with trio.fail_after(10):
         with pytest.raises((StorageFailure, BaseExceptionGroup)) as info:
             async with trio.open_nursery() as nursery:
-                await nursery.start(p.run)
-                p.propose(create_session(1))
+                await driven.start(nursery)
+                driven.propose(create_session(1))
                 while committed != [1]:  # the helper works...
                     await trio.sleep(0.001)
                 assert p._syncer is not None and p._syncer._proc is not None
                 helper = p._syncer._proc
                 helper.kill()  # ...until it is gone
                 helper.wait()
-                p.propose(create_session(2))
+                driven.propose(create_session(2))
                 await trio.sleep_forever()
     failure = first_failure(info.value)
     assert isinstance(failure, StorageFailure)
@@ -224,8 +285,9 @@ def test_fsyncd_answers_zero_for_synced_files_and_the_errno_of_a_failure(tmp_pat
             os.close(fd)
 
 
+@MODES
 async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers_it(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     """While sync N runs, the txns proposed meanwhile are appended and go with sync N+1, which
     starts the moment sync N is answered; batch N is committed (handed to the sink) only once
@@ -249,7 +311,14 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
     p._spawn = helper.spawn
     p.load()
     committed: list[int] = []
-    p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
+    in_pass: list[bool] = []  # each commit made inside a poller pass?
+
+    def sink(batch: Sequence[Proposal], now: int) -> None:
+        committed.extend(x.hdr.zxid for x in batch)
+        in_pass.append(p._in_pass)
+
+    p.attach(sink, lambda: None)
+    driven = Driven(p, mode)
 
     async def until(ev: threading.Event) -> None:
         while not ev.is_set():
@@ -257,11 +326,11 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            await nursery.start(p.run)
-            p.propose(create_session(1))
+            await driven.start(nursery)
+            driven.propose(create_session(1))
             await until(started[0])  # sync 1 covers txn 1 and is running
-            p.propose(create_session(2))
-            p.propose(create_session(3))
+            driven.propose(create_session(2))
+            driven.propose(create_session(3))
             while p.outstanding != 3 or p._appended < 2:  # appended while sync 1 runs
                 await trio.sleep(0.001)
             assert committed == []  # nothing is committed while its sync runs
@@ -276,6 +345,8 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
             release[2].set()
             nursery.cancel_scope.cancel()
     assert p.syncs == 2 and helper.requests == 2
+    # driven by a poller, each batch is committed where the helper's answer is read
+    assert in_pass == [mode == "poller"] * 2
     assert [e.header.zxid for e in files.recover(tmp_path / "version-2").txns] == [1, 2, 3]
 
 
