@@ -62,6 +62,7 @@ from ..storage.datatree import (
     DataTree,
     EphemeralKind,
     ephemeral_kind,
+    next_version,
     node_digest,
 )
 from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
@@ -302,7 +303,7 @@ def _fixup(acl: Sequence[r.ACL] | None, ctx: PrepContext) -> tuple[r.ACL, ...]:
 def _check_version(current: int, expected: int) -> int:
     if expected != -1 and expected != current:
         raise PrepError(Code.BADVERSION)
-    return current + 1
+    return next_version(current)
 
 
 def _check_quota(
@@ -413,7 +414,7 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
             raise
     if ephemeral_kind(parent.ephemeral_owner, ctx.extended_types) == EphemeralKind.NORMAL:
         raise PrepError(Code.NOCHILDRENFOREPHEMERALS)
-    new_cversion = parent.cversion + 1
+    new_cversion = next_version(parent.cversion)
     _check_quota(pv.tree, path, None, req.data, 1, ctx)
     txn: r.Record
     if op == OpCode.CREATECONTAINER:
@@ -539,9 +540,10 @@ def fast_set_data(frame: bytes, pv: PendingChanges, zxid: int, time: int) -> r.S
     if expected != -1 and expected != version:
         return None
     data = frame[at + 4 : end]
-    rec = _set_data_record(_node_record(path, node), zxid, time, data, version + 1)
+    version = next_version(version)
+    rec = _set_data_record(_node_record(path, node), zxid, time, data, version)
     pv.push(rec, node_digest(path, node))
-    return r.SetDataTxn(path, data, version + 1)
+    return r.SetDataTxn(path, data, version)
 
 
 def prep_set_acl(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:

@@ -77,6 +77,20 @@ _NULL_BUFFER = _INT.pack(-1)  # a null Jute buffer
 READ_CACHE_MAX = 4096
 
 
+def java_int(v: int) -> int:
+    """``v`` wrapped to a Java int (32-bit two's complement)."""
+    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def next_version(v: int) -> int:
+    """``v + 1`` as Java computes it for an int counter: 2**31 - 1 wraps to -2**31.
+    ZooKeeper's versions and cversion are ints bumped with a plain ``+ 1``
+    (PrepRequestProcessor.checkAndIncVersion, the create's ``parentCVersion++``), so a node
+    set 2**31 times goes on at a negative version; without the wrap its txn could not be
+    encoded at all."""
+    return v + 1 if v != 0x7FFFFFFF else -0x80000000
+
+
 def node_digest(path: str, node: DataNode) -> int:
     """DigestCalculator.calculateDigest (version 2) of ``node`` at ``path``, cached on the node.
 
@@ -183,7 +197,7 @@ class DataNode:
             self.ctime,
             self.mtime,
             self.version,
-            self.cversion * 2 - n,
+            java_int(self.cversion * 2 - n),  # an int product in copyStat: wraps
             self.aversion,
             self.client_owner,
             len(d) if d is not None else 0,
@@ -562,7 +576,7 @@ class DataTree:
         if parent.children is not None and child_name in parent.children:
             raise TxnError(Code.NODEEXISTS)
         if parent_cversion == -1:
-            parent_cversion = parent.cversion + 1
+            parent_cversion = next_version(parent.cversion)
         dsum = self._digest_sum - node_digest(parent_name, parent)
         # A replayed create (fuzzy snapshot) must not move cversion/pzxid backwards.
         if parent_cversion > parent.cversion:

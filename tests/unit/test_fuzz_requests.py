@@ -26,6 +26,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -632,3 +633,70 @@ def test_fast_set_data_takes_the_common_case() -> None:
     ]:
         assert prep.fast_set_data(head + req.encode(), pv, 8, 5000) is None
     assert len(pv.ordered) == 1
+
+
+def test_versions_wrap_as_java_ints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZooKeeper's version counters are Java ints bumped with a plain ``+ 1``
+    (checkAndIncVersion, the create's parentCVersion++), and copyStat reports
+    ``cversion * 2 - numChildren`` as an int: all wrap at 2**31 instead of failing. Both
+    setData paths (the fast one and, with an ACL that needs the client's ids checked, the
+    general one), setACL, and a create under a parent at the last cversion."""
+    from trizk.server import prep
+
+    taken: list[str] = []
+    fast = prep.fast_set_data
+
+    def spy(frame: bytes, *args: Any) -> Any:
+        txn = fast(frame, *args)
+        taken.append("fast" if txn is not None else "general")
+        return txn
+
+    int_max, int_min = 0x7FFFFFFF, -0x80000000
+    core = Core()
+    c = Client(core, 1)
+    c.handshake()
+    # world:anyone may only read; the client writes as ip:127.0.0.1 (so: the general path)
+    guarded = (R.ACL(1, R.Id("world", "anyone")), R.ACL(31, R.Id("ip", "127.0.0.1")))
+    for path, acl in (("/fast", _OPEN), ("/general", guarded), ("/p", _OPEN)):
+        c.request(OpCode.CREATE, R.CreateRequest(path, b"", acl, 0).encode())
+    core.commit()
+    c.replies()
+    tree = core.front.tree
+    for path in ("/fast", "/general"):
+        node = tree.nodes[path]
+        node.version = node.aversion = int_max
+        node.touch()
+    tree.nodes["/p"].cversion = int_max
+    tree.nodes["/p"].touch()
+
+    def answer(op: int, req: Record) -> tuple[int, bytes]:
+        xid = c.request(op, req.encode())
+        core.commit()
+        ((x, _z, err, rest),) = [r for r in c.replies() if r[0] > 0]
+        assert x == xid
+        return err, rest
+
+    def stat_of(rest: bytes) -> R.Stat:
+        return R.Stat.decode_from(rest, 0)[0]
+
+    with monkeypatch.context() as m:
+        m.setattr("trizk.server.sequencer.fast_set_data", spy)
+        answer(OpCode.SETDATA, R.SetDataRequest("/fast", b"x", int_max))
+        answer(OpCode.SETDATA, R.SetDataRequest("/general", b"x", int_max))
+    assert taken == ["fast", "general"]  # (and each wrapped: checked below on the replies)
+    for path in ("/fast", "/general"):
+        node = tree.nodes[path]
+        node.version = int_max
+        node.touch()
+        err, rest = answer(OpCode.SETDATA, R.SetDataRequest(path, b"x", int_max))
+        assert err == 0 and stat_of(rest).version == int_min
+        err, rest = answer(OpCode.SETDATA, R.SetDataRequest(path, b"y", int_min))
+        assert err == 0 and stat_of(rest).version == int_min + 1
+        err, rest = answer(OpCode.SETACL, R.SetACLRequest(path, _OPEN, int_max))
+        assert err == 0 and stat_of(rest).aversion == int_min
+    # the sequential suffix is the parent's cversion before the create (%010d); the parent's
+    # cversion then stays: the wrapped value is lower (DataTree.createNode only moves it up)
+    err, rest = answer(OpCode.CREATE, R.CreateRequest("/p/s", b"", _OPEN, 2))
+    assert err == 0 and R.CreateResponse.decode_from(rest, 0)[0].path == "/p/s2147483647"
+    err, rest = answer(OpCode.EXISTS, R.ExistsRequest("/p", False))
+    assert err == 0 and stat_of(rest).cversion == -3  # (2**31 - 1) * 2 - 1 as an int
