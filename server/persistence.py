@@ -502,7 +502,7 @@ class Persistence:
         try:
             async with trio.open_nursery() as nursery:
                 if poller is not None:
-                    syncer.watch_with(poller)
+                    syncer.watch_with(poller, self._refill)
                 else:
                     nursery.start_soon(syncer.run)
                 if committer:
@@ -545,6 +545,19 @@ class Persistence:
         if self.failed:
             self._kick.set()  # the committer task raises the failure
             return
+        self._append_queued()
+        syncer = self._syncer
+        assert syncer is not None
+        syncer.deliver()
+
+    def _refill(self) -> None:
+        """The syncer is about to send its next sync (a poller's pass read the helper's
+        answer): append what this pass proposed so far, so that sync covers it too rather than
+        the one after (the helper's socket is often reported after client sockets)."""
+        if self._queue and self._in_pass and not self.failed:
+            self._append_queued()
+
+    def _append_queued(self) -> None:
         batch, self._queue = self._queue, []
         digests = self.settings.digest_enabled
         framed = [
@@ -558,9 +571,6 @@ class Persistence:
         ]
         self._pending.append((self._append_framed(framed), batch))
         self._inflight += len(batch)
-        syncer = self._syncer
-        assert syncer is not None
-        syncer.deliver()
 
     def _commit_durable(self) -> None:
         """Hand every batch a returned sync covered to the sink, oldest first, and flush."""
@@ -861,6 +871,7 @@ class _SyncProcess:
         self._wakeup = trio.Event()
         #: the poller whose task reads the answers (:meth:`watch_with`); None: :meth:`run`
         self._poller: Poller | None = None
+        self._refill: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         """Start the helper (raises OSError)."""
@@ -967,15 +978,18 @@ class _SyncProcess:
             self._replies -= 1
             if not self._replies:
                 ms = int((time.monotonic() - self._t0) * 1000)
-                if self._requested > target:
+                self._refill()  # (a request() made there sends at once)
+                if self._requested > target and not self._replies and not self._dead:
                     self._send()
                 self._post(target, None, ms)
         self.deliver()
 
-    def watch_with(self, poller: Poller) -> None:
-        """Have ``poller``'s task call :meth:`on_readable` (instead of :meth:`run`)."""
+    def watch_with(self, poller: Poller, refill: Callable[[], None]) -> None:
+        """Have ``poller``'s task call :meth:`on_readable` (instead of :meth:`run`);
+        ``refill()`` is called before each next sync is sent (it may append, and request)."""
         assert self._sock is not None, "start() first"
         self._poller = poller
+        self._refill = refill
         poller.watch(self._sock, self.on_readable)
 
     async def run(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -348,6 +349,58 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
     # driven by a poller, each batch is committed where the helper's answer is read
     assert in_pass == [mode == "poller"] * 2
     assert [e.header.zxid for e in files.recover(tmp_path / "version-2").txns] == [1, 2, 3]
+
+
+async def test_a_pass_s_proposals_join_the_sync_its_helper_answer_sends(tmp_path: Path) -> None:
+    """Driven by a poller: txns proposed in a pass before the helper's answer is read there
+    go with the sync that answer sends (appended first), not with the one after it."""
+    started = [threading.Event() for _ in range(3)]
+    release = [threading.Event() for _ in range(3)]
+    written: list[list[int]] = []
+
+    def gated(fds: list[int]) -> int:
+        n = len(written)
+        (log_file,) = (tmp_path / "version-2").glob("log.*")
+        scan = txnlog.LogScanner(log_file.read_bytes(), decode=False)
+        written.append([e.entry.header.zxid for e in scan])
+        started[n].set()
+        assert release[n].wait(10), "the test did not release the sync"
+        return 0
+
+    helper = StandInHelper(gated)
+    p = Persistence(settings(dataDir=str(tmp_path)))
+    p._spawn = helper.spawn
+    p.load()
+    committed: list[int] = []
+    p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
+    driven = Driven(p, "poller")
+
+    async def until(ev: threading.Event) -> None:
+        while not ev.is_set():
+            await trio.sleep(0.001)  # a bounded poll of another thread's event
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await driven.start(nursery)
+            driven.propose(create_session(1))
+            await until(started[0])  # sync 1 (txn 1) runs
+            driven.propose(create_session(2))
+            while p._appended < 2:  # txn 2 appended in a pass of its own, waiting for sync 2
+                await trio.sleep(0.001)
+            # One pass sees both: the proposal of txn 3 (ready first), then the helper's answer.
+            driven.propose(create_session(3))
+            release[0].set()
+            assert p._syncer is not None and p._syncer._sock is not None
+            ready, _, _ = select.select([p._syncer._sock], [], [], 10)  # (blocks this thread)
+            assert ready
+            await until(started[1])
+            assert written == [[1], [1, 2, 3]]  # txn 3 did not wait for a third sync
+            release[1].set()
+            while committed != [1, 2, 3]:
+                await trio.sleep(0.001)
+            release[2].set()
+            nursery.cancel_scope.cancel()
+    assert p.syncs == 2 and helper.requests == 2
 
 
 async def test_a_sync_of_more_fds_than_one_request_takes_is_split_and_posted_once(
