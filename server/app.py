@@ -472,40 +472,57 @@ class TrizkServer:
         lsock = socket.socket(fileno=tsock.detach())
         lsock.setblocking(False)
         inherited: bool | None = None
+        poller = self.poller
+        assert poller is not None
         try:  # closed when the server stops, as trio.serve_listeners does
             while True:
                 await trio.lowlevel.wait_readable(lsock)
-                for _ in range(ACCEPT_BATCH):
-                    try:
-                        sock, addr = lsock.accept()
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError as e:
-                        if e.errno not in _ACCEPT_RESOURCE_ERRNOS:
-                            raise
-                        log.error("accept() failed: %s; retrying in %.1f s", e, ACCEPT_BACKOFF)
-                        await trio.sleep(ACCEPT_BACKOFF)
-                        break
-                    if inherited is None:
-                        inherited = bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-                    if not inherited:
-                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    self._adopt(sock, addr)
+                failed: OSError | None = None
+                # the batch is one pass of the poller's: what its handshakes propose is logged
+                # together when it ends
+                poller.before_pass()
+                try:
+                    for _ in range(ACCEPT_BATCH):
+                        try:
+                            sock, addr = lsock.accept()
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError as e:
+                            if e.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                                raise
+                            failed = e
+                            break
+                        if inherited is None:
+                            inherited = bool(
+                                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                            )
+                        if not inherited:
+                            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        peer = self._adopt(sock, addr)
+                        if peer is not None:
+                            poller.read_now(peer)
+                finally:
+                    poller.after_pass()
+                if failed is not None:
+                    log.error("accept() failed: %s; retrying in %.1f s", failed, ACCEPT_BACKOFF)
+                    await trio.sleep(ACCEPT_BACKOFF)
         finally:
             lsock.close()
 
-    def _adopt(self, sock: socket.socket, peer_addr: Any) -> None:
-        """A plain connection was accepted: admit it and hand its socket to the poller."""
+    def _adopt(self, sock: socket.socket, peer_addr: Any) -> SockPeer | None:
+        """A plain connection was accepted: admit it and hand its socket to the poller
+        (None: refused and closed)."""
         assert self.poller is not None
         ip = str(peer_addr[0])
         if not self._admit(ip, secure=False):
             sock.close()
-            return
+            return None
         conn = self._new_connection(peer_addr)
         peer = SockPeer(sock, conn, self.core, ip)
         self.peers[conn.id] = peer
         self.core.connection_made(conn)
         self.poller.add(peer)
+        return peer
 
     def feed(self, peer: SockPeer, data: bytes) -> None:
         self._feed(peer, data)

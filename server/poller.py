@@ -224,6 +224,14 @@ class Poller:
         if not self._closed:
             self.selector.unregister(sock)
 
+    def read_now(self, peer: SockPeer) -> None:
+        """Read ``peer`` at once, as a pass would (a socket just accepted: a client sends
+        its ConnectRequest right after connecting, so it has usually arrived by the time the
+        accept is handled, and a poller wake-up is saved). Call it between
+        :attr:`before_pass` and :attr:`after_pass`."""
+        if peer in self.open and peer.mask & _READ:
+            self._readable(peer)
+
     def finish(self, peer: SockPeer) -> None:
         """Unregister and close the socket, then tell the owner (once)."""
         if peer not in self.open:
