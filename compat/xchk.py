@@ -733,6 +733,9 @@ class Proxy:
         window = trio.Semaphore(self.max_outstanding)
         ended = trio.Event()
         client_gone = False
+        # The oracle's frames for the client, in order; a reply is held until the candidate
+        # answered its request too (see _to_client).
+        out = _ClientOut(self.max_outstanding + _MAX_EVENTS)
 
         async def from_client() -> None:
             try:
@@ -786,9 +789,7 @@ class Proxy:
                     payload = await self._read_frame(side.stream, dec, None)
                     if payload is None:
                         break
-                    await self._on_server_frame(
-                        side, oracle, cand, payload, client, session, window
-                    )
+                    await self._on_server_frame(side, oracle, cand, payload, out, session, window)
             except (FrameTooLarge, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
             finally:
@@ -796,7 +797,16 @@ class Proxy:
                 if side is oracle:
                     ended.set()
 
+        async def forward_to_client() -> None:
+            try:
+                async for payload, pending in out.receive:
+                    await self._to_client(client, payload, pending, session)
+                    out.sent += 1
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                out.broken = True
+
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(forward_to_client)
             nursery.start_soon(from_client)
             nursery.start_soon(from_server, oracle, odec)
             if not cand.closed:
@@ -812,7 +822,8 @@ class Proxy:
                 # paired (an unpaired oracle event may still be on its way from the candidate).
                 events_paired = not oracle.events and not cand.events
                 caught_up = not cand.queue and (cand.closed or events_paired)
-                if caught_up and (not oracle.queue or oracle.closed):
+                forwarded = out.broken or out.sent == out.queued
+                if caught_up and forwarded and (not oracle.queue or oracle.closed):
                     if not server_closed or cand.closed:
                         break
                 await trio.sleep(0.01)
@@ -827,6 +838,32 @@ class Proxy:
                 )
             nursery.cancel_scope.cancel()
         self._finish(oracle, cand, session)
+
+    async def _to_client(
+        self, client: trio.SocketStream, payload: bytes, pending: _Pending | None, session: str
+    ) -> None:
+        """Send the oracle's ``payload`` to the client; a reply (``pending``: its request)
+        only once the candidate answered that request too, or gave up (bounded).
+
+        Without this, a client sees a write's reply from the oracle while the candidate may
+        not have applied it yet, and a read it then sends on another session (read-after-write
+        across sessions, as any client may do) finds the two servers in different states: a
+        divergence of the proxy's making. Frames stay in the oracle's order, so an event that
+        arrived before a held reply goes before it, and one that arrived after waits."""
+        if pending is not None and not pending.done.is_set():
+            with trio.move_on_after(self.reply_timeout) as scope:
+                await pending.done.wait()
+            if scope.cancelled_caught and not self.lockstep:
+                self.checker.record(
+                    Divergence(
+                        "slow_reply",
+                        session,
+                        pending.desc,
+                        f"no pair of replies within {self.reply_timeout}s: "
+                        f"have {sorted(pending.replies)}",
+                    )
+                )
+        await client.send_all(frame(payload))
 
     def _ordered(self) -> Any:
         return self.order if self.lockstep else _NullLock()
@@ -866,18 +903,18 @@ class Proxy:
         oracle: _Side,
         cand: _Side,
         payload: bytes,
-        client: trio.SocketStream,
+        out: _ClientOut,
         session: str,
         window: trio.Semaphore,
     ) -> None:
-        if side is oracle:
-            await client.send_all(frame(payload))
+        xid = int.from_bytes(payload[:4], "big", signed=True) if len(payload) >= 16 else 0
+        if side is oracle and (len(payload) < 16 or xid == NOTIFICATION_XID):
+            await out.put(payload, None)
         if len(payload) < 16:
             self.checker.record(Divergence("reply", session, None, f"{side.name}: short frame"))
             return
-        xid = int.from_bytes(payload[:4], "big", signed=True)
         if xid == NOTIFICATION_XID:
-            if len(side.events) >= 10_000:
+            if len(side.events) >= _MAX_EVENTS:
                 self.checker.record(Divergence("event", session, None, "event backlog overflow"))
                 return
             side.events.append((payload, side.replies))
@@ -907,6 +944,8 @@ class Proxy:
                         )
                 del side.queue[i]
                 break
+        if side is oracle:
+            await out.put(payload, match)
         if match is None:
             self.checker.record(
                 Divergence(
@@ -945,6 +984,25 @@ def _event_repr(payload: bytes) -> Any:
         return _asdict(WatcherEvent.decode_from(payload, pos)[0])
     except JuteDecodeError:
         return payload.hex()
+
+
+#: unpaired watch events kept per session and side
+_MAX_EVENTS = 10_000
+
+
+class _ClientOut:
+    """The oracle's frames on their way to one client, in the oracle's order."""
+
+    def __init__(self, size: int) -> None:
+        self._send, self.receive = trio.open_memory_channel[tuple[bytes, _Pending | None]](size)
+        self.queued = self.sent = 0
+        #: the client's connection failed: nothing more reaches it
+        self.broken = False
+
+    async def put(self, payload: bytes, pending: _Pending | None) -> None:
+        """Queue ``payload``; a reply (``pending``: its request) waits for the candidate's."""
+        self.queued += 1
+        await self._send.send((payload, pending))
 
 
 class _NullLock:

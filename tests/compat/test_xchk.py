@@ -191,6 +191,79 @@ async def test_injected_divergence_is_detected(zk_pair: tuple[Server, Server]) -
     assert any(d.kind == "reply" and "data" in d.detail for d in chk.divergences)
 
 
+class _LateRequests:
+    """A TCP forwarder in front of a server that delays what the second connection through it
+    sends (the candidate receives that session's requests ``delay`` seconds late)."""
+
+    def __init__(self, port: int, delay: float) -> None:
+        self.port = port
+        self.delay = delay
+        self.accepted = 0
+
+    async def serve(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        task_status.started(listeners[0].socket.getsockname()[1])
+        await trio.serve_listeners(self._relay, listeners)
+
+    async def _relay(self, down: trio.SocketStream) -> None:
+        self.accepted += 1
+        delay = self.delay if self.accepted == 2 else 0.0
+        up = await trio.open_tcp_stream("127.0.0.1", self.port)
+
+        async def pipe(a: trio.SocketStream, b: trio.SocketStream, late: float) -> None:
+            try:
+                while data := await a.receive_some(65536):
+                    if late:
+                        await trio.sleep(late)  # the delay under test, not a wait for an event
+                    await b.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            finally:
+                await b.aclose()
+
+        async with down, up, trio.open_nursery() as nursery:
+            nursery.start_soon(pipe, down, up, delay)
+            nursery.start_soon(pipe, up, down, 0.0)
+
+
+@needs_zk
+async def test_pipelined_reply_waits_for_the_candidate(zk_pair: tuple[Server, Server]) -> None:
+    """Pipelined: the client gets a write's reply only once the candidate answered it too, so
+    a read it then sends on another session finds the write on both servers. Here session
+    b's requests reach the candidate 0.5 s late; were the oracle's reply to b's create
+    forwarded at once, a's getChildren would reach the candidate before that create."""
+    oracle, candidate = zk_pair
+    late = _LateRequests(candidate.port, 0.5)
+
+    def workload(port: int) -> list[str]:
+        a = _client(port)
+        b = _client(port)
+        try:
+            a.ensure_path("/ra")
+            b.create("/ra/x", b"")
+            return list(a.get_children("/ra"))
+        finally:
+            for zk in (a, b):
+                zk.stop()
+                zk.close()
+
+    chk = Checker(compare_header_zxid=False)
+    async with trio.open_nursery() as nursery:
+        late_port = await nursery.start(late.serve)
+        proxy = Proxy(("127.0.0.1", oracle.port), ("127.0.0.1", late_port), chk, lockstep=False)
+        port = await nursery.start(proxy.serve, "127.0.0.1", 0)
+        with trio.fail_after(60):
+            children = await trio.to_thread.run_sync(workload, port)
+        with trio.fail_after(WAIT):
+            while proxy.active:
+                await trio.sleep(0.02)
+        proxy.all_done.set()
+        nursery.cancel_scope.cancel()
+    assert children == ["x"] and late.accepted == 2
+    assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []
+    assert chk.compared >= 3
+
+
 @needs_zk
 @pytest.mark.skipif(not HAVE_TRIZK, reason="trizk.server is not written yet")
 async def test_zookeeper_vs_trizk() -> None:
