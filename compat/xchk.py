@@ -15,7 +15,10 @@ global order of operations, so zxids, sequential suffixes, reply-header zxids of
 position of every watch event in its session's stream are deterministic and can be compared
 exactly. ``--pipelined`` forwards as fast as the client sends; the servers may then order
 concurrent sessions differently, so reply-header zxids are not compared and event positions
-are ignored (body and error comparisons remain, and may report ordering races).
+are ignored (body and error comparisons remain, and may report ordering races). In both modes
+the client gets a reply only once both servers answered its request (bounded by the reply
+timeout): a client reading after its own write, on another session, then finds the write on
+both servers.
 
 Pairing. Each server connection has its own FIFO of forwarded requests; a reply is paired with
 the oldest outstanding request of the same xid (ZooKeeper answers a session's requests in order;
