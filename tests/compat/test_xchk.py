@@ -133,10 +133,13 @@ def realistic_mix(port: int) -> dict[str, int]:
 
 
 async def _run_through_proxy(
-    oracle: Server, candidate: Server, workload: Callable[[int], Any], **kw: Any
+    oracle: Server, candidate: Server | int, workload: Callable[[int], Any], **kw: Any
 ) -> tuple[Checker, Any]:
+    """Run ``workload(proxy_port)`` in a thread through a proxy (``candidate``: a server, or
+    the port of something in front of one)."""
     chk = Checker(compare_header_zxid=bool(kw.get("lockstep", True)))
-    proxy = Proxy(("127.0.0.1", oracle.port), ("127.0.0.1", candidate.port), chk, **kw)
+    cport = candidate if isinstance(candidate, int) else candidate.port
+    proxy = Proxy(("127.0.0.1", oracle.port), ("127.0.0.1", cport), chk, **kw)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(proxy.serve, "127.0.0.1", 0)
         with trio.fail_after(60):
@@ -247,17 +250,9 @@ async def test_pipelined_reply_waits_for_the_candidate(zk_pair: tuple[Server, Se
                 zk.stop()
                 zk.close()
 
-    chk = Checker(compare_header_zxid=False)
     async with trio.open_nursery() as nursery:
         late_port = await nursery.start(late.serve)
-        proxy = Proxy(("127.0.0.1", oracle.port), ("127.0.0.1", late_port), chk, lockstep=False)
-        port = await nursery.start(proxy.serve, "127.0.0.1", 0)
-        with trio.fail_after(60):
-            children = await trio.to_thread.run_sync(workload, port)
-        with trio.fail_after(WAIT):
-            while proxy.active:
-                await trio.sleep(0.02)
-        proxy.all_done.set()
+        chk, children = await _run_through_proxy(oracle, late_port, workload, lockstep=False)
         nursery.cancel_scope.cancel()
     assert children == ["x"] and late.accepted == 2
     assert [(d.kind, d.request, d.detail) for d in chk.divergences] == []

@@ -286,6 +286,42 @@ def test_fsyncd_answers_zero_for_synced_files_and_the_errno_of_a_failure(tmp_pat
             os.close(fd)
 
 
+class GatedDisk:
+    """A slow disk for the stand-in helper: sync ``n`` records the zxids the log file holds
+    when it is asked for (``written[n]``), sets ``started[n]`` and waits for ``release[n]``."""
+
+    def __init__(self, log_dir: Path, syncs: int = 3) -> None:
+        self.log_dir = log_dir
+        self.started = [threading.Event() for _ in range(syncs)]
+        self.release = [threading.Event() for _ in range(syncs)]
+        self.written: list[list[int]] = []
+
+    def answer(self, fds: list[int]) -> int:
+        n = len(self.written)
+        (log_file,) = self.log_dir.glob("log.*")
+        scan = txnlog.LogScanner(log_file.read_bytes(), decode=False)
+        self.written.append([e.entry.header.zxid for e in scan])
+        self.started[n].set()
+        assert self.release[n].wait(10), "the test did not release the sync"
+        os.fdatasync(fds[0])
+        return 0
+
+
+def on_gated_disk(tmp_path: Path) -> tuple[GatedDisk, StandInHelper, Persistence]:
+    """A loaded Persistence in ``tmp_path`` whose stand-in helper syncs on a GatedDisk."""
+    disk = GatedDisk(tmp_path / "version-2")
+    helper = StandInHelper(disk.answer)
+    p = Persistence(settings(dataDir=str(tmp_path)))
+    p._spawn = helper.spawn
+    p.load()
+    return disk, helper, p
+
+
+async def until(ev: threading.Event) -> None:
+    while not ev.is_set():
+        await trio.sleep(0.001)  # a bounded poll of another thread's event
+
+
 @MODES
 async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers_it(
     tmp_path: Path, mode: str
@@ -293,24 +329,8 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
     """While sync N runs, the txns proposed meanwhile are appended and go with sync N+1, which
     starts the moment sync N is answered; batch N is committed (handed to the sink) only once
     the sync covering it has been answered -- never earlier, in proposal order."""
-    started: list[threading.Event] = [threading.Event() for _ in range(3)]
-    release: list[threading.Event] = [threading.Event() for _ in range(3)]
-    written: list[list[int]] = []  # the zxids in the log file when each sync was asked for
-
-    def gated(fds: list[int]) -> int:  # a slow disk: the fdatasync is what takes time
-        n = len(written)
-        (log_file,) = (tmp_path / "version-2").glob("log.*")
-        scan = txnlog.LogScanner(log_file.read_bytes(), decode=False)
-        written.append([e.entry.header.zxid for e in scan])
-        started[n].set()
-        assert release[n].wait(10), "the test did not release the sync"
-        os.fdatasync(fds[0])
-        return 0
-
-    helper = StandInHelper(gated)
-    p = Persistence(settings(dataDir=str(tmp_path)))
-    p._spawn = helper.spawn
-    p.load()
+    disk, helper, p = on_gated_disk(tmp_path)
+    started, release, written = disk.started, disk.release, disk.written
     committed: list[int] = []
     in_pass: list[bool] = []  # each commit made inside a poller pass?
 
@@ -320,10 +340,6 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
 
     p.attach(sink, lambda: None)
     driven = Driven(p, mode)
-
-    async def until(ev: threading.Event) -> None:
-        while not ev.is_set():
-            await trio.sleep(0.001)  # a bounded poll of another thread's event
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
@@ -354,30 +370,11 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
 async def test_a_pass_s_proposals_join_the_sync_its_helper_answer_sends(tmp_path: Path) -> None:
     """Driven by a poller: txns proposed in a pass before the helper's answer is read there
     go with the sync that answer sends (appended first), not with the one after it."""
-    started = [threading.Event() for _ in range(3)]
-    release = [threading.Event() for _ in range(3)]
-    written: list[list[int]] = []
-
-    def gated(fds: list[int]) -> int:
-        n = len(written)
-        (log_file,) = (tmp_path / "version-2").glob("log.*")
-        scan = txnlog.LogScanner(log_file.read_bytes(), decode=False)
-        written.append([e.entry.header.zxid for e in scan])
-        started[n].set()
-        assert release[n].wait(10), "the test did not release the sync"
-        return 0
-
-    helper = StandInHelper(gated)
-    p = Persistence(settings(dataDir=str(tmp_path)))
-    p._spawn = helper.spawn
-    p.load()
+    disk, helper, p = on_gated_disk(tmp_path)
+    started, release, written = disk.started, disk.release, disk.written
     committed: list[int] = []
     p.attach(lambda batch, now: committed.extend(x.hdr.zxid for x in batch), lambda: None)
     driven = Driven(p, "poller")
-
-    async def until(ev: threading.Event) -> None:
-        while not ev.is_set():
-            await trio.sleep(0.001)  # a bounded poll of another thread's event
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
