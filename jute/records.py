@@ -15,8 +15,8 @@ from .primitives import BOOL, BUFFER, INT, LONG, USTRING, Record, field, record,
 
 @record("data")
 class Id(Record):
-    scheme: str = field(USTRING)
-    id: str = field(USTRING)
+    scheme: str | None = field(USTRING)
+    id: str | None = field(USTRING)
 
 
 @record("data")
@@ -107,7 +107,7 @@ class MultiHeader(Record):
 @record("proto")
 class AuthPacket(Record):
     type: int = field(INT)
-    scheme: str = field(USTRING)
+    scheme: str | None = field(USTRING)
     auth: bytes | None = field(BUFFER)
 
 
@@ -120,13 +120,13 @@ class ReplyHeader(Record):
 
 @record("proto")
 class GetDataRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     watch: bool = field(BOOL)
 
 
 @record("proto")
 class SetDataRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     version: int = field(INT)
 
@@ -161,7 +161,7 @@ class SetSASLResponse(Record):
 
 @record("proto")
 class CreateRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     flags: int = field(INT)
@@ -169,7 +169,7 @@ class CreateRequest(Record):
 
 @record("proto")
 class CreateTTLRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     flags: int = field(INT)
@@ -178,41 +178,41 @@ class CreateTTLRequest(Record):
 
 @record("proto")
 class DeleteRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     version: int = field(INT)
 
 
 @record("proto")
 class GetChildrenRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     watch: bool = field(BOOL)
 
 
 @record("proto")
 class GetAllChildrenNumberRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
 class GetStatPersistedRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
 class GetChildren2Request(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     watch: bool = field(BOOL)
 
 
 @record("proto")
 class CheckVersionRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     version: int = field(INT)
 
 
 @record("proto")
 class GetMaxChildrenRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
@@ -222,28 +222,28 @@ class GetMaxChildrenResponse(Record):
 
 @record("proto")
 class SetMaxChildrenRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     max: int = field(INT)
 
 
 @record("proto")
 class SyncRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
 class SyncResponse(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
 class GetACLRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
 class SetACLRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     version: int = field(INT)
 
@@ -255,7 +255,7 @@ class SetACLResponse(Record):
 
 @record("proto")
 class AddWatchRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     mode: int = field(INT)
 
 
@@ -263,7 +263,7 @@ class AddWatchRequest(Record):
 class WatcherEvent(Record):
     type: int = field(INT)
     state: int = field(INT)
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
@@ -273,18 +273,18 @@ class ErrorResponse(Record):
 
 @record("proto")
 class CreateResponse(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("proto")
 class Create2Response(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     stat: Stat = field(Stat)
 
 
 @record("proto")
 class ExistsRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     watch: bool = field(BOOL)
 
 
@@ -328,19 +328,19 @@ class GetACLResponse(Record):
 
 @record("proto")
 class CheckWatchesRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     type: int = field(INT)
 
 
 @record("proto")
 class RemoveWatchesRequest(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     type: int = field(INT)
 
 
 @record("proto")
 class GetEphemeralsRequest(Record):
-    prefixPath: str = field(USTRING)
+    prefixPath: str | None = field(USTRING)
 
 
 @record("proto")
@@ -352,8 +352,8 @@ class GetEphemeralsResponse(Record):
 # proto module in 3.8 (authScheme, user).
 @record("proto")
 class ClientInfo(Record):
-    authScheme: str = field(USTRING)
-    user: str = field(USTRING)
+    authScheme: str | None = field(USTRING)
+    user: str | None = field(USTRING)
 
 
 @record("proto")
@@ -416,7 +416,7 @@ class TxnHeader(Record):
 
 @record("txn")
 class CreateTxnV0(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     ephemeral: bool = field(BOOL)
@@ -424,7 +424,7 @@ class CreateTxnV0(Record):
 
 @record("txn")
 class CreateTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     ephemeral: bool = field(BOOL)
@@ -433,7 +433,7 @@ class CreateTxn(Record):
 
 @record("txn")
 class CreateTTLTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     parentCVersion: int = field(INT)
@@ -442,7 +442,7 @@ class CreateTTLTxn(Record):
 
 @record("txn")
 class CreateContainerTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     parentCVersion: int = field(INT)
@@ -450,32 +450,32 @@ class CreateContainerTxn(Record):
 
 @record("txn")
 class DeleteTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
 
 
 @record("txn")
 class SetDataTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     data: bytes | None = field(BUFFER)
     version: int = field(INT)
 
 
 @record("txn")
 class CheckVersionTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     version: int = field(INT)
 
 
 @record("txn")
 class SetACLTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     acl: tuple[ACL, ...] | None = field(vector(ACL))
     version: int = field(INT)
 
 
 @record("txn")
 class SetMaxChildrenTxn(Record):
-    path: str = field(USTRING)
+    path: str | None = field(USTRING)
     max: int = field(INT)
 
 

@@ -757,7 +757,8 @@ class TrizkServer:
         for path, watchers in core.watches.data.by_path.items():
             for w in watchers:
                 assert isinstance(w, ClientConnection)
-                by_conn.setdefault(w.session_id, []).append(path)
+                # a null path's watch (addWatch/setWatches2 with null) prints as Java's "null"
+                by_conn.setdefault(w.session_id, []).append(path if path is not None else "null")
         data_dir = Path(self.config.data_dir) / "version-2"
         log_dir = Path(self.config.data_log_dir) / "version-2"
         return fourlw.SimpleView(

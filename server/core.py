@@ -612,8 +612,9 @@ class FrontEnd:
                 body = fn(req, ctx)
         except ReadError as e:
             err = e.code
-        except (JuteDecodeError, ValueError) as e:
-            log.error("%s: failed to process request type %d: %s", conn, op, e)
+        except (JuteDecodeError, ValueError) as bad:
+            # (its own name: compiled by mypyc, ``e`` is typed ReadError by the clause above)
+            log.error("%s: failed to process request type %d: %s", conn, op, bad)
             err = Code.MARSHALLINGERROR
         for etype, path in ctx.events:
             self._event_sent(conn.send_event(etype, path))

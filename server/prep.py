@@ -281,11 +281,17 @@ class PrepContext:
     quota_events: list[QuotaEvent] = field(default_factory=list)
 
 
-def _validate(path: str) -> None:
+def _validate(path: str | None) -> str:
+    """``path`` if it is a valid znode path, else BADARGUMENTS (a null path too).
+
+    Request fields are typed as what the wire may carry: a ustring may be null. (Compiled
+    with mypyc, a null where the annotation says ``str`` would be a TypeError.)"""
     try:
         validate_path(path)
     except InvalidPath:
         raise PrepError(Code.BADARGUMENTS) from None
+    assert path is not None  # validate_path refuses a null path
+    return path
 
 
 def _check_acl(rec: ChangeRecord, perm: int, ctx: PrepContext) -> None:
@@ -362,13 +368,14 @@ def _java_long(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _parent_for_delete(path: str) -> str:
-    if path is None:  # getParentPathAndValidate: path.lastIndexOf on null
+def _path_for_delete(path: str | None) -> tuple[str, str]:
+    """getParentPathAndValidate: (``path``, its parent's path)."""
+    if path is None:  # path.lastIndexOf on null
         raise JavaRuntimeError("NullPointerException: null path")
     i = path.rfind("/")
     if i == -1 or "\0" in path or path in SPECIAL_PATHS:
         raise PrepError(Code.BADARGUMENTS)
-    return path[:i]
+    return path, path[:i]
 
 
 Txn = tuple[int, r.Record | None]
@@ -392,7 +399,7 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
             raise PrepError(Code.BADARGUMENTS)
     elif ttl >= 0:
         raise PrepError(Code.BADARGUMENTS)
-    path: str = req.path
+    path: str | None = req.path
     if path is None:
         raise PrepError(Code.MARSHALLINGERROR)
     # validatePathForCreate
@@ -449,8 +456,7 @@ def _stage_delete(
 
 
 def prep_delete(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
-    path: str = req.path
-    parent_path = _parent_for_delete(path)
+    path, parent_path = _path_for_delete(req.path)
     parent = pv.get(parent_path)
     _check_acl(parent, Perms.DELETE, ctx)
     node = pv.get(path)
@@ -461,8 +467,7 @@ def prep_delete(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
 
 
 def prep_delete_container(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
-    path: str = req.path
-    parent_path = _parent_for_delete(path)
+    path, parent_path = _path_for_delete(req.path)
     node = pv.get(path)
     if node.child_count > 0:
         raise PrepError(Code.NOTEMPTY)
@@ -473,8 +478,7 @@ def prep_delete_container(op: int, req: Any, pv: PendingChanges, ctx: PrepContex
 
 
 def prep_set_data(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
-    path: str = req.path
-    _validate(path)
+    path = _validate(req.path)
     node = pv.get(path)
     _check_acl(node, Perms.WRITE, ctx)
     _check_quota(pv.tree, path, node.data, req.data, 0, ctx)
@@ -547,8 +551,7 @@ def fast_set_data(frame: bytes, pv: PendingChanges, zxid: int, time: int) -> r.S
 
 
 def prep_set_acl(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
-    path: str = req.path
-    _validate(path)
+    path = _validate(req.path)
     acl = _fixup(req.acl, ctx)
     node = pv.get(path)
     _check_acl(node, Perms.ADMIN, ctx)
@@ -561,8 +564,7 @@ def prep_set_acl(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn
 
 
 def prep_check(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
-    path: str = req.path
-    _validate(path)
+    path = _validate(req.path)
     node = pv.get(path)
     _check_acl(node, Perms.READ, ctx)
     return op, r.CheckVersionTxn(path, _check_version(node.version, req.version))

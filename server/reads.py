@@ -321,7 +321,7 @@ def add_null_watch(table: WatchTable, watcher: Hashable, mode: int) -> None:
     into the watch table (a HashMap takes a null key), then ``watcherModes.put(Key(watcher,
     null))``; if that key is already there, ``Key.equals`` calls ``path.equals`` on the null
     path: NullPointerException (MARSHALLINGERROR), the table entry staying."""
-    table.add(None, watcher, mode)  # type: ignore[arg-type]
+    table.add(None, watcher, mode)
     if watcher in table.null_modes:
         raise JavaRuntimeError("NullPointerException: WatcherModeManager.Key(null).equals")
     table.null_modes.add(watcher)
@@ -331,7 +331,7 @@ def remove_null_watch(table: WatchTable, watcher: Hashable) -> bool:
     """``WatchManager.removeWatcher(null, watcher)``: False without a null-path watch; else the
     table entry goes, and removing its mode entry throws as in :func:`add_null_watch` (the mode
     entry stays, so the next add of a null watch throws too)."""
-    if not table.remove(None, watcher):  # type: ignore[arg-type]
+    if not table.remove(None, watcher):
         return False
     if watcher in table.null_modes:
         raise JavaRuntimeError("NullPointerException: WatcherModeManager.Key(null).equals")

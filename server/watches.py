@@ -37,15 +37,16 @@ class WatchTable:
 
     def __init__(self) -> None:
         self.found = 0  # watchers the last trigger found
-        self.by_path: dict[str, dict[Hashable, int]] = {}
-        self.by_watcher: dict[Hashable, set[str]] = {}
+        #: (a null path is a key too: see ``null_modes``)
+        self.by_path: dict[str | None, dict[Hashable, int]] = {}
+        self.by_watcher: dict[Hashable, set[str | None]] = {}
         self.recursive_count = 0
         #: watchers with a mode entry for the *null* path (a null path sent with addWatch or
         #: setWatches2): ZooKeeper's WatcherModeManager keys them Key(watcher, null), whose
         #: equals() throws on the next lookup of that key (see reads.add_null_watch)
         self.null_modes: set[Hashable] = set()
 
-    def add(self, path: str, watcher: Hashable, mode: int = STANDARD) -> None:
+    def add(self, path: str | None, watcher: Hashable, mode: int = STANDARD) -> None:
         d = self.by_path.setdefault(path, {})
         old = d.get(watcher)
         if old == PERSISTENT_RECURSIVE:
@@ -55,7 +56,7 @@ class WatchTable:
             self.recursive_count += 1
         self.by_watcher.setdefault(watcher, set()).add(path)
 
-    def remove(self, path: str, watcher: Hashable) -> bool:
+    def remove(self, path: str | None, watcher: Hashable) -> bool:
         d = self.by_path.get(path)
         if d is None or watcher not in d:
             return False

@@ -38,7 +38,7 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ..jute import records as r
 from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError, OpCode
@@ -120,10 +120,10 @@ def node_digest(path: str, node: DataNode) -> int:
 class EphemeralKind:
     """EphemeralType.get(owner): VOID, NORMAL, CONTAINER or TTL."""
 
-    VOID = 0
-    NORMAL = 1
-    CONTAINER = 2
-    TTL = 3
+    VOID: Final = 0
+    NORMAL: Final = 1
+    CONTAINER: Final = 2
+    TTL: Final = 3
 
 
 def ephemeral_kind(owner: int, extended_types: bool) -> int:
