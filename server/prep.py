@@ -68,7 +68,7 @@ from ..storage.datatree import (
 from ..storage.datatree import ttl_to_ephemeral_owner as _ttl_owner
 from ..storage.paths import InvalidPath, is_plain, validate_path
 from ..storage.quota import StatsTrack, limit_path, stat_path, top_namespace
-from ..storage.snapshot import calculate_digest
+from ..storage.snapshot import calculate_digest, to_java_long
 from . import acl as aclmod
 from .coreconfig import ServerStats
 
@@ -186,8 +186,7 @@ class PendingChanges:
     @property
     def digest(self) -> int:
         """The tree digest once every prepared txn is applied (a Java long)."""
-        v = self._digest & 0xFFFFFFFFFFFFFFFF
-        return v - (1 << 64) if v >= 1 << 63 else v
+        return to_java_long(self._digest)
 
     def get(self, path: str) -> ChangeRecord:
         if path == "/":
@@ -352,7 +351,7 @@ def _check_quota(
             ("bytes", "Byte", usage.nbytes + bytes_diff, limits.byte_hard_limit, limits.nbytes)
         )
     for what, label, new, hard_limit, soft_limit in checks:
-        new = _java_long(new)
+        new = to_java_long(new)
         hard = hard_limit > -1
         limit = hard_limit if hard else soft_limit
         if new > limit:
@@ -361,11 +360,6 @@ def _check_quota(
             ctx.quota_events.append(QuotaEvent(msg, top_namespace(path), hard))
             if hard:
                 raise PrepError(Code.QUOTAEXCEEDED)
-
-
-def _java_long(v: int) -> int:
-    v &= (1 << 64) - 1
-    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _path_for_delete(path: str | None) -> tuple[str, str]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..storage.snapshot import to_java_long
+
 _SUPER_SECRET = 0xB3415C00
 _MASK48 = (1 << 48) - 1
 
@@ -48,19 +50,14 @@ class JavaRandom:
         return bytes(out)
 
 
-def _to_signed64(v: int) -> int:
-    v &= (1 << 64) - 1
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
 def generate_password(session_id: int) -> bytes:
-    return JavaRandom(_to_signed64(session_id ^ _SUPER_SECRET)).next_bytes(16)
+    return JavaRandom(to_java_long(session_id ^ _SUPER_SECRET)).next_bytes(16)
 
 
 def initial_session_id(now_wall_ms: int, server_id: int = 0) -> int:
     sid = ((now_wall_ms << 24) & ((1 << 64) - 1)) >> 8
     sid |= server_id << 56
-    sid = _to_signed64(sid)
+    sid = to_java_long(sid)
     if sid == -0x8000000000000000:  # EphemeralType.CONTAINER_EPHEMERAL_OWNER
         sid += 1
     return sid
@@ -98,7 +95,7 @@ class SessionTracker:
 
     def allocate_id(self) -> int:
         sid = self._next_id
-        self._next_id = _to_signed64(self._next_id + 1)
+        self._next_id = to_java_long(self._next_id + 1)
         return sid
 
     def add(self, session_id: int, timeout: int, now: int) -> Session:

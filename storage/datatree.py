@@ -45,7 +45,7 @@ from ..jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError
 from . import quota
 from .javahash import JavaHashSet
 from .paths import split, watch_path
-from .snapshot import calculate_digest
+from .snapshot import calculate_digest, to_java_long
 
 log = logging.getLogger("trizk.storage")
 
@@ -69,7 +69,6 @@ _NODECREATED, _NODEDELETED = EventType.NODECREATED, EventType.NODEDELETED
 _NODEDATACHANGED, _NODECHILDRENCHANGED = EventType.NODEDATACHANGED, EventType.NODECHILDRENCHANGED
 _CREATE, _CREATETTL, _CREATECONTAINER = OpCode.CREATE, OpCode.CREATETTL, OpCode.CREATECONTAINER
 
-_MASK64 = (1 << 64) - 1
 _STAT_WIRE = struct.Struct(">qqqqiiiqiiq")  # Stat: czxid ... pzxid, 68 bytes
 _INT = struct.Struct(">i")
 _NULL_BUFFER = _INT.pack(-1)  # a null Jute buffer
@@ -371,8 +370,7 @@ class DataTree:
     @property
     def digest(self) -> int:
         """The tree digest (DataTree.getTreeDigest) as a Java long."""
-        v = self._digest_sum & _MASK64
-        return v - (1 << 64) if v >= 1 << 63 else v
+        return to_java_long(self._digest_sum)
 
     def recompute_digest(self) -> int:
         """Set the digest from scratch (after building the tree by hand); returns it."""
@@ -765,8 +763,7 @@ class DataTree:
 
 def ttl_to_ephemeral_owner(ttl: int) -> int:
     """EphemeralType.TTL.toEphemeralOwner: 0xFF in the top byte, the TTL in the low 40 bits."""
-    v = (0xFF << 56) | ttl
-    return v - (1 << 64) if v >= 1 << 63 else v
+    return to_java_long((0xFF << 56) | ttl)
 
 
 def ttl_of(owner: int) -> int:

@@ -164,6 +164,8 @@ def node_digest(path: str, data: bytes | None, stat: StatPersisted) -> int:
 
 
 def to_java_long(v: int) -> int:
+    """``v`` wrapped to a Java long (64-bit two's complement), as Java's arithmetic leaves it:
+    the tree digest's sum, the session id counter, a quota's byte count."""
     v &= 0xFFFFFFFFFFFFFFFF
     return v - (1 << 64) if v >= 1 << 63 else v
 

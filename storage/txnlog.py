@@ -83,6 +83,8 @@ from trizk.jute.records import (
     TxnHeader,
 )
 
+from .snapshot import to_java_long
+
 #: ``ZKLG`` as a big-endian int (FileTxnLog.TXNLOG_MAGIC).
 TXNLOG_MAGIC = 0x5A4B4C47
 #: FileTxnLog.VERSION.
@@ -212,7 +214,9 @@ def encode_payload(entry: TxnEntry) -> bytes:
 def encode_txn(header: TxnHeader, txn: Record | None, tree_digest: int | None) -> bytes:
     """:func:`encode_payload` of a txn this server made, with :func:`make_digest`'s TxnDigest
     of ``tree_digest`` (None: digests off), built without the intermediate records."""
-    digest = None if tree_digest is None else _DIGEST.pack(DIGEST_VERSION, _to_long(tree_digest))
+    digest = None
+    if tree_digest is not None:
+        digest = _DIGEST.pack(DIGEST_VERSION, to_java_long(tree_digest))
     return _marshal(header, txn, digest)
 
 
@@ -238,12 +242,7 @@ def encode_entry(entry: TxnEntry) -> bytes:
 
 def make_digest(tree_digest: int) -> TxnDigest:
     """A TxnDigest for a tree digest (a Java long: wrapped to signed 64 bits)."""
-    return TxnDigest(DIGEST_VERSION, _to_long(tree_digest))
-
-
-def _to_long(v: int) -> int:
-    v &= 0xFFFFFFFFFFFFFFFF
-    return v - (1 << 64) if v >= 1 << 63 else v
+    return TxnDigest(DIGEST_VERSION, to_java_long(tree_digest))
 
 
 # ------------------------------------------------------------------------------ decoding
@@ -465,7 +464,7 @@ def zxid_from_name(name: str, prefix: str) -> int:
             return -1
         if parts[1].startswith(("+", "-")) or not 0 <= v < 1 << 64:
             return -1
-        return v - (1 << 64) if v >= 1 << 63 else v
+        return to_java_long(v)
     return -1
 
 
