@@ -125,9 +125,7 @@ def _mypyc_extensions() -> list[Any]:
     except (Exception, SystemExit) as e:  # mypy exits on a type error
         _warn(f"mypyc could not translate the modules ({e!r}): building the pure-Python package")
         return []
-    for ext in exts:
-        ext.sources = [s if os.path.isabs(s) else os.path.join(str(STAGE), s) for s in ext.sources]
-    return list(exts)
+    return list(exts)  # (their sources and includes are absolute: target_dir is)
 
 
 class OptionalBuildExt(build_ext):
