@@ -1,5 +1,5 @@
 # trizk in place of the official `zookeeper` image: same ZOO_* variables, volumes, ports and
-# default command (see server/docker.py). Build: docker build -t trizk .
+# default command (see server/config/docker.py). Build: docker build -t trizk .
 FROM python:3.11-slim
 
 ENV ZOO_CONF_DIR=/conf \

@@ -32,23 +32,23 @@ STAGE = Path("build") / "mypyc-src"
 #: The modules compiled, by import name: the request path of a client's read and write.
 COMPILED = (
     "trizk.jute.framing",
-    "trizk.server.committer",
-    "trizk.server.connection",
-    "trizk.server.core",
-    "trizk.server.coreconfig",
-    "trizk.server.prep",
-    "trizk.server.requests",
-    "trizk.server.sequencer",
-    "trizk.server.servermetrics",
-    "trizk.server.sessions",
-    "trizk.server.standalone",
-    "trizk.server.watches",
-    "trizk.storage.datatree",
-    "trizk.storage.paths",
-    "trizk.storage.quota",
-    "trizk.storage.replica",
-    "trizk.storage.snapshot",
-    "trizk.storage.txnlog",
+    "trizk.server.writes.committer",
+    "trizk.server.frontend.connection",
+    "trizk.server.frontend.core",
+    "trizk.server.common.coreconfig",
+    "trizk.server.writes.prep",
+    "trizk.server.frontend.requests",
+    "trizk.server.writes.sequencer",
+    "trizk.server.common.servermetrics",
+    "trizk.server.writes.sessions",
+    "trizk.server.roles.standalone",
+    "trizk.server.frontend.watches",
+    "trizk.storage.tree.datatree",
+    "trizk.storage.tree.paths",
+    "trizk.storage.tree.quota",
+    "trizk.storage.tree.replica",
+    "trizk.storage.formats.snapshot",
+    "trizk.storage.formats.txnlog",
 )
 
 #: setup.py commands that build the wheel's extensions (``egg_info``, ``editable_wheel``,
@@ -75,8 +75,10 @@ def _stage() -> list[str]:
     for package, src in _package_dirs().items():
         dest = STAGE.joinpath(*package.split("."))
         dest.mkdir(parents=True, exist_ok=True)
-        for py in (ROOT / src).glob("*.py"):
-            shutil.copy2(py, dest / py.name)
+        for py in (ROOT / src).rglob("*.py"):
+            rel = py.relative_to(ROOT / src)
+            (dest / rel.parent).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(py, dest / rel)
     (STAGE / "mypy.ini").write_text(
         "[mypy]\nignore_missing_imports = True\ncheck_untyped_defs = True\n"
     )

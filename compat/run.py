@@ -1,7 +1,7 @@
 """``python -m trizk.compat.run``: the compatibility suite, in full, from one command.
 
 Runs every scenario of ``compat/scenarios/`` on trizk and on real Apache ZooKeeper (fresh
-servers each time), normalises both transcripts (:mod:`trizk.compat.normalise`), and prints
+servers each time), normalises both transcripts (:mod:`trizk.compat.oracle.normalise`), and prints
 ``N scenarios, M differences`` followed by each difference (the op, and both answers).
 
 Options::
@@ -30,15 +30,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import (
+from trizk.compat.oracle.compare import (
     Difference,
     ServerPool,
     Tamper,
     compare_scenario,
     load_scenarios,
 )
-from .randomgen import count_malformed, generate, shrink
-from .scenario import Step, describe_step
+from trizk.compat.oracle.randomgen import count_malformed, generate, shrink
+from trizk.compat.oracle.scenario import Step, describe_step
 
 
 def _print_diffs(diffs: list[Difference], left: str, right: str, limit: int = 20) -> None:
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         total += c
         ndiff += d
     if not args.no_cli and not args.no_scenarios and not args.ci:
-        from .cli import run_cli_suite
+        from trizk.compat.oracle.cli import run_cli_suite
 
         c, d = run_cli_suite(left, right, lname, rname, args.k or ())
         total += c

@@ -1,5 +1,5 @@
 """Jute: ZooKeeper's wire and disk encoding (records, codes, framing). Knows bytes, nothing else."""
 
-from .primitives import DEFAULT_MAX_BUFFER, JuteDecodeError, Record, set_max_buffer
+from trizk.jute.primitives import DEFAULT_MAX_BUFFER, JuteDecodeError, Record, set_max_buffer
 
 __all__ = ["DEFAULT_MAX_BUFFER", "JuteDecodeError", "Record", "set_max_buffer"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from .primitives import JuteDecodeError
+from trizk.jute.primitives import JuteDecodeError
 
 _LEN = struct.Struct(">i")
 

@@ -148,7 +148,7 @@ class _Fixed(JuteType):
         self._pytype = pytype
 
     def subcon(self) -> cs.Construct:
-        from . import reference
+        from trizk.jute import reference
 
         return reference.fixed(self.jute_name)
 
@@ -177,7 +177,7 @@ class _Bytes(JuteType):
         self.jute_name = "ustring" if text else "buffer"
 
     def subcon(self) -> cs.Construct:
-        from . import reference
+        from trizk.jute import reference
 
         return reference.Nullable(self.text)
 
@@ -223,7 +223,7 @@ class Vector(JuteType):
         self.jute_name = f"vector<{item.jute_name}>"
 
     def subcon(self) -> cs.Construct:
-        from . import reference
+        from trizk.jute import reference
 
         return reference.NullableVector(self.item.subcon())
 
@@ -270,7 +270,7 @@ class RecordType(JuteType):
         self.jute_name = cls.__name__
 
     def subcon(self) -> cs.Construct:
-        from . import reference
+        from trizk.jute import reference
 
         return reference.RecordAdapter(self.cls)
 
@@ -412,7 +412,7 @@ class _ConstructOnFirstUse:
     reference codec and the tests use it), then kept on the record class."""
 
     def __get__(self, obj: Any, owner: type[Record]) -> cs.Construct:
-        from . import reference
+        from trizk.jute import reference
 
         built = reference.struct_of(owner)
         owner.construct = built
@@ -462,12 +462,12 @@ class Record:
     # Reference path (construct, :mod:`trizk.jute.reference`): cross-checks the generated codec.
     @classmethod
     def parse_reference(cls: type[R], b: bytes) -> R:
-        from . import reference
+        from trizk.jute import reference
 
         return reference.parse(cls, b)
 
     def build_reference(self) -> bytes:
-        from . import reference
+        from trizk.jute import reference
 
         return reference.build(self)
 

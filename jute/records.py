@@ -8,7 +8,7 @@ fast path) and ``construct`` (reference codec); see :mod:`trizk.jute.primitives`
 
 from __future__ import annotations
 
-from .primitives import BOOL, BUFFER, INT, LONG, USTRING, Record, field, record, vector
+from trizk.jute.primitives import BOOL, BUFFER, INT, LONG, USTRING, Record, field, record, vector
 
 # ---------------------------------------------------------------- module org.apache.zookeeper.data
 

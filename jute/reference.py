@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import construct as cs
 
-from .primitives import _LIMITS_VAR, JuteDecodeError
+from trizk.jute.primitives import _LIMITS_VAR, JuteDecodeError
 
 if TYPE_CHECKING:
-    from .primitives import Record
+    from trizk.jute.primitives import Record
 
 __all__ = ["Nullable", "NullableVector", "RecordAdapter", "build", "fixed", "parse", "struct_of"]
 

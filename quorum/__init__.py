@@ -1,9 +1,11 @@
-"""trizk.quorum: ensembles in Apache ZooKeeper's own quorum protocol.
+"""trizk.quorum: ensembles in Apache ZooKeeper's own quorum protocol, as pure state machines.
 
-* :mod:`.zabwire` -- quorum-port packet types, zxid helpers, the unframed packet stream codec
-  (with the raw SNAP payload);
-* :mod:`.zab` -- the shared vocabulary of the Zab machines: states, :class:`~.zab.Ready` and its
-  persist -> send -> apply -> advance contract, :class:`~.zab.Quorum`, :class:`~.zab.Timing`;
-* :mod:`.leader` -- the leader and its learner handlers (discovery, sync choice, broadcast);
-* :mod:`.learner` -- a follower or observer.
+Nothing here touches a socket, a file or a clock: messages and ticks go in, ``Ready`` bundles
+and messages to send come out. The Trio shells that drive them are in
+:mod:`trizk.server.shell` (:mod:`~trizk.server.shell.cnxmanager` for the election port,
+:mod:`~trizk.server.shell.ensemble` for the quorum port).
+
+* :mod:`.election` -- FastLeaderElection and the election port's wire codecs;
+* :mod:`.zab` -- Zab: the packet codec, the shared vocabulary (``Ready``), leader and learner;
+* :mod:`.verifier` -- membership (``QuorumMaj``), shared by both.
 """

@@ -19,7 +19,7 @@ Members exchange their configuration as text: FastLeaderElection notifications (
 carry ``QuorumVerifier.toString()`` in UTF-8, NEWLEADER's data is the same text, and
 ``/zookeeper/config`` holds it. :meth:`QuorumVerifier.to_string` reproduces
 ``QuorumMaj.toString`` byte for byte (checked against a live 3.8.0 ensemble, see
-tests/unit/test_quorum_config.py)::
+tests/quorum/test_quorum_config.py)::
 
     server.<sid>=<host>:<quorumPort>:<electionPort>:participant|observer[;<clientHost>:<clientPort>]\\n
     ...
@@ -71,7 +71,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from trizk.storage.javahash import java_string_hash
+from trizk.storage.tree.javahash import java_string_hash
 
 __all__ = [
     "WRONG_FORMAT",

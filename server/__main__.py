@@ -1,5 +1,5 @@
 """``python -m trizk.server``: the same as the ``trizk-server`` console script."""
 
-from .main import main
+from trizk.server.config.main import main
 
 raise SystemExit(main())

@@ -31,10 +31,9 @@ from typing import Any, TextIO
 from trizk.jute.primitives import Record, RecordType, Vector
 from trizk.jute.records import ACL, CreateContainerTxn, CreateTTLTxn, CreateTxn, MultiTxn
 from trizk.jute.records import SetDataTxn as _SetDataTxn
-
-from . import snapshot as snap
-from . import txnlog
-from .files import read_bytes
+from trizk.storage.disk.files import read_bytes
+from trizk.storage.formats import snapshot as snap
+from trizk.storage.formats import txnlog
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 

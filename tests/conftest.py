@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import trio
 
-from trizk.server.app import TrizkServer
-from trizk.server.config import ServerConfig
-from trizk.server.ensemble import EnsembleSpec
+from trizk.server.config.zoocfg import ServerConfig
+from trizk.server.shell.app import TrizkServer
+from trizk.server.shell.ensemble import EnsembleSpec
 
 
 def free_port() -> int:

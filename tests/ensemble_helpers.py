@@ -1,4 +1,4 @@
-"""Helpers for tests of process ensembles (compat/ensemble.py): kazoo clients and whole-tree
+"""Helpers for tests of process ensembles (compat/procs/ensemble.py): kazoo clients and whole-tree
 comparisons through every member."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
-from trizk.compat.ensemble import ProcessEnsemble
+from trizk.compat.procs.ensemble import ProcessEnsemble
 
 DEADLINE = 60.0
 

@@ -49,7 +49,7 @@ from kazoo.exceptions import KazooException
 from kazoo.protocol.connection import _SESSION_EXPIRED
 from kazoo.protocol.states import KazooState
 
-from .testing import IN_PROCESS, Server
+from trizk.testing import IN_PROCESS, Server
 
 __all__ = ["KazooTestCase", "KazooTestHarness", "TrizkCluster", "get_global_cluster"]
 

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .testing import IN_PROCESS, PROCESS, Server
+from trizk.testing import IN_PROCESS, PROCESS, Server
 
 if TYPE_CHECKING:
-    from .testing_ensemble import Ensemble
+    from trizk.testing_ensemble import Ensemble
 
 __all__ = [
     "Chroot",
@@ -138,7 +138,7 @@ def trizk_ensemble(
     ``trizk_ensemble`` marker says otherwise; ~0.5 s in-process, ~3 s as child processes),
     serving with a leader when the test starts; every member, proxy and directory is gone
     after the test."""
-    from .testing_ensemble import Ensemble
+    from trizk.testing_ensemble import Ensemble
 
     marker = request.node.get_closest_marker("trizk_ensemble")
     kwargs = dict(marker.kwargs) if marker is not None else {}

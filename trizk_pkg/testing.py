@@ -4,15 +4,15 @@
 its own temporary data directory; everything it started (thread or child process, directory) is
 gone after ``__exit__`` or :meth:`Server.close`, even when the test failed. Two modes, one API:
 
-* ``mode="in-process"`` (default, fastest): a :class:`trizk.server.app.TrizkServer` runs in a
+* ``mode="in-process"`` (default, fastest): a :class:`trizk.server.shell.app.TrizkServer` runs in a
   thread of the test process with its own Trio loop. Test controls run inside that loop
   (``trio.from_thread``), so they see and change the server's real state.
 * ``mode="process"``: a real ``trizk-server`` child (``python -m trizk.server zoo.cfg --port 0
   --testing``); its readiness line on stdout gives the bound port and the URL of its test
-  controls (:mod:`trizk.server.testcontrol`), which the controls below use. ``kill()`` is
+  controls (:mod:`trizk.server.ops.testcontrol`), which the controls below use. ``kill()`` is
   SIGKILL.
 
-Both modes perform the controls through :class:`trizk.server.testcontrol.Controls`, the same
+Both modes perform the controls through :class:`trizk.server.ops.testcontrol.Controls`, the same
 code (in-process directly, out-of-process over its HTTP endpoint), so they mean the same.
 
 :class:`AsyncServer` is the same API for Trio tests (``async with``, the controls awaited); its
@@ -45,7 +45,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .testing_ensemble import Ensemble
+    from trizk.testing_ensemble import Ensemble
 
 __all__ = [
     "READY_PREFIX",
@@ -57,7 +57,7 @@ __all__ = [
     "parse_ready_line",
 ]
 
-#: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.main)
+#: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.config.main)
 READY_PREFIX = "trizk-server ready"
 
 IN_PROCESS = "in-process"
@@ -106,7 +106,7 @@ def _http_control(base_url: str, action: Any, timeout: float) -> Any:
     import urllib.error
     import urllib.request
 
-    from trizk.server.testcontrol import Reply, request_for
+    from trizk.server.ops.testcontrol import Reply, request_for
 
     method, target = request_for(action)
     req = urllib.request.Request(base_url + target, method=method)
@@ -137,8 +137,8 @@ class _Thread:
     def _run(self) -> None:
         import trio
 
-        from trizk.server.app import TrizkServer
-        from trizk.server.testcontrol import Controls
+        from trizk.server.ops.testcontrol import Controls
+        from trizk.server.shell.app import TrizkServer
 
         async def main() -> None:
             with trio.CancelScope() as scope:
@@ -263,7 +263,7 @@ class _Base:
 
     def _config(self) -> Any:
         """The in-process server's ServerConfig."""
-        from trizk.server.config import ServerConfig
+        from trizk.server.config.zoocfg import ServerConfig
 
         return ServerConfig.create(
             self.data_dir, properties=self.system_properties, **self._keys()
@@ -303,21 +303,21 @@ class _Base:
     # -- the controls, as testcontrol actions
     @staticmethod
     def _expire(session_id: int) -> tuple[str, Any, Callable[[Any], Any]]:
-        from trizk.server.testcontrol import Expire, parse_session_id
+        from trizk.server.ops.testcontrol import Expire, parse_session_id
 
         action = Expire(parse_session_id(str(session_id)))
         return "expire_session", action, lambda body: bool(body["expired"])
 
     @staticmethod
     def _drop(session_id: int | None) -> tuple[str, Any, Callable[[Any], Any]]:
-        from trizk.server.testcontrol import Drop, parse_session_id
+        from trizk.server.ops.testcontrol import Drop, parse_session_id
 
         sid = None if session_id is None else parse_session_id(str(session_id))
         return "drop_connections", Drop(sid), lambda body: int(body["dropped"])
 
     @staticmethod
     def _advance(seconds: float) -> tuple[str, Any, Callable[[Any], Any]]:
-        from trizk.server.testcontrol import Advance
+        from trizk.server.ops.testcontrol import Advance
 
         if not seconds >= 0:
             raise ValueError("the clock only moves forward")
@@ -325,13 +325,13 @@ class _Base:
 
     @staticmethod
     def _dump() -> tuple[str, Any, Callable[[Any], Any]]:
-        from trizk.server.testcontrol import Dump
+        from trizk.server.ops.testcontrol import Dump
 
         return "dump", Dump(), dict
 
     @staticmethod
     def _session_ids(dump: Mapping[str, Any]) -> list[int]:
-        from trizk.server.testcontrol import parse_session_id
+        from trizk.server.ops.testcontrol import parse_session_id
 
         return sorted(parse_session_id(s) for s in dump["sessions"])
 
@@ -629,8 +629,8 @@ class AsyncServer(_Base):
     async def _serve(self, config: Any, *, task_status: Any) -> None:
         import trio
 
-        from trizk.server.app import TrizkServer
-        from trizk.server.testcontrol import Controls
+        from trizk.server.ops.testcontrol import Controls
+        from trizk.server.shell.app import TrizkServer
 
         self._done = trio.Event()
         try:
@@ -798,7 +798,7 @@ def __getattr__(name: str) -> Any:
     # Ensemble (trizk/testing_ensemble.py: members, link proxies) is imported on first use, so
     # that a test using Server alone imports none of it
     if name in ("Ensemble", "AsyncEnsemble"):
-        from . import testing_ensemble
+        from trizk import testing_ensemble
 
         return getattr(testing_ensemble, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

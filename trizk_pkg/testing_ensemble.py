@@ -6,14 +6,16 @@ directory under one temporary directory, removed on exit even when the test fail
 one API (``trizk.testing.Ensemble`` re-exports it):
 
 * ``mode="in-process"`` (default, fastest): every member is a
-  :class:`trizk.server.app.TrizkServer` with its ``QuorumPeer``, all in **one** thread running
+  :class:`trizk.server.shell.app.TrizkServer` with its ``QuorumPeer``, all in **one** thread running
   one Trio loop (nothing in a member is process-wide, so members share a loop as they would
   share a machine). ``kill(sid)`` cancels the member's tasks where they stand: its sockets close
   and nothing more is written; what it fsynced is its disk on ``restart``.
 * ``mode="process"``: every member is a real ``python -m trizk.server zoo.cfg`` child;
   ``kill(sid)`` is SIGKILL, ``stop(sid)`` SIGTERM.
 
-Members reach each other only through the link proxies of :mod:`trizk.compat.linkproxy` (one per
+Members reach each other only through the link proxies of :mod:`trizk.compat.procs.linkproxy`
+(one
+per
 directed pair of members, quorum and election ports; each member's zoo.cfg lists its own
 address and the proxies towards the others), so a test chooses which links fail:
 ``cut(1, 3)``, ``isolate(2)``, ``partition({1, 2}, {3})``, ``heal()``. Clients connect to the
@@ -38,11 +40,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .compat.ensemble import ProcessMember, member_mode, wait_serving
-from .compat.javaquorum import allocate
-from .compat.linkproxy import REFUSE, LinkNet, LoopThread
-from .compat.servers import stop_process
-from .testing import IN_PROCESS, PROCESS, ServerError
+from trizk.compat.procs.ensemble import ProcessMember, member_mode, wait_serving
+from trizk.compat.procs.javaquorum import allocate
+from trizk.compat.procs.linkproxy import REFUSE, LinkNet, LoopThread
+from trizk.compat.procs.servers import stop_process
+from trizk.testing import IN_PROCESS, PROCESS, ServerError
 
 __all__ = ["AsyncEnsemble", "Ensemble"]
 
@@ -212,8 +214,8 @@ class Ensemble:
         async def run_member(task_status: Any) -> None:
             import trio
 
-            from trizk.server.app import TrizkServer
-            from trizk.server.config import load_config
+            from trizk.server.config.zoocfg import load_config
+            from trizk.server.shell.app import TrizkServer
 
             started = _Started(task_status)
             m.stopped = trio.Event()

@@ -1,6 +1,6 @@
 """Fixtures of the compatibility suite: real ZooKeeper and trizk as separate processes.
 
-Each fixture starts its server with :mod:`trizk.compat.servers` (free loopback port, own temp
+Each fixture starts its server with :mod:`trizk.compat.procs.servers` (free loopback port, own temp
 directory, readiness = a real session handshake, stopped by PID). Without a ZooKeeper
 installation the tests are skipped, except under CI (``CI`` set), where a missing oracle is a
 failure: ``compat/install-zookeeper.sh`` is supposed to have installed it.
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from trizk.compat import servers
+from trizk.compat.procs import servers
 
 
 def require_zookeeper() -> None:

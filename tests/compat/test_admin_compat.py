@@ -13,8 +13,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from trizk.compat import servers
-from trizk.server import admin
+from trizk.compat.procs import servers
+from trizk.server.ops import admin
 
 #: Values compared exactly (after session ids are numbered in order of appearance).
 EXACT = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from trizk.compat import cli
+from trizk.compat.oracle import cli
 
 SCRIPTS = cli.load_scripts()
 _ORACLE: list[Any] = []

@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from trizk.compat import compare, servers
-from trizk.compat.normalise import normalise
-from trizk.compat.randomgen import generate, shrink
+from trizk.compat.oracle import compare
+from trizk.compat.oracle.normalise import normalise
+from trizk.compat.oracle.randomgen import generate, shrink
+from trizk.compat.procs import servers
 from trizk.compat.run import run_random
 
 SCENARIOS = compare.load_scenarios()
@@ -117,7 +118,7 @@ def test_diff_aligns_one_missing_event_as_one_difference() -> None:
 
 
 def test_random_generation_is_deterministic_and_valid() -> None:
-    from trizk.compat.scenario import OPS
+    from trizk.compat.oracle.scenario import OPS
 
     a, b = generate(7, 80), generate(7, 80)
     assert a == b and a != generate(8, 80)
@@ -137,7 +138,7 @@ def test_shrink_finds_a_one_minimal_subsequence() -> None:
 
 
 def test_scenario_data_is_well_formed() -> None:
-    from trizk.compat.scenario import OPS
+    from trizk.compat.oracle.scenario import OPS
 
     assert len(SCENARIOS) >= 30 and len(CI_SCENARIOS) >= 10
     for sc in SCENARIOS:
@@ -176,7 +177,7 @@ def test_trizk_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
 
 
 def _check_fixture_server(srv: servers.Server) -> None:
-    from trizk.compat.rawclient import handshake_ok
+    from trizk.compat.oracle.rawclient import handshake_ok
 
     assert srv.host == "127.0.0.1" and srv.cfg["clientPortAddress"] == "127.0.0.1"
     assert srv.cfg["tickTime"] == "200" and srv.cfg["admin.enableServer"] == "false"

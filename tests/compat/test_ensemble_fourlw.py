@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ensemble_helpers import client
-from trizk.compat.ensemble import ProcessEnsemble, four_letter
-from trizk.compat.servers import zookeeper_available
+from trizk.compat.procs.ensemble import ProcessEnsemble, four_letter
+from trizk.compat.procs.servers import zookeeper_available
 
 pytestmark = pytest.mark.skipif(
     not zookeeper_available(), reason="Apache ZooKeeper is not installed"

@@ -1,5 +1,5 @@
 """Ensembles of real processes started from zoo.cfg files: trizk alone, and mixed with Apache
-ZooKeeper 3.8 members (compat/ensemble.py), used through kazoo.
+ZooKeeper 3.8 members (compat/procs/ensemble.py), used through kazoo.
 
 * trizk ensembles of 3 and 5: the leader is killed with SIGKILL under a write load spread over
   the members; writes resume (the time is reported), every acknowledged write is on every
@@ -21,12 +21,12 @@ import pytest
 from kazoo.exceptions import KazooException, NodeExistsError
 
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
-from trizk.compat.ensemble import ProcessEnsemble
-from trizk.compat.rawclient import ConnectionClosed, RawClient
-from trizk.compat.servers import zookeeper_available
+from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient
+from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.compat.procs.servers import zookeeper_available
 from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode
-from trizk.storage.datatree import OPEN_ACL_UNSAFE
+from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
 
 
 class Writers:

@@ -1,4 +1,5 @@
-"""The link proxies (compat/linkproxy.py) on their own, between fake members on loopback: bytes
+"""The link proxies (compat/procs/linkproxy.py) on their own, between fake members on loopback:
+bytes
 carried both ways, the election header's address rewritten to the reverse proxy, cuts closing
 established connections and refusing or blackholing new ones, heals, per-member server lines."""
 
@@ -11,9 +12,15 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from trizk.compat.javaquorum import MemberAddrs
-from trizk.compat.linkproxy import BLACKHOLE, ELECTION, QUORUM, LinkNet, rewrite_initial_message
-from trizk.quorum.messages import encode_initial_message, parse_initial_message
+from trizk.compat.procs.javaquorum import MemberAddrs
+from trizk.compat.procs.linkproxy import (
+    BLACKHOLE,
+    ELECTION,
+    QUORUM,
+    LinkNet,
+    rewrite_initial_message,
+)
+from trizk.quorum.election.messages import encode_initial_message, parse_initial_message
 
 
 def test_rewrite_initial_message() -> None:
@@ -174,8 +181,8 @@ def test_no_proxy_takes_a_port_a_member_was_given(monkeypatch: pytest.MonkeyPatc
     proxy takes another port."""
     import socket
 
-    from trizk.compat import linkproxy
-    from trizk.compat.javaquorum import allocate
+    from trizk.compat.procs import linkproxy
+    from trizk.compat.procs.javaquorum import allocate
 
     addrs = allocate([1, 2])
     given = addrs[1].quorum_port  # free again: what the kernel may hand out next

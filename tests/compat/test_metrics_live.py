@@ -13,8 +13,8 @@ import urllib.request
 from kazoo.client import KazooClient
 
 from tests.compat.test_metrics_names import prometheus_trizk
-from trizk.compat import servers
-from trizk.compat.ensemble import four_letter
+from trizk.compat.procs import servers
+from trizk.compat.procs.ensemble import four_letter
 
 #: where the connections counted against maxClientCnxns come from (mntr comes from 127.0.0.1)
 SOURCE = ("127.0.0.2", 0)

@@ -1,5 +1,5 @@
 """trizk's Prometheus ``/metrics`` against ZooKeeper 3.8.0's metric families as its sources
-register them (:mod:`trizk.compat.zookeeper_metrics`; Debian's ZooKeeper does not ship the
+register them (:mod:`trizk.compat.capture.zookeeper_metrics`; Debian's ZooKeeper does not ship the
 provider, so there is no live oracle): every family, type, label and quantile; nothing extra;
 values equal to what mntr (the same statistics) prints in the same state."""
 
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 from kazoo.client import KazooClient
 
-from trizk.compat import servers
-from trizk.compat import zookeeper_metrics as zkm
-from trizk.server import metrics
+from trizk.compat.capture import zookeeper_metrics as zkm
+from trizk.compat.procs import servers
+from trizk.server.ops import metrics
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",')

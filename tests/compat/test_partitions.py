@@ -1,5 +1,5 @@
 """Network partitions of real ensembles: members on test hosts in network namespaces
-(compat/netns.py; root only, skipped elsewhere), links cut and healed by the test.
+(compat/procs/netns.py; root only, skipped elsewhere), links cut and healed by the test.
 
 The minority side stops serving (its members answer four-letter words with "not currently
 serving" and refuse sessions); the majority elects a leader and carries on taking writes;
@@ -15,9 +15,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.ensemble_helpers import DEADLINE, assert_identical
-from trizk.compat import netns
-from trizk.compat.ensemble import ProcessEnsemble
-from trizk.compat.servers import zookeeper_available
+from trizk.compat.procs import netns
+from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.compat.procs.servers import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not netns.available(), reason="needs root and network namespaces")
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not netns.available(), reason="needs root and ne
 def _serving_inside(lab: netns.NetnsLab, ens: ProcessEnsemble, sid: int) -> bool:
     """Whether member ``sid`` serves, asked from inside its own (cut off) host."""
     code = (
-        "from trizk.compat.ensemble import four_letter;"
+        "from trizk.compat.procs.ensemble import four_letter;"
         f"print(repr(four_letter(2181, 'srvr', host={ens.host(sid)!r})))"
     )
     return "Mode: " in lab.run_python(sid, code)

@@ -9,7 +9,7 @@ import socket
 from kazoo.client import KazooClient
 from kazoo.exceptions import QuotaExceededError
 
-from trizk.compat import servers
+from trizk.compat.procs import servers
 
 CFG = {"enforceQuota": "true", "4lw.commands.whitelist": "*"}
 

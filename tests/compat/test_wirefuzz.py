@@ -1,10 +1,10 @@
-"""The wire-level differential fuzzer (compat/wirefuzz.py), bounded for CI.
+"""The wire-level differential fuzzer (compat/oracle/wirefuzz.py), bounded for CI.
 
 * Pure parts: cases are a function of (seed, n); mutations keep every frame the servers would
   wait on complete (padding) and leave bad lengths alone; the racy-case classifier.
 * ``test_fuzz_zookeeper_vs_trizk``: the first cases of a seed (every seed opcode once, then
   random ones) on ZooKeeper 3.8.0 and trizk: no confirmed difference, no disturbed bystander.
-  The long run is ``python -m trizk.compat.wirefuzz --seconds 300``.
+  The long run is ``python -m trizk.compat.oracle.wirefuzz --seconds 300``.
 * ``test_fuzz_finds_injected_difference``: a tampered trizk transcript (the fence's reply
   dropped) must come out as a difference, so the comparison above can fail.
 """
@@ -15,7 +15,7 @@ import random
 import struct
 from typing import Any
 
-from trizk.compat import wirefuzz as wf
+from trizk.compat.oracle import wirefuzz as wf
 from trizk.jute.codes import OpCode
 
 

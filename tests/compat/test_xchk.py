@@ -1,4 +1,4 @@
-"""The cross-check proxy (trizk.compat.xchk) driven by kazoo through real sockets.
+"""The cross-check proxy (trizk.compat.oracle.xchk) driven by kazoo through real sockets.
 
 * ZooKeeper against ZooKeeper through the proxy: a realistic mix (creates, sequentials, sets,
   gets, children, data/child/exist watches fired by another session, an ephemeral removed by
@@ -31,15 +31,9 @@ from typing import Any
 import pytest
 import trio
 
-from trizk.compat.bench_load import (
-    BlockingSession,
-    close_frame,
-    create_frame,
-    get_frame,
-    set_frame,
-)
-from trizk.compat.bench_servers import Server, start_server
-from trizk.compat.xchk import Bijection, Checker, Proxy
+from trizk.compat.bench.load import BlockingSession, close_frame, create_frame, get_frame, set_frame
+from trizk.compat.oracle.xchk import Bijection, Checker, Proxy
+from trizk.compat.procs.launcher import Server, start_server
 from trizk.jute.framing import frame
 from trizk.jute.records import GetDataResponse, ReplyHeader, RequestHeader, SetWatches, Stat
 
@@ -379,7 +373,7 @@ def test_command_line_summary_and_exit_status(zk_pair: tuple[Server, Server]) ->
     exits 0 (1 would mean divergences)."""
     oracle, candidate = zk_pair
     cmd = [
-        sys.executable, "-m", "trizk.compat.xchk", "--listen", "127.0.0.1:0",
+        sys.executable, "-m", "trizk.compat.oracle.xchk", "--listen", "127.0.0.1:0",
         "--oracle", oracle.address, "--candidate", candidate.address, "--max-sessions", "1",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from trizk.compat import servers
+from trizk.compat.procs import servers
 
 TXN_LOG_TOOLKIT = "org.apache.zookeeper.server.persistence.TxnLogToolkit"
 SNAPSHOT_FORMATTER = "org.apache.zookeeper.server.SnapshotFormatter"

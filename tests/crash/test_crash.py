@@ -1,6 +1,6 @@
-"""The SIGKILL crash loop (trizk.compat.crashtest), a fast subset.
+"""The SIGKILL crash loop (trizk.compat.procs.crashtest), a fast subset.
 
-The full run is ``python -m trizk.compat.crashtest`` (100 rounds); here 5 rounds with a
+The full run is ``python -m trizk.compat.procs.crashtest`` (100 rounds); here 5 rounds with a
 fixed seed, shorter loads, so the suite stays quick. Each round kills the server process with
 SIGKILL during a concurrent write load and checks, after the restart, that every acknowledged
 write is there, that multis are all-or-nothing, that nothing unsent appears and that the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from trizk.compat import crashtest
+from trizk.compat.procs import crashtest
 
 
 def test_sigkill_crash_loop_keeps_every_acknowledged_write() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trizk.quorum.election import (
+from trizk.quorum.election.election import (
     FINALIZE_WAIT,
     LONG_MIN,
     MAX_NOTIFICATION_INTERVAL,
@@ -10,7 +10,7 @@ from trizk.quorum.election import (
     FastLeaderElection,
     Vote,
 )
-from trizk.quorum.messages import Notification, ServerState
+from trizk.quorum.election.messages import Notification, ServerState
 
 VIEW = ElectionView(frozenset({1, 2, 3}), b"version=0")
 L, F, LD, OBS = (int(s) for s in ServerState)

@@ -1,5 +1,5 @@
 """Election port codecs: golden bytes captured from Apache ZooKeeper 3.8.0 members
-(``python -m trizk.compat.capture_election tests/quorum/data/election``) and properties."""
+(``python -m trizk.compat.capture.election tests/data/election``) and properties."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trizk.quorum.messages import (
+from trizk.quorum.election.messages import (
     MAX_INITIAL_ADDR,
     PACKETMAXSIZE,
     PROTOCOL_VERSION_V1,
@@ -27,7 +27,7 @@ from trizk.quorum.messages import (
     parse_initial_message,
 )
 
-DATA = Path(__file__).parent / "data" / "election"
+DATA = Path(__file__).parents[1] / "data" / "election"
 CAPTURE = json.loads((DATA / "capture.json").read_text())
 
 longs = st.integers(-(1 << 63), (1 << 63) - 1)

@@ -14,9 +14,8 @@ import trio
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
+from tests.testing.test_server import WAIT, create_raw, states
 from trizk.testing import AsyncServer, ServerError
-
-from .test_server import WAIT, create_raw, states
 
 MODES = ["in-process", "thread", "process"]
 

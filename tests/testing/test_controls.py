@@ -1,4 +1,4 @@
-"""The test controls over the wire (``trizk-server --testing``, trizk.server.testcontrol).
+"""The test controls over the wire (``trizk-server --testing``, trizk.server.ops.testcontrol).
 
 The request → action mapping is pure and tested as a table; the endpoint is tested with real
 sockets against a server run by ``app.serve(config, testing=True)`` in the test's own Trio loop
@@ -22,12 +22,11 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trizk.compat.rawclient import RawClient
+from trizk.compat.oracle.rawclient import RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
-from trizk.server.app import serve
-from trizk.server.config import ServerConfig
-from trizk.server.testcontrol import (
+from trizk.server.config.zoocfg import ServerConfig
+from trizk.server.ops.testcontrol import (
     Advance,
     Drop,
     Dump,
@@ -38,6 +37,7 @@ from trizk.server.testcontrol import (
     parse_session_id,
     request_for,
 )
+from trizk.server.shell.app import serve
 from trizk.testing import parse_ready_line
 
 WAIT = 10.0

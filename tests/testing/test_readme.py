@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from trizk.compat.servers import ZK_JARS
+from trizk.compat.procs.servers import ZK_JARS
 
 pytest_plugins = ["pytester"]
 

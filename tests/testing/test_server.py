@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
-from trizk.compat.rawclient import RawClient
+from trizk.compat.oracle.rawclient import RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.testing import Server

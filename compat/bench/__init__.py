@@ -1,0 +1,1 @@
+"""Benchmarks side by side with Apache ZooKeeper (``python -m trizk.compat.bench``)."""

@@ -1,0 +1,1 @@
+"""Tools that record golden data from real Apache ZooKeeper for the tests."""

@@ -1,0 +1,1 @@
+"""Process control: the servers, ensembles and link proxies the suite and the benchmarks run."""

@@ -1,0 +1,269 @@
+"""Start and stop the servers the compatibility suite compares.
+
+Theory
+------
+Two kinds of server speak the ZooKeeper protocol here:
+
+* ``zookeeper`` — real Apache ZooKeeper 3.8 from Debian's package, started with a java command
+  line we build ourselves (``QuorumPeerMain zoo.cfg``; ``zkServer.sh`` insists on /etc paths);
+* ``trizk`` — ``sys.executable -m trizk.server zoo.cfg``.
+
+Both get the same generated ``zoo.cfg`` (:func:`make_cfg`): a free loopback port
+(``clientPortAddress=127.0.0.1``), their own temporary ``dataDir``, the AdminServer off (the
+product default is on, port 8080; a test turns it on with ``admin.serverPort`` free), every
+four-letter word allowed, ``tickTime=200`` so a minimal session (2 ticks) expires in well under a
+second, and a generous ``maxSessionTimeout`` so the suite's long-lived sessions never expire while
+a scenario runs (the raw client never pings on its own). Extra keys (``extendedTypesEnabled``
+...) are passed through.
+
+Invariants
+----------
+* A server is *ready* when a real session handshake succeeds (the session is then closed
+  cleanly, so it leaves no expiry behind); ZooKeeper answers ``ruok`` before it accepts
+  sessions, so ``ruok`` is not readiness. Waiting is bounded by a deadline and fails loudly
+  with the tail of the server's log.
+* We stop exactly the process we started, by its PID: terminate, wait (bounded), then kill.
+  Nothing here signals a process by name.
+* The free port comes from binding port 0; if the server loses the race for it and exits before
+  becoming ready, the start is retried on another port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trizk.compat.oracle.rawclient import handshake_ok
+
+ZK_JARS = (
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/slf4j-log4j12.jar",
+    "/usr/share/java/log4j-1.2.jar",
+)
+#: Jetty (the AdminServer) comes through zookeeper.jar's manifest Class-Path; the servlet API
+#: it needs does not (libservlet-api-java), so it is added when present.
+ZK_ADMIN_JARS = ("/usr/share/java/servlet-api.jar",)
+ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+KINDS = ("zookeeper", "trizk")
+
+#: Defaults of the generated zoo.cfg (see the module docstring for why).
+BASE_CFG: dict[str, str] = {
+    "tickTime": "200",
+    "initLimit": "10",
+    "syncLimit": "5",
+    "maxSessionTimeout": "120000",
+    "admin.enableServer": "false",
+    "4lw.commands.whitelist": "*",
+    "maxClientCnxns": "0",
+}
+
+_LOG4J = """\
+log4j.rootLogger=WARN, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+"""
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+def zookeeper_available() -> bool:
+    return all(os.path.exists(j) for j in ZK_JARS) and shutil.which("java") is not None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_cfg(port: int, data_dir: str, extra: Mapping[str, str] | None = None) -> str:
+    """The zoo.cfg text both kinds of server are started with."""
+    cfg = dict(BASE_CFG)
+    cfg["dataDir"] = data_dir
+    cfg["clientPort"] = str(port)
+    cfg["clientPortAddress"] = "127.0.0.1"
+    for k, v in (extra or {}).items():
+        cfg[k] = str(v)
+    return "".join(f"{k}={v}\n" for k, v in cfg.items())
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Terminate a process we started (by its PID), wait at most ``timeout`` s, then kill it
+    and wait as long again."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
+@dataclass
+class Server:
+    """A server process we started; :meth:`stop` ends it and removes its directory."""
+
+    kind: str
+    port: int
+    workdir: Path
+    proc: subprocess.Popen[bytes]
+    cfg: dict[str, str] = field(default_factory=dict)
+    keep_dir: bool = False
+
+    host: str = "127.0.0.1"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate our process by PID, wait bounded, then kill."""
+        stop_process(self.proc, timeout)
+        if not self.keep_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+#: ZooKeeper's JVM heap (``-Xmx``): ample for the suite; the load benchmark raises it
+DEFAULT_HEAP = "256m"
+
+
+def _command(kind: str, cfg_path: Path, workdir: Path, heap: str = DEFAULT_HEAP) -> list[str]:
+    if kind == "zookeeper":
+        log4j = workdir / "log4j.properties"
+        log4j.write_text(_LOG4J)
+        return [
+            shutil.which("java") or "java",
+            f"-Xmx{heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j.configuration=file:{log4j}",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            ":".join([*ZK_JARS, *(j for j in ZK_ADMIN_JARS if os.path.exists(j))]),
+            ZK_MAIN,
+            str(cfg_path),
+        ]
+    if kind == "trizk":
+        return [sys.executable, "-m", "trizk.server", str(cfg_path)]
+    raise ValueError(f"unknown server kind {kind!r}")
+
+
+def start(
+    kind: str,
+    extra_cfg: Mapping[str, str] | None = None,
+    *,
+    ready_timeout: float = 30.0,
+    attempts: int = 3,
+    keep_dir: bool = False,
+    heap: str = DEFAULT_HEAP,
+) -> Server:
+    """Start a server of ``kind`` on a free loopback port and wait until a session works
+    (``heap``: ZooKeeper's -Xmx)."""
+    last_err = ""
+    for _ in range(attempts):
+        workdir = Path(tempfile.mkdtemp(prefix=f"trizk-compat-{kind}-"))
+        data_dir = workdir / "data"
+        data_dir.mkdir()
+        port = free_port()
+        cfg_text = make_cfg(port, str(data_dir), extra_cfg)
+        cfg_path = workdir / "zoo.cfg"
+        cfg_path.write_text(cfg_text)
+        log = open(workdir / "server.log", "wb")
+        try:
+            proc = subprocess.Popen(
+                _command(kind, cfg_path, workdir, heap),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+            )
+        finally:
+            log.close()
+        cfg = dict(line.split("=", 1) for line in cfg_text.splitlines())
+        srv = Server(kind, port, workdir, proc, cfg, keep_dir)
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if not srv.alive():
+                break
+            if handshake_ok(srv.host, port, timeout=2.0):
+                return srv
+            time.sleep(0.05)  # polling interval of a bounded readiness loop
+        last_err = (
+            f"{kind} on port {port} not ready within {ready_timeout}s "
+            f"(exit={srv.proc.poll()})\n{srv.log_tail()}"
+        )
+        srv.keep_dir = False
+        srv.stop()
+    raise ServerStartError(last_err)
+
+
+def restart(srv: Server, *, ready_timeout: float = 30.0) -> Server:
+    """Start ``srv``'s kind again on its port, zoo.cfg and data directory (``srv`` must be
+    stopped with ``keep_dir``); wait until a session works. The new server keeps the directory
+    too (``keep_dir``): the caller removes it."""
+    if srv.alive():
+        raise ServerStartError(f"{srv.kind} on port {srv.port} is still running")
+    log = open(srv.workdir / "server.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=srv.workdir,
+        )
+    finally:
+        log.close()
+    new = Server(srv.kind, srv.port, srv.workdir, proc, dict(srv.cfg), keep_dir=True)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if not new.alive():
+            break
+        if handshake_ok(new.host, new.port, timeout=2.0):
+            return new
+        time.sleep(0.05)  # polling interval of a bounded readiness loop
+    new.stop()
+    raise ServerStartError(f"{srv.kind} did not restart on port {srv.port}\n{new.log_tail()}")
+
+
+@contextlib.contextmanager
+def running(
+    kind: str, extra_cfg: Mapping[str, str] | None = None, **kw: object
+) -> Iterator[Server]:
+    srv = start(kind, extra_cfg, **kw)  # type: ignore[arg-type]
+    try:
+        yield srv
+    finally:
+        srv.stop()

@@ -1,0 +1,274 @@
+"""Zab (ZooKeeper Atomic Broadcast) as pure state machines: the shared vocabulary.
+
+Theory
+------
+Zab orders every state change of the ensemble by zxid = epoch<<32 | counter. After leader
+election (``quorum/election/election.py``) a prospective leader runs three phases with its learners
+(names as in ZooKeeper's ``QuorumPeer.ZabState`` and its TLA+ spec):
+
+1. DISCOVERY: learners send FOLLOWERINFO/OBSERVERINFO with their acceptedEpoch; once a quorum
+   of participants (leader included) has reported within initLimit ticks, the leader picks
+   ``epoch = max(acceptedEpoch) + 1``, persists it as acceptedEpoch and answers LEADERINFO;
+   each learner persists acceptedEpoch and answers ACKEPOCH(currentEpoch, lastLoggedZxid).
+   A quorum of ACKEPOCHs, none more recent than the leader's own history, ends discovery and
+   the leader persists currentEpoch. No two leaders can establish the same epoch, because
+   both would need a quorum of acceptedEpoch promises.
+2. SYNCHRONIZATION: the leader brings each learner's history equal to its own with DIFF, TRUNC
+   or SNAP (chosen as ``LearnerHandler.syncFollower``), then NEWLEADER; a learner persists
+   currentEpoch and logs what it was sent before it ACKs NEWLEADER. A quorum of NEWLEADER ACKs
+   establishes the leader: its whole history is committed, and it starts serving (UPTODATE).
+3. BROADCAST: PROPOSAL -> (logged + fsynced) ACK -> COMMIT, committed strictly in zxid order
+   once a quorum (leader included) has ACKed; observers get INFORM instead.
+
+The machines in :mod:`trizk.quorum.zab.leader` and :mod:`trizk.quorum.zab.learner` take packets,
+ticks and local calls as inputs and never touch sockets, files or clocks. Their outputs are
+collected in a :class:`Ready` bundle, in the etcd-raft shape.
+
+The Ready contract
+------------------
+``machine.ready()`` hands over everything produced since the last call. The shell:
+
+1. **persists**, in this order: ``accepted_epoch`` / ``current_epoch`` files (atomically,
+   ``QuorumPeer.writeLongToFile``), ``wipe`` (delete snapshots and txn logs), ``truncate_to``
+   (cut the txn log after that zxid and reload the replica to it), ``snapshot_in`` (load the
+   replica from the leader's snapshot; it is then at that zxid), ``take_snapshot`` (write a
+   snapshot of the replica), ``entries`` (append to the txn log and fsync);
+2. **sends** ``messages`` in order -- these never depend on (1) and may go out while (1) is in
+   flight; right after a ``SNAP`` packet the shell writes the replica's snapshot body
+   (``zabwire.encode_snapshot_payload(replica.snapshot_body())``) as applied so far: at least
+   through the SNAP zxid, which holds when every earlier Ready was applied before this one is
+   sent; newer (fuzzy) is fine, the txns queued after SNAP are replayed;
+3. **applies** ``committed`` in order, only once (1) is durable;
+4. calls ``machine.advance(ready)``: this reports that (1) is durable and (3) applied. Every
+   packet that promises durability -- a learner's ACK of a proposal or of NEWLEADER, its
+   ACKEPOCH, the leader's own ACK, its LEADERINFO -- is produced by ``advance`` and so
+   appears in a *later* Ready.
+
+Readies are handled one after another, in order (the next one's persistence starts after the
+previous ``advance``); ``step``/``tick`` may be called meanwhile. Snapshots a member writes on
+its own must cover committed txns only (the NEWLEADER one is the exception, see the learner's
+TRUNC rule).
+
+``role`` set means the machine is finished (back to LOOKING, with a reason); the shell closes
+its links and returns to leader election. A crash before ``advance`` loses (1), and the
+machine never acted on it.
+
+Invariants (checked by ``tests/quorum/sim``)
+-------------------------------------
+* At most one leader is established per epoch.
+* Replicas that serve agree on the committed prefix; equal zxid means equal state.
+* A write committed (and so answerable to a client) is never lost by a later leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Set
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from trizk.jute.records import QuorumPacket
+
+
+class ServerState(StrEnum):
+    """``QuorumPeer.ServerState``."""
+
+    LOOKING = "LOOKING"
+    FOLLOWING = "FOLLOWING"
+    LEADING = "LEADING"
+    OBSERVING = "OBSERVING"
+
+
+class ZabState(StrEnum):
+    """``QuorumPeer.ZabState``."""
+
+    ELECTION = "ELECTION"
+    DISCOVERY = "DISCOVERY"
+    SYNCHRONIZATION = "SYNCHRONIZATION"
+    BROADCAST = "BROADCAST"
+
+
+class LearnerType(StrEnum):
+    """``QuorumPeer.LearnerType``."""
+
+    PARTICIPANT = "PARTICIPANT"
+    OBSERVER = "OBSERVER"
+
+
+class SyncMode(StrEnum):
+    """How a learner was brought up to date (``QuorumPeer.SyncMode``)."""
+
+    NONE = "NONE"
+    DIFF = "DIFF"
+    TRUNC = "TRUNC"
+    SNAP = "SNAP"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """tickTime (ms), initLimit and syncLimit (ticks)."""
+
+    tick_ms: int = 2000
+    init_limit: int = 10
+    sync_limit: int = 5
+
+    @property
+    def init_ms(self) -> int:
+        return self.tick_ms * self.init_limit
+
+    @property
+    def sync_ms(self) -> int:
+        return self.tick_ms * self.sync_limit
+
+
+def majority(voters: Set[int]) -> Callable[[Set[int]], bool]:
+    """``QuorumMaj.containsQuorum``: more than half of the voters."""
+    vs = frozenset(voters)
+    half = len(vs) // 2
+
+    def check(sids: Set[int]) -> bool:
+        return len(vs & frozenset(sids)) > half
+
+    return check
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """The voting view: the voters and the quorum predicate (plug in the real verifier here)."""
+
+    voters: frozenset[int]
+    contains_quorum: Callable[[Set[int]], bool]
+    #: ``QuorumVerifier.toString()`` bytes, sent with NEWLEADER.
+    config: bytes = b"version=0"
+
+    @classmethod
+    def majority_of(cls, voters: Iterable[int], config: bytes = b"version=0") -> Quorum:
+        vs = frozenset(voters)
+        return cls(vs, majority(vs), config)
+
+    def is_participant(self, sid: int) -> bool:
+        return sid in self.voters
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A txn as the log and the wire carry it: zxid and ``Util.marshallTxnEntry`` bytes."""
+
+    zxid: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A packet for one link (the leader's link id; a learner's is its leader's)."""
+
+    link: int
+    packet: QuorumPacket
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChange:
+    state: ServerState
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotIn:
+    """A snapshot received after SNAP: load the replica from ``body``; it is at ``zxid``."""
+
+    zxid: int
+    body: bytes
+
+
+@dataclass
+class Ready:
+    """What a machine wants done; see the module docstring for the order."""
+
+    accepted_epoch: int | None = None
+    current_epoch: int | None = None
+    #: learner: delete every snapshot and txn log (keep the epoch files); the replica is
+    #: empty at zxid 0. Comes with ``role`` (rejoin from scratch).
+    wipe: bool = False
+    truncate_to: int | None = None
+    snapshot_in: SnapshotIn | None = None
+    take_snapshot: bool = False
+    entries: list[Entry] = field(default_factory=list)
+    messages: list[Send] = field(default_factory=list)
+    committed: list[Entry] = field(default_factory=list)
+    #: links to close (leader: a learner handler failed), with the reason.
+    close: list[tuple[int, str]] = field(default_factory=list)
+    #: machine finished: go back to LOOKING.
+    role: RoleChange | None = None
+    #: leader: established at this zxid (epoch<<32): the sequencer starts here, serve clients.
+    #: learner: UPTODATE seen, serve clients (the zxid of the new epoch).
+    serving: int | None = None
+    # ---- leader -> sequencer / session tracker
+    #: REQUEST packets from learners, by link (the sequencer decodes them).
+    requests: list[tuple[int, QuorumPacket]] = field(default_factory=list)
+    #: session touches from learners' PING replies: (session id, timeout).
+    touches: list[tuple[int, int]] = field(default_factory=list)
+    #: REVALIDATE asks: (link, session id, timeout); answer with ``Leader.revalidated``.
+    revalidate: list[tuple[int, int, int]] = field(default_factory=list)
+    # ---- learner -> front end
+    #: REVALIDATE answers: (session id, valid).
+    revalidated: list[tuple[int, bool]] = field(default_factory=list)
+    #: number of SYNC answers: complete that many pending client syncs, FIFO.
+    synced: int = 0
+    # ---- leader -> metrics
+    #: sampled ACKs of outstanding proposals (``Leader.processAck``: every
+    #: ``zookeeper.leader.ackLoggingFrequency``-th zxid): (sid, the proposal's entry)
+    acks: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.accepted_epoch is not None
+            or self.current_epoch is not None
+            or self.wipe
+            or self.truncate_to is not None
+            or self.snapshot_in is not None
+            or self.take_snapshot
+            or self.entries
+            or self.messages
+            or self.committed
+            or self.close
+            or self.role is not None
+            or self.serving is not None
+            or self.requests
+            or self.touches
+            or self.revalidate
+            or self.revalidated
+            or self.synced
+            or self.acks
+        )
+
+
+class ReadyOutbox:
+    """What a Zab machine has produced since the shell last took it (the Ready half of the
+    contract both machines share)."""
+
+    _rd: Ready
+
+    def has_ready(self) -> bool:
+        return bool(self._rd)
+
+    def ready(self) -> Ready:
+        rd, self._rd = self._rd, Ready()
+        return rd
+
+
+class Replica(Protocol):
+    """What the shell's replica offers Zab's snapshot transfer (bytes are opaque to Zab).
+
+    ``snapshot_body`` is the SNAP payload body (Sessions AclCache Nodes, see
+    :mod:`trizk.quorum.zab.zabwire`) of the replica as applied so far; ``load_snapshot`` replaces
+    the replica with one and sets its last applied zxid. A snapshot may be fuzzy (newer than
+    its zxid); the txns sent after it are replayed idempotently.
+    """
+
+    def snapshot_body(self) -> bytes: ...
+
+    def load_snapshot(self, zxid: int, body: bytes) -> None: ...
+
+
+class ZabError(Exception):
+    """A protocol violation by the peer on one link (the link is closed)."""

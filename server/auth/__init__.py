@@ -1,0 +1,1 @@
+"""Authentication and authorisation: ACLs, auth providers, SASL. Pure (compiled with mypyc)."""

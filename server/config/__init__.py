@@ -1,0 +1,1 @@
+"""Configuration and entry points: zoo.cfg, ``trizk-server``, the docker entry point."""

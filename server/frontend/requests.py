@@ -1,0 +1,220 @@
+"""Request bodies as ZooKeeper reads them, and the multi / multiRead codec. Pure.
+
+Theory
+------
+ZooKeeper decodes a request body with ``ByteBufferInputStream.byteBuffer2Record``: the record's
+fields are read from the start of the body and *whatever follows them is ignored* (there is no
+end-of-record check), so a request with trailing bytes is answered as if they were not there.
+:func:`decode_body` does the same; a body too short for its record (or with a bad length) is a
+:class:`JuteDecodeError`, answered MARSHALLINGERROR as ZooKeeper's IOException is.
+
+A multi and a multiRead carry the same ``MultiOperationRecord`` (``MultiHeader`` before each op,
+a ``done`` header at the end). :func:`parse_multi` reads it as
+``MultiOperationRecord.deserialize`` does:
+
+* the op types it knows are create, create2, createContainer, createTTL, delete, setData, check
+  (write kind) and getChildren, getData (read kind); any other type, a truncated record, or a
+  missing end marker is a decode error (``IOException("Invalid type of op")`` / EOF);
+* ops of both kinds in one record are a decode error ("Mixing different kind of ops");
+* bytes after the end marker are ignored;
+* a create op's type comes from its flags (``Op.create(path, data, acl, flags)``), so a
+  create2 header answers as a create, flags 4 make it a createContainer and TTL flags a
+  createTTL *without* a TTL record, which prep then fails as ZooKeeper's ClassCastException;
+* the read ops carry ``watch = false`` whatever the wire says (``Op.getData(path)``).
+
+What ZooKeeper 3.8.0 answers (checked against the real server, ``compat/scenarios/malformed.json``):
+
+* multi, undecodable: one MARSHALLINGERROR without a body; a zxid is consumed (the txn header
+  is made before the exception, ``PrepRequestProcessor.pRequestHelper``).
+* multi with a null path in *any* op: ``getPendingChanges`` throws a NullPointerException
+  before the txn header exists, so no zxid is consumed, and ``FinalRequestProcessor`` then
+  fails on the missing multi result after it made an empty ``MultiResponse``: the answer is
+  MARSHALLINGERROR *with* that empty response (the end marker) as its body
+  (:data:`EMPTY_MULTI_RESPONSE`, :func:`multi_without_txn`).
+* multiRead, undecodable: MARSHALLINGERROR, no body. Decoded: the ops run in order; a
+  KeeperException is that op's error result, but a write op ("Invalid type of readOp") or a
+  null path (NullPointerException) stops there and the answer is MARSHALLINGERROR with the
+  results so far as its body (:func:`run_multi_read`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from trizk.jute import records as r
+from trizk.jute.codes import Code, CreateMode, JavaRuntimeError, KeeperError, OpCode
+from trizk.jute.primitives import JuteDecodeError
+from trizk.storage.tree.datatree import ApplyResult
+
+R = TypeVar("R", bound=r.Record)
+
+_MULTI_HDR = struct.Struct(">i?i")
+_ERR = struct.Struct(">i")
+_HEADER_LEN = 8  # RequestHeader: xid, type
+#: a MultiResponse with no results: just the done header
+EMPTY_MULTI_RESPONSE = _MULTI_HDR.pack(-1, True, -1)
+
+
+def decode_body(cls: type[R], frame: bytes) -> R:
+    """The request record after the 8-byte header; trailing bytes are ignored (see above)."""
+    rec, _ = cls.decode_from(memoryview(frame), _HEADER_LEN)
+    return rec
+
+
+#: MultiOperationRecord.deserialize: op type -> request record
+MULTI_RECORDS: dict[int, type[r.Record]] = {
+    OpCode.CREATE: r.CreateRequest,
+    OpCode.CREATE2: r.CreateRequest,
+    OpCode.CREATECONTAINER: r.CreateRequest,
+    OpCode.CREATETTL: r.CreateTTLRequest,
+    OpCode.DELETE: r.DeleteRequest,
+    OpCode.SETDATA: r.SetDataRequest,
+    OpCode.CHECK: r.CheckVersionRequest,
+    OpCode.GETCHILDREN: r.GetChildrenRequest,
+    OpCode.GETDATA: r.GetDataRequest,
+}
+#: Op.OpKind.READ; every other op of MULTI_RECORDS is TRANSACTION
+READ_KIND = frozenset({OpCode.GETCHILDREN, OpCode.GETDATA})
+_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL})
+
+MultiOp = tuple[int, r.Record]
+
+
+def _op_type(typ: int, rec: Any) -> int:
+    """The type ``Op.create`` gives a create op: from its flags (unknown flags: PERSISTENT)."""
+    if typ not in _CREATES:
+        return typ
+    try:
+        mode = CreateMode(rec.flags)
+    except ValueError:
+        mode = CreateMode.PERSISTENT
+    if mode.ttl:
+        return OpCode.CREATETTL
+    return OpCode.CREATECONTAINER if mode.container else OpCode.CREATE
+
+
+def parse_multi(frame: bytes) -> list[MultiOp]:
+    """A MultiOperationRecord after the request header; raises JuteDecodeError as
+    ``MultiOperationRecord.deserialize`` throws IOException."""
+    buf = memoryview(frame)
+    pos = _HEADER_LEN
+    ops: list[MultiOp] = []
+    kind: bool | None = None  # True: read ops
+    while True:
+        if pos + _MULTI_HDR.size > len(buf):
+            raise JuteDecodeError("truncated multi header")
+        typ, done, _err = _MULTI_HDR.unpack_from(buf, pos)
+        pos += _MULTI_HDR.size
+        if done:
+            return ops
+        cls = MULTI_RECORDS.get(typ)
+        if cls is None:
+            raise JuteDecodeError(f"Invalid type of op {typ}")
+        rec, pos = cls.decode_from(buf, pos)
+        is_read = typ in READ_KIND
+        if kind is not None and kind != is_read:
+            raise JuteDecodeError("Mixing different kind of ops")
+        kind = is_read
+        if is_read:
+            rec = type(rec)(rec.path, False)
+        ops.append((_op_type(typ, rec), rec))
+
+
+def multi_without_txn(frame: bytes) -> bool:
+    """True for a multi ZooKeeper answers without a txn: it decodes, and an op has a null
+    path (``getPendingChanges``' NullPointerException; answer: MARSHALLINGERROR with
+    :data:`EMPTY_MULTI_RESPONSE`)."""
+    try:
+        ops = parse_multi(frame)
+    except JuteDecodeError:
+        return False
+    return any(getattr(rec, "path", "") is None for _, rec in ops)
+
+
+def encode_result(op: int, rsp: r.Record | bytes | None, out: list[bytes]) -> None:
+    """One op result of a MultiResponse: its header (err 0) and record (or its bytes)."""
+    out.append(_MULTI_HDR.pack(op, False, 0))
+    if isinstance(rsp, bytes):
+        out.append(rsp)
+    elif rsp is not None:
+        rsp._encode_into(out)
+
+
+def encode_error(code: int, out: list[bytes]) -> None:
+    """An ErrorResult: header (type error, err) and ErrorResponse."""
+    out.append(_MULTI_HDR.pack(OpCode.ERROR, False, code))
+    out.append(_ERR.pack(code))
+
+
+def _path(rc: ApplyResult) -> bytes:
+    p = (rc.path or "").encode("utf-8")
+    return _ERR.pack(len(p)) + p
+
+
+def _stat(rc: ApplyResult) -> bytes:
+    assert rc.stat is not None
+    return rc.stat
+
+
+def _path_stat(rc: ApplyResult) -> bytes:
+    return _path(rc) + _stat(rc)
+
+
+#: op -> (the op a MultiResponse's result names, the response body of its applied txn):
+#: CreateResponse (path), Create2Response (path, Stat), SetDataResponse / SetACLResponse
+#: (Stat); None: no body (delete, check).
+WRITE_RESULTS: dict[int, tuple[int, Callable[[ApplyResult], bytes] | None]] = {
+    OpCode.CREATE: (OpCode.CREATE, _path),
+    OpCode.CREATE2: (OpCode.CREATE2, _path_stat),
+    OpCode.CREATETTL: (OpCode.CREATE2, _path_stat),
+    OpCode.CREATECONTAINER: (OpCode.CREATE2, _path_stat),
+    OpCode.DELETE: (OpCode.DELETE, None),
+    OpCode.DELETECONTAINER: (OpCode.DELETE, None),
+    OpCode.SETDATA: (OpCode.SETDATA, _stat),
+    OpCode.SETACL: (OpCode.SETACL, _stat),
+    OpCode.CHECK: (OpCode.CHECK, None),
+}
+
+
+def multi_response(rc: ApplyResult) -> bytes:
+    """The MultiResponse of an applied multi txn: each op's result, then the done header."""
+    out: list[bytes] = []
+    for sub in rc.multi or ():
+        if sub.type == OpCode.ERROR:
+            encode_error(sub.err, out)
+            continue
+        result = WRITE_RESULTS.get(sub.type)
+        if result is not None:
+            op, body = result
+            encode_result(op, body(sub) if body is not None else None, out)
+    out.append(EMPTY_MULTI_RESPONSE)
+    return b"".join(out)
+
+
+ReadHandler = Callable[[Any], r.Record | None]
+
+
+def run_multi_read(ops: list[MultiOp], handlers: Mapping[int, ReadHandler]) -> tuple[int, bytes]:
+    """FinalRequestProcessor's multiRead: (reply error, MultiResponse bytes). ``handlers`` maps
+    getData/getChildren to a function of the request record that returns the response or
+    raises KeeperError (that op's error result) or ValueError (stops: MARSHALLINGERROR)."""
+    out: list[bytes] = []
+    err = 0
+    for op, req in ops:
+        fn = handlers.get(op)
+        if fn is None:  # IOException("Invalid type of readOp")
+            err = Code.MARSHALLINGERROR
+            break
+        try:
+            rsp = fn(req)
+        except KeeperError as e:
+            encode_error(e.code, out)
+            continue
+        except (JavaRuntimeError, JuteDecodeError):
+            err = Code.MARSHALLINGERROR
+            break
+        encode_result(op, rsp, out)
+    out.append(EMPTY_MULTI_RESPONSE)
+    return err, b"".join(out)

@@ -1,0 +1,815 @@
+"""The AdminServer: ZooKeeper 3.8's HTTP command API (``JettyAdminServer`` + ``Commands``).
+
+Theory of operation
+===================
+Kubernetes probes, testcontainers' wait strategies and monitoring agents poll
+``http://host:8080/commands/<name>``. ZooKeeper serves it with Jetty; trizk with h11 (the
+sans-IO HTTP/1.1 state machine) on Trio. Three layers, pure to impure:
+
+1. :data:`COMMANDS` — one row per command ZooKeeper 3.8 registers (``Commands`` static block):
+   its names (primary first, then the 4lw-style aliases), whether it needs a running server,
+   the 4lw side effect it shares with the four-letter words (``crst``/``srst``/``stmk``), and a
+   builder turning the four-letter words' view (:class:`~trizk.server.ops.fourlw.FourLetterView`,
+   the *same* statistics ``mntr``/``stat`` print: there is no second copy) into the response's
+   members, in ZooKeeper's order.
+2. :func:`run_command` (``Commands.runCommand`` + ``CommandResponse.toMap``) and
+   :func:`jackson_json` (Jackson's ``ObjectMapper`` with ``INDENT_OUTPUT``: ``"key" : value``,
+   two-space indents per object level, arrays inline ``[ 1, 2 ]``, empty ``[ ]``/``{ }``,
+   doubles as Java's ``Double.toString``); :func:`route` maps method + target to a response.
+3. :func:`serve_admin` — the Trio shell: listener, one task per connection, keep-alive,
+   ``admin.idleTimeout``.
+
+ZooKeeper behaviour reproduced (checked against ZooKeeper 3.8.0 with its Jetty AdminServer):
+
+* Every command answers HTTP 200 with ``Content-Type: application/json``; errors are only in
+  the JSON ``error`` member. Unknown names: ``{"command": <name>, "error": "Unknown command:
+  <name>"}``; a command that needs a server while none serves: ``"This ZooKeeper instance is
+  not currently serving requests"`` with the name as asked (not the primary name).
+* ``CommandResponse.toMap`` puts ``command`` and ``error`` after the members, except that a
+  member named ``error`` (``leader`` standalone, ``set_trace_mask`` without an argument) keeps
+  its first position, followed by ``command``.
+* ``GET <commandURL>`` and ``<commandURL>/`` list the primary names, sorted, as HTML lines
+  ``<a href="/commands/x">x</a>`` / ``<br/>`` (no Content-Type). Other paths: 404; methods other
+  than GET/HEAD: 405, TRACE: 403 (``constrainTraceMethod``). The path is percent-decoded
+  (``/commands/%72uok`` is ruok); query parameters are keyword arguments, first value wins.
+* ``admin.enableServer`` is on unless exactly ``false``; ``admin.serverAddress`` 0.0.0.0,
+  ``admin.serverPort`` 8080, ``admin.idleTimeout`` 30000 ms, ``admin.commandURL``
+  ``/commands``; unparsable integers fall back to the default (``Integer.getInteger``).
+* A port in use is logged and the server carries on without the AdminServer, as a
+  ``QuorumPeer`` does (``Problem starting AdminServer``). Standalone ZooKeeper 3.8.0 exits with
+  code 4 instead ("Unable to start AdminServer, exiting abnormally"): trizk does not, on purpose
+  (a development server must not die because something else holds 8080).
+
+Not served (ZooKeeper's HTTPS options): ``admin.portUnification``, ``admin.forceHttps``.
+Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
+view does not tell TLS connections apart yet).
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import logging
+import math
+import os
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import trizk
+from trizk.server.config.zoocfg import ServerConfig
+from trizk.server.ops import fourlw
+from trizk.server.ops.fourlw import FourLetterView
+from trizk.storage.disk import files
+from trizk.storage.formats.txnlog import zxid_from_name
+
+__all__ = [
+    "COMMANDS",
+    "DEFAULT_COMMAND_URL",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_PORT",
+    "AdminContext",
+    "AdminHooks",
+    "AdminSettings",
+    "Command",
+    "HttpAnswer",
+    "command_links",
+    "error_page",
+    "handle_http",
+    "jackson_json",
+    "lookup",
+    "route",
+    "run_command",
+    "serve_admin",
+    "serve_http",
+]
+
+log = logging.getLogger("trizk.server.ops.admin")
+
+#: ``JettyAdminServer`` defaults.
+DEFAULT_PORT = 8080
+DEFAULT_IDLE_TIMEOUT = 30_000
+DEFAULT_COMMAND_URL = "/commands"
+DEFAULT_ADDRESS = "0.0.0.0"
+
+NOT_SERVING = fourlw.NOT_SERVING
+#: Bound on one request's head (h11 buffers at most this much of an incomplete event).
+MAX_REQUEST_HEAD = 16 * 1024
+#: At most this many requests are read on one keep-alive connection.
+MAX_REQUESTS_PER_CONNECTION = 1000
+SERVER_HEADER = f"trizk/{trizk.__version__}"
+
+Members = list[tuple[str, Any]]
+
+
+# -- settings -------------------------------------------------------------------------------
+
+
+def _java_int(value: str | None, default: int) -> int:
+    """``Integer.getInteger``: the property as a decimal int, else the default."""
+    if value is None:
+        return default
+    try:
+        n = int(value.strip(), 10)
+    except ValueError:
+        return default
+    return n if -(2**31) <= n < 2**31 else default
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """The ``zookeeper.admin.*`` properties (zoo.cfg ``admin.*`` keys)."""
+
+    enabled: bool = True
+    address: str = DEFAULT_ADDRESS
+    port: int = DEFAULT_PORT
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT
+    command_url: str = DEFAULT_COMMAND_URL
+
+    @classmethod
+    def from_config(cls, config: ServerConfig) -> AdminSettings:
+        p = config.get_property
+        return cls(
+            enabled=config.admin_server_enabled,
+            address=p("zookeeper.admin.serverAddress") or DEFAULT_ADDRESS,
+            port=_java_int(p("zookeeper.admin.serverPort"), DEFAULT_PORT),
+            idle_timeout_ms=_java_int(p("zookeeper.admin.idleTimeout"), DEFAULT_IDLE_TIMEOUT),
+            command_url=p("zookeeper.admin.commandURL") or DEFAULT_COMMAND_URL,
+        )
+
+
+# -- what the commands read besides the 4lw view --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AdminContext:
+    """Facts the four-letter words do not print but some commands return."""
+
+    #: wall-clock ms minus the monotonic ms the server's expiry queues use (``dump`` answers
+    #: the raw monotonic bucket times, as ``ExpiryQueue.getExpiryMap``).
+    wall_minus_monotonic_ms: int = 0
+    #: (zxid, mtime in s) of the last snapshot taken or loaded (``SnapshotInfo``), or None.
+    last_snapshot: tuple[int, int] | None = None
+    #: ``system_properties`` (sorted on output, as ZooKeeper's TreeMap).
+    system_properties: Mapping[str, str] = field(default_factory=dict)
+
+
+# -- the commands ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One ``CommandBase``: names (primary first), ``serverRequired``, the shared 4lw side
+    effect (applied by the shell before answering), and the members builder."""
+
+    names: tuple[str, ...]
+    build: Callable[[FourLetterView, AdminContext, Mapping[str, str]], Members]
+    server_required: bool = True
+    effect: str | None = None
+
+    @property
+    def primary(self) -> str:
+        return self.names[0]
+
+
+def _client_response(view: FourLetterView) -> Members:
+    # ServerStats.getClientResponseStats (BufferStats): -1 until a response was sent.
+    m = view.metrics
+    return [
+        ("last_buffer_size", m.get("last_client_response_size", -1)),
+        ("min_buffer_size", m.get("min_client_response_size", -1)),
+        ("max_buffer_size", m.get("max_client_response_size", -1)),
+    ]
+
+
+def _remote(c: fourlw.ConnectionInfo) -> str:
+    # Jackson's InetSocketAddressSerializer: "127.0.0.1:5000", "[0:0:0:0:0:0:0:1]:5000".
+    return fourlw.java_socket_address(c.host, c.port).lstrip("/")
+
+
+def _connection(c: fourlw.ConnectionInfo, brief: bool) -> dict[str, Any]:
+    # ServerCnxn.getConnectionInfo(brief)
+    info: dict[str, Any] = {
+        "remote_socket_address": _remote(c),
+        "interest_ops": c.interest_ops,
+        "outstanding_requests": c.queued,
+        "packets_received": c.received,
+        "packets_sent": c.sent,
+    }
+    if not brief:
+        info.update(
+            session_id=c.session_id,
+            last_operation=c.last_operation,
+            established=c.established_ms,
+            session_timeout=c.session_timeout,
+            last_cxid=c.last_cxid,
+            last_zxid=c.last_zxid,
+            last_response_time=c.last_response_ms,
+            last_latency=c.last_latency,
+            min_latency=c.min_latency,
+            avg_latency=c.avg_latency,
+            max_latency=c.max_latency,
+        )
+    return info
+
+
+def _server_stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    # SrvrCommand; "server_stats" is ServerStats by Jackson (getter order, snake_case).
+    lat = view.latency
+    stats = {
+        "packets_sent": view.packets_sent,
+        "packets_received": view.packets_received,
+        "fsync_threshold_exceed_count": view.metrics.get("fsync_threshold_exceed_count", 0),
+        "client_response_stats": dict(_client_response(view)),
+        "data_dir_size": view.data_dir_size,
+        "log_dir_size": view.log_dir_size,
+        "provider_null": False,
+        "server_state": view.server_state,
+        "last_processed_zxid": view.last_zxid,
+        "outstanding_requests": view.outstanding_requests,
+        "avg_latency": lat.avg,
+        "max_latency": lat.max,
+        "min_latency": lat.shown_min,
+        "num_alive_client_connections": len(view.connections),
+        "auth_failed_count": view.metrics.get("auth_failed_count", 0),
+        "non_mtlsremote_conn_count": view.metrics.get("non_mtls_remote_conn_count", 0),
+        "non_mtlslocal_conn_count": view.metrics.get("non_mtls_local_conn_count", 0),
+        "uptime": view.uptime_ms,
+    }
+    return [
+        ("version", fourlw.FULL_VERSION),
+        ("read_only", view.read_only),
+        ("server_stats", stats),
+        ("client_response", dict(_client_response(view))),
+        ("node_count", view.node_count),
+    ]
+
+
+def _stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    return [
+        *_server_stats(view, ctx, kw),
+        ("connections", [_connection(c, True) for c in view.connections]),
+        ("secure_connections", []),
+    ]
+
+
+def _configuration(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    # ZooKeeperServerConf.toMap (standalone)
+    cfg = view.config
+    return [
+        ("client_port", view.client_port),
+        ("data_dir", view.snap_dir),
+        ("data_log_dir", view.log_dir),
+        ("tick_time", cfg.tick_time),
+        ("max_client_cnxns", cfg.max_client_cnxns),
+        ("min_session_timeout", cfg.min_session_timeout),
+        ("max_session_timeout", cfg.max_session_timeout),
+        ("server_id", 0),
+        ("client_port_listen_backlog", -1),
+    ]
+
+
+def _dump(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    # SessionTrackerImpl.getSessionExpiryMap: bucket (monotonic ms) -> session ids;
+    # DataTree.getEphemerals: every session that ever owned an ephemeral.
+    buckets: dict[str, list[int]] = {}
+    for s in view.sessions:
+        key = str(s.expire_at_ms - ctx.wall_minus_monotonic_ms)
+        buckets.setdefault(key, []).append(s.session_id)
+    ephemerals = {
+        str(s.session_id): list(s.ephemerals or ())
+        for s in view.sessions
+        if s.ephemerals is not None
+    }
+    return [
+        ("expiry_time_to_session_ids", buckets),
+        ("session_id_to_ephemeral_paths", ephemerals),
+    ]
+
+
+def _environment(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    return [("zookeeper.version", fourlw.FULL_VERSION), *view.environment]
+
+
+def _last_snapshot(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    zxid, stamp = ctx.last_snapshot if ctx.last_snapshot is not None else (-1, -1)
+    return [("zxid", fourlw.java_hex(zxid)), ("timestamp", stamp)]
+
+
+def _set_trace_mask(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    mask = parse_trace_mask(kw)
+    if isinstance(mask, str):
+        return [("error", mask)]
+    return [("tracemask", mask)]
+
+
+def parse_trace_mask(kw: Mapping[str, str]) -> int | str:
+    """``SetTraceMaskCommand``'s argument: the long, or the error text."""
+    raw = kw.get("traceMask")
+    if raw is None:
+        return "setTraceMask requires long traceMask argument"
+    n = _java_long(raw)
+    if n is None:
+        return f"setTraceMask requires long traceMask argument, got {raw}"
+    return n
+
+
+def _java_long(raw: str) -> int | None:
+    # Long.parseLong: optional sign, decimal digits only.
+    body = raw[1:] if raw[:1] in "+-" else raw
+    if not body or not body.isascii() or not body.isdigit():
+        return None
+    n = int(raw)
+    return n if -(2**63) <= n < 2**63 else None
+
+
+def _watch_summary(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    # DataTree.getWatchesSummary (data watches only, as wchs).
+    paths = {p for _, ps in view.data_watches for p in ps}
+    return [
+        ("num_connections", sum(1 for _, ps in view.data_watches if ps)),
+        ("num_paths", len(paths)),
+        ("num_total_watches", sum(len(ps) for _, ps in view.data_watches)),
+    ]
+
+
+def _watches(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    by_session = {str(sid): list(ps) for sid, ps in view.data_watches if ps}
+    return [("session_id_to_watched_paths", by_session)]
+
+
+def _watches_by_path(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    by_path: dict[str, list[int]] = {}
+    for sid, ps in view.data_watches:
+        for p in ps:
+            by_path.setdefault(p, []).append(sid)
+    return [("path_to_session_ids", by_path)]
+
+
+def _nothing(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    return []
+
+
+def _fixed(*members: tuple[str, Any]) -> Callable[..., Members]:
+    def build(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+        return list(members)
+
+    return build
+
+
+def _simple(
+    fn: Callable[[FourLetterView, AdminContext], Members],
+) -> Callable[[FourLetterView, AdminContext, Mapping[str, str]], Members]:
+    return lambda view, ctx, kw: fn(view, ctx)
+
+
+#: ``Commands``' static block, in registration order (names as in 3.8.0's constructors).
+COMMANDS: tuple[Command, ...] = (
+    Command(("connection_stat_reset", "crst"), _nothing, effect="crst"),
+    Command(("configuration", "conf", "config"), _configuration),
+    Command(
+        ("connections", "cons"),
+        _simple(
+            lambda v, c: [
+                ("connections", [_connection(x, False) for x in v.connections]),
+                ("secure_connections", []),
+            ]
+        ),
+    ),
+    Command(("hash",), _simple(lambda v, c: [("digests", _digests(v))])),
+    Command(
+        ("dirs",),
+        _simple(lambda v, c: [("datadir_size", v.data_dir_size), ("logdir_size", v.log_dir_size)]),
+    ),
+    Command(("dump",), _dump),
+    Command(("environment", "env", "envi"), _environment, server_required=False),
+    Command(
+        ("get_trace_mask", "gtmk"),
+        _simple(lambda v, c: [("tracemask", v.trace_mask)]),
+        server_required=False,
+    ),
+    Command(
+        ("initial_configuration", "icfg"),
+        _simple(lambda v, c: [("initial_configuration", v.config.initial_config)]),
+    ),
+    Command(("is_read_only", "isro"), _simple(lambda v, c: [("read_only", v.read_only)])),
+    Command(("last_snapshot", "lsnp"), _last_snapshot),
+    # LeaderCommand: not a QuorumZooKeeperServer -> an "error" member.
+    Command(("leader", "lead"), _fixed(("error", "server is not initialized"))),
+    Command(
+        ("monitor", "mntr"),
+        _simple(lambda v, c: list(fourlw.mntr_values(v))),
+        server_required=False,
+    ),
+    Command(("observer_connection_stat_reset", "orst"), _nothing),
+    Command(("ruok",), _nothing),
+    Command(("set_trace_mask", "stmk"), _set_trace_mask, server_required=False, effect="stmk"),
+    Command(("server_stats", "srvr"), _server_stats),
+    Command(("stats", "stat"), _stats),
+    Command(("stat_reset", "srst"), _nothing, effect="srst"),
+    Command(("observers", "obsr"), _fixed(("synced_observers", 0), ("observers", []))),
+    Command(
+        ("system_properties", "sysp"),
+        _simple(lambda v, c: sorted(c.system_properties.items())),
+        server_required=False,
+    ),
+    Command(("voting_view",), _fixed(("current_config", {}))),
+    Command(("watches", "wchc"), _watches),
+    Command(("watches_by_path", "wchp"), _watches_by_path),
+    Command(("watch_summary", "wchs"), _watch_summary),
+    Command(("zabstate",), _fixed(("voting", False), ("zabstate", "")), server_required=False),
+)
+
+
+def _digests(view: FourLetterView) -> list[dict[str, Any]]:
+    # DataTree.getDigestLog: ZxidDigest beans (zxid, digest_version, digest).
+    return [{"zxid": z, "digest_version": 2, "digest": d} for z, d in view.digest_log]
+
+
+_BY_NAME: dict[str, Command] = {n: c for c in COMMANDS for n in c.names}
+
+
+def lookup(name: str) -> Command | None:
+    """The command registered under ``name`` (primary name or alias)."""
+    return _BY_NAME.get(name)
+
+
+def command_links(command_url: str) -> str:
+    """``CommandServlet`` without a command: every primary name, sorted, as HTML lines."""
+    return "".join(
+        f'<a href="{command_url}/{c}">{c}</a>\n<br/>\n' for c in sorted(c.primary for c in COMMANDS)
+    )
+
+
+def run_command(
+    name: str,
+    view: FourLetterView | None,
+    ctx: AdminContext,
+    kwargs: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``Commands.runCommand`` + ``CommandResponse.toMap``: the JSON object for ``name``.
+    ``view`` is None while no server runs. Pure: the side effect (``Command.effect``) is the
+    caller's."""
+    kw = kwargs or {}
+    command = lookup(name)
+    if command is None:
+        return _to_map(name, f"Unknown command: {name}", [])
+    if command.server_required and (view is None or not view.serving):
+        return _to_map(name, NOT_SERVING, [])
+    if view is None:
+        raise ValueError(f"{name} needs a view")
+    return _to_map(command.primary, None, command.build(view, ctx, kw))
+
+
+def _to_map(command: str, error: str | None, data: Members) -> dict[str, Any]:
+    # CommandResponse.toMap: copy(data); put(command); put(error); putAll(data) -- a member
+    # named "error" keeps its place and its value.
+    out: dict[str, Any] = dict(data)
+    out["command"] = command
+    out["error"] = error
+    out.update(data)
+    return out
+
+
+# -- Jackson's pretty printer ---------------------------------------------------------------
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
+_JSON_ESCAPES["\t"] = "\\t"
+
+
+def _json_string(s: str) -> str:
+    out = []
+    for ch in s:
+        esc = _JSON_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _json_value(v: Any, depth: int) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        # Jackson writes non-finite doubles as strings ("NaN") unless asked otherwise.
+        text = fourlw.java_double(v)
+        return text if math.isfinite(v) else f'"{text}"'
+    if isinstance(v, str):
+        return _json_string(v)
+    if isinstance(v, Mapping):
+        if not v:
+            return "{ }"
+        pad = "  " * (depth + 1)
+        members = ",\n".join(
+            f"{pad}{_json_string(str(k))} : {_json_value(x, depth + 1)}" for k, x in v.items()
+        )
+        return "{\n" + members + "\n" + "  " * depth + "}"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        if not v:
+            return "[ ]"
+        # DefaultPrettyPrinter: arrays inline (FixedSpaceIndenter), no nesting level added.
+        return "[ " + ", ".join(_json_value(x, depth) for x in v) + " ]"
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def jackson_json(obj: Mapping[str, Any]) -> str:
+    """``ObjectMapper`` with ``INDENT_OUTPUT`` (DefaultPrettyPrinter), no trailing newline."""
+    return _json_value(obj, 0)
+
+
+# -- HTTP routing (pure) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    #: Set when the answer comes from a command: its name (as asked) and keyword arguments.
+    command: str | None = None
+    kwargs: Mapping[str, str] = field(default_factory=dict)
+
+
+_REASONS = {403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+def error_page(status: int, path: str, message: str) -> HttpAnswer:
+    # Jetty's ErrorHandler page, in short.
+    body = (
+        "<html>\n<head>\n"
+        '<meta http-equiv="Content-Type" content="text/html;charset=ISO-8859-1"/>\n'
+        f"<title>Error {status} {message}</title>\n</head>\n"
+        f"<body><h2>HTTP ERROR {status} {message}</h2>\n<table>\n"
+        f"<tr><th>URI:</th><td>{_html(path)}</td></tr>\n"
+        f"<tr><th>STATUS:</th><td>{status}</td></tr>\n"
+        f"<tr><th>MESSAGE:</th><td>{message}</td></tr>\n"
+        "</table>\n</body>\n</html>\n"
+    )
+    return HttpAnswer(
+        status,
+        (
+            ("Cache-Control", "must-revalidate,no-cache,no-store"),
+            ("Content-Type", "text/html;charset=iso-8859-1"),
+        ),
+        body.encode("latin-1", "replace"),
+    )
+
+
+def _html(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def route(method: str, target: str, command_url: str) -> HttpAnswer:
+    """What ``JettyAdminServer`` answers for ``method target``, except a command's JSON body,
+    which the shell fills in (``answer.command`` set): pure routing, no server state."""
+    raw_path, _, query = target.partition("?")
+    path = urllib.parse.unquote(raw_path, errors="replace")
+    if method == "TRACE":
+        return HttpAnswer(403, (), b"")
+    base = command_url.rstrip("/")
+    if path != base and not path.startswith(base + "/"):
+        return error_page(404, path, "Not Found")
+    if method not in ("GET", "HEAD"):
+        return error_page(405, path, "HTTP method " + method + " is not supported by this URL")
+    rest = path[len(base) + 1 :]
+    if not rest:
+        return HttpAnswer(200, (), command_links(base).encode())
+    kwargs: dict[str, str] = {}
+    for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True):
+        kwargs.setdefault(k, v)  # getParameterMap values[0]
+    return HttpAnswer(200, (("Content-Type", "application/json"),), b"", rest, kwargs)
+
+
+# -- the Trio shell -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AdminHooks:
+    """What the server hands the AdminServer: the four-letter words' view (None while not
+    serving), the four-letter words' side effects (``crst``/``srst``/``stmk`` with its 8-byte
+    argument), and the last snapshot file taken or loaded."""
+
+    view: Callable[[], FourLetterView | None]
+    act: Callable[[str, bytes], None]
+    last_snapshot: Callable[[], Path | None] = lambda: None
+    #: The server's system properties (its config's ``properties``).
+    properties: Callable[[], Mapping[str, str]] = dict
+
+
+def _newest_snapshot(snap_dir: str | None) -> Path | None:
+    # Before the server takes its first snapshot, the one it loaded (or wrote on an empty
+    # data dir, as ZooKeeper does) is the newest in the directory.
+    snaps = files.list_snapshots(Path(snap_dir)) if snap_dir else []
+    return snaps[-1][1] if snaps else None
+
+
+def _context(hooks: AdminHooks, name: str, snap_dir: str | None = None) -> AdminContext:
+    last: tuple[int, int] | None = None
+    if name in ("last_snapshot", "lsnp"):
+        path = hooks.last_snapshot() or _newest_snapshot(snap_dir)
+        if path is not None:
+            try:
+                last = (zxid_from_name(path.name, "snapshot"), int(path.stat().st_mtime))
+            except OSError:
+                last = None
+    props: dict[str, str] = {}
+    if name in ("system_properties", "sysp"):
+        props = _system_properties(hooks.properties())
+    wall_minus_mono = int(time.time() * 1000) - int(trio.current_time() * 1000)
+    return AdminContext(wall_minus_mono, last, props)
+
+
+def _system_properties(config_properties: Mapping[str, str]) -> dict[str, str]:
+    props = dict(fourlw.process_environment())
+    props.update(
+        {
+            "file.encoding": "UTF-8",
+            "file.separator": os.sep,
+            "line.separator": "\n",
+            "path.separator": os.pathsep,
+        }
+    )
+    props.update(config_properties)
+    return props
+
+
+def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> HttpAnswer:
+    """Route one request and, for a command, run it against a fresh view."""
+    a = route(method, target, command_url)
+    if a.command is None:
+        return a
+    name = a.command
+    view = hooks.view()
+    command = lookup(name)
+    if command is not None and command.effect is not None:
+        serving = view is not None and view.serving
+        if serving or not command.server_required:
+            if command.effect == "stmk":
+                mask = parse_trace_mask(a.kwargs)
+                if isinstance(mask, int):
+                    hooks.act("stmk", (mask & (2**64 - 1)).to_bytes(8, "big"))
+            else:
+                hooks.act(command.effect, b"")
+    ctx = _context(hooks, name, view.snap_dir if view is not None else None)
+    body = jackson_json(run_command(name, view, ctx, a.kwargs))
+    return HttpAnswer(a.status, a.headers, body.encode())
+
+
+#: ``respond(method, target)``: the answer, or an awaitable of it (a responder that waits on
+#: the server, as the test controls' ``expire`` does)
+Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
+
+
+async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeout_ms: int) -> None:
+    """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
+    client closes, ``idle_timeout_ms`` passes without a request, or the request bound."""
+    import h11  # here, not at the top: a server that is never asked over HTTP never loads it
+
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
+    idle = max(idle_timeout_ms, 1) / 1000
+    try:
+        for _ in range(MAX_REQUESTS_PER_CONNECTION):
+            request: h11.Request | None = None
+            with trio.move_on_after(idle):
+                while True:
+                    event = conn.next_event()
+                    if event is h11.NEED_DATA:
+                        data = await stream.receive_some(64 * 1024)
+                        conn.receive_data(data)
+                        continue
+                    if isinstance(event, h11.Request):
+                        request = event
+                        continue
+                    if isinstance(event, h11.EndOfMessage) and request is not None:
+                        break
+                    if isinstance(event, (h11.ConnectionClosed, h11.PAUSED)):
+                        return
+            if request is None or conn.our_state is not h11.SEND_RESPONSE:
+                return  # idle timeout (Jetty closes idle connections) or nothing to answer
+            method = request.method.decode("ascii", "replace")
+            target = request.target.decode("latin-1")
+            answered = respond(method, target)
+            result = await answered if inspect.isawaitable(answered) else answered
+            headers = [
+                ("Date", formatdate(usegmt=True)),
+                *result.headers,
+                ("Content-Length", str(len(result.body))),
+                ("Server", SERVER_HEADER),
+            ]
+            reason = _REASONS.get(result.status, "OK").encode()
+            await stream.send_all(
+                conn.send(h11.Response(status_code=result.status, headers=headers, reason=reason))
+                or b""
+            )
+            if method != "HEAD":
+                await stream.send_all(conn.send(h11.Data(data=result.body)) or b"")
+            await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+            if conn.our_state is h11.MUST_CLOSE:
+                return
+            conn.start_next_cycle()
+    except h11.RemoteProtocolError as e:
+        log.debug("bad HTTP request on the AdminServer: %s", e)
+        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            try:
+                body = b"Bad Request"
+                await stream.send_all(
+                    conn.send(
+                        h11.Response(
+                            status_code=e.error_status_hint,
+                            headers=[("Content-Length", str(len(body))), ("Connection", "close")],
+                        )
+                    )
+                    or b""
+                )
+                await stream.send_all(conn.send(h11.Data(data=body)) or b"")
+            except (h11.LocalProtocolError, trio.BrokenResourceError, OSError):
+                pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+    except Exception:
+        # A bug costs this request only: the server and the other probes go on.
+        log.exception("HTTP server: internal error")
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+async def serve_admin(
+    settings: AdminSettings,
+    hooks: AdminHooks,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the AdminServer until cancelled; ``task_status.started(port)`` with the bound port,
+    or ``None`` when it is disabled or its port cannot be bound (logged; the server goes on)."""
+    if not settings.enabled:
+        task_status.started(None)
+        return
+    where = (
+        f"address {settings.address}, port {settings.port} and command URL {settings.command_url}"
+    )
+
+    def respond(method: str, target: str) -> HttpAnswer:
+        return answer(hooks, method, target, settings.command_url)
+
+    def started(port: int) -> None:
+        log.info(
+            "Started AdminServer on address %s, port %d and command URL %s",
+            settings.address,
+            port,
+            settings.command_url,
+        )
+
+    await serve_http(
+        settings.address,
+        settings.port,
+        respond,
+        settings.idle_timeout_ms,
+        on_error=f"Problem starting AdminServer on {where}",
+        on_started=started,
+        task_status=task_status,
+    )
+
+
+async def serve_http(
+    host: str,
+    port: int,
+    respond: Responder,
+    idle_timeout_ms: int,
+    *,
+    on_error: str,
+    on_started: Callable[[int], None] = lambda port: None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on ``host:port`` and serve ``respond`` until cancelled; ``task_status.started``
+    with the bound port (after ``on_started(port)``), or None when the port cannot be bound:
+    logged as ``on_error``, the server carries on without this listener."""
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as e:
+        reason = "address in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        log.error("%s: %s; carrying on without it", on_error, reason)
+        task_status.started(None)
+        return
+    bound = int(listeners[0].socket.getsockname()[1])
+    on_started(bound)
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await handle_http(stream, respond, idle_timeout_ms)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, handler, listeners)
+        task_status.started(bound)

@@ -1,0 +1,840 @@
+"""The Trio shell around a standalone server's core (:mod:`trizk.server.roles.standalone`): sockets,
+clocks, tasks.
+
+Structure::
+
+    serve(config)
+      ├── ticker: sleeps until the next session-expiry bucket, calls core.tick(now, wall)
+      ├── acceptor (one per listening socket): accept → register the socket with the poller
+      ├── poller (:mod:`trizk.server.shell.poller`): one task for every plain client socket; reads
+      │     what is ready → core.data_received → replies sent inline (non-blocking send)
+      └── TLS listener (secureClientPort), and any platform whose selector Trio cannot wait
+          on: one nursery per connection (as trio-websocket's server does)
+            ├── reader (this task): receive_some → core.data_received → wake the writer
+            └── writer: waits for output, send_all(batch); closes the socket once the core
+                        has closed the connection and its output is flushed
+
+Output the core produces outside a client's own request (commit replies, watch events, a
+connection closed by the server) marks connections dirty; :meth:`TrizkServer._wake_dirty`
+flushes them inline (plain sockets) or wakes their writer (streams).
+
+Bounds: a frame is at most ``jute.maxbuffer`` (the core closes the connection otherwise);
+``maxClientCnxns`` connections per client address; a connection whose unsent output passes
+``OUTBUF_SOFT_LIMIT`` stops being read until it drains, and one past ``OUTBUF_HARD_LIMIT`` (a
+client that never reads its watch events) is closed with a log line. Nothing a client does
+reaches beyond its own connection.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+import socket
+import ssl
+import struct
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+import trizk
+from trizk.jute.primitives import reset_limits, set_max_buffer
+from trizk.server.auth import acl as aclmod
+from trizk.server.auth import sasl as saslmod
+from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.common.servermetrics import ServerMetrics
+from trizk.server.config.zoocfg import ServerConfig
+from trizk.server.frontend.connection import ClientConnection, State
+from trizk.server.frontend.core import FrontEnd
+from trizk.server.ops import fourlw
+from trizk.server.roles.standalone import Standalone
+from trizk.server.shell.persistence import Persistence, PersistenceSettings
+from trizk.server.shell.poller import Poller, SockPeer
+from trizk.server.writes.containers import ContainerSettings, candidates
+from trizk.server.writes.sequencer import Sequencer
+from trizk.storage.tree import quota
+
+if TYPE_CHECKING:
+    from trizk.server.shell import tls
+    from trizk.server.shell.ensemble import EnsembleSpec, QuorumPeer
+
+# Imported where used, so that a standalone server answers sooner (trizk-server's start-up is
+# most of a test's set-up): .ensemble and the quorum package (ensemble members only), .admin
+# with h11 (admin.enableServer), .metrics (metricsProvider.className), .tls (secureClientPort).
+
+log = logging.getLogger("trizk.server")
+
+OUTBUF_SOFT_LIMIT = 4 * 1024 * 1024
+OUTBUF_HARD_LIMIT = 64 * 1024 * 1024
+RECEIVE_SIZE = 256 * 1024
+#: what a Trio stream (TLS) reads at once: receive_some(n) allocates n bytes and shrinks them,
+#: so n stays under glibc's default mmap threshold (128 KiB) or every read maps and unmaps
+STREAM_RECEIVE_SIZE = 64 * 1024
+#: frames of one connection processed per turn of the poller: a client pipelining thousands
+#: of requests (watch registrations, say) delays the others by one turn, not by all of them
+FRAME_BUDGET = 64
+#: Netty's SslHandler default handshake timeout (10 s)
+TLS_HANDSHAKE_TIMEOUT = 10.0
+#: accept() failures that mean "out of descriptors or memory for now" (trio.serve_listeners'
+#: list): logged, and accepting resumes after ACCEPT_BACKOFF seconds
+_ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_BACKOFF = 0.1
+#: connections accepted per wake-up of an accept loop at most (then the others get a turn)
+ACCEPT_BATCH = 64
+
+
+def _wall() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _StreamPeer:
+    """A connection served by its own reader and writer tasks (TLS, or no usable selector)."""
+
+    conn: ClientConnection
+    stream: trio.abc.Stream  # a SocketStream, or an SSLStream on the secure port
+    lot: trio.lowlevel.ParkingLot
+    drained: trio.Event
+    #: set when a throttled connection may be read again
+    unthrottled: trio.Event
+    #: the front end this connection was accepted by (an ensemble member's role may change)
+    core: FrontEnd
+    ip: str
+    secure: bool
+
+
+_Peer = _StreamPeer | SockPeer
+
+
+class TrizkServer:
+    """A trizk server bound to ``config``: standalone, or an ensemble member (``ensemble``)."""
+
+    def __init__(self, config: ServerConfig, ensemble: EnsembleSpec | None = None) -> None:
+        self.config = config
+        #: milliseconds a test moved this server's clocks forward (:meth:`advance_clock`)
+        self.clock_offset = 0
+        #: the run's clock (trio.current_time() without its per-call lookups: the shell asks
+        #: for the time a few times per request)
+        self._clock = trio.lowlevel.current_clock()
+        #: set (and replaced) when the clock moves: the timed tasks wake up and look again
+        self.clock_moved = trio.Event()
+        if ensemble is None and config.is_quorum:
+            from trizk.server.shell.ensemble import EnsembleSpec
+
+            ensemble = EnsembleSpec.from_config(config)
+        # -- durability: recover the data dir first; the core commits through the txn log.
+        self.persistence = Persistence(
+            PersistenceSettings.from_config(config), extended_types=config.extended_types_enabled
+        )
+        #: ServerMetrics (one per server: every role of an ensemble member adds to it)
+        self.server_metrics = ServerMetrics(
+            prometheus=fourlw.prometheus_configured(config), now=self._now()
+        )
+        self.persistence.metrics = self.server_metrics
+        loaded = self.persistence.load()
+        self.replica = loaded.replica
+        self.core_config = CoreConfig(
+            tick_time=config.tick_time,
+            min_session_timeout=config.min_session_timeout,
+            max_session_timeout=config.max_session_timeout,
+            max_buffer=config.jute_max_buffer,
+            extended_types=config.extended_types_enabled,
+            enforce_quota=config.enforce_quota,
+            super_digest=config.super_digest,
+            global_outstanding_limit=config.global_outstanding_limit,
+            auth=aclmod.AuthConfig.from_properties(
+                config.properties, secure_port=config.secure_client_port > 0
+            ),
+            sasl=saslmod.load_sasl_config(config.properties),
+            server_id=ensemble.myid if ensemble is not None else 1,
+        )
+        #: the front end (connections, reads, replies) and, on a standalone server or a leader,
+        #: the sequencer (writes, sessions); an ensemble member swaps them with its role
+        self.core: FrontEnd
+        self.sequencer: Sequencer | None = None
+        self.node: Standalone | None = None
+        self.peer: QuorumPeer | None = None
+        if ensemble is None:
+            self.node = Standalone(
+                self.core_config, self.replica, self.persistence, now=self._now(), wall=self._wall()
+            )
+            self.node.stats.metrics = self.server_metrics
+            self.persistence.attach(self.node.commit, self._wake_dirty, self._now)
+            self._install(self.node.front, self.node.sequencer)
+        else:
+            from trizk.server.shell.ensemble import NotServing, QuorumPeer
+
+            self.peer = QuorumPeer(self, ensemble, self.core_config)
+            self.persistence.attach(lambda batch, now: None, self._wake_dirty, self._now)
+            stats = ServerStats(metrics=self.server_metrics)
+            self._install(FrontEnd(self.core_config, self.replica, NotServing(), stats), None)
+            self.core.serving = False
+        self._conn_ids = itertools.count(1)
+        self.peers: dict[int, _Peer] = {}
+        self.per_ip: Counter[str] = Counter()
+        #: ids of the front ends whose dirty connections are being flushed right now
+        self._waking: set[int] = set()
+        # -- TLS (secureClientPort): its own listener and, as ZooKeeper's second connection
+        # -- factory, its own per-address connection count.
+        self.tls_settings: tls.TLSSettings | None = None
+        self.tls: ssl.SSLContext | None = None
+        if config.secure_client_port:
+            from trizk.server.shell import tls
+
+            self.tls_settings = tls.TLSSettings.from_properties(config.properties)
+            self.tls = tls.server_context(self.tls_settings)
+        self.per_ip_secure: Counter[str] = Counter()
+        self.secure_port = config.secure_client_port
+        self.port = config.client_port
+        self.started_wall = self._wall()
+        self.started = self._now()
+        #: the AdminServer's bound port, None when it is off or its port was taken
+        self.admin_port: int | None = None
+        #: the Prometheus /metrics port, None when that provider is off or its port was taken
+        self.metrics_port: int | None = None
+        self.trace_mask = 306  # ZooTrace's default mask
+        self.containers = ContainerSettings.from_properties(config.properties)
+        self.sessionless_timeout = _positive_int_property(
+            config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
+        )
+        #: plain client sockets, one task over a selector; None: one task pair per connection
+        self.poller: Poller | None = None
+        if Poller.supported():
+            self.poller = Poller(
+                self,
+                self._now,
+                receive_size=RECEIVE_SIZE,
+                soft_limit=OUTBUF_SOFT_LIMIT,
+                hard_limit=OUTBUF_HARD_LIMIT,
+                linger_ms=self.sessionless_timeout,
+            )
+            if self.node is not None:
+                # standalone: the poller's task reads the fsync helper's answers and commits
+                self.persistence.drive_with(self.poller)
+
+    # ------------------------------------------------------------------ clocks
+    def _now(self) -> int:
+        """Monotonic milliseconds (session expiry, connection expiry), test offset included."""
+        return int(self._clock.current_time() * 1000) + self.clock_offset
+
+    def _wall(self) -> int:
+        """Wall-clock milliseconds (txn times, TTLs, containers), test offset included."""
+        return _wall() + self.clock_offset
+
+    def advance_clock(self, ms: int) -> None:
+        """Move this server's clocks ``ms`` forward (trizk.testing): the ticker, the container
+        reaper and the connection expirer wake up and act on the new time at once."""
+        self.clock_offset += ms
+        moved, self.clock_moved = self.clock_moved, trio.Event()
+        moved.set()
+
+    async def _sleep_until(self, deadline: int) -> None:
+        """Sleep until :meth:`_now` reaches ``deadline``, cut short when a test moves the
+        clock past it."""
+        while (left := deadline - self._now()) > 0:
+            with trio.move_on_after(left / 1000):
+                await self.clock_moved.wait()
+
+    def _install(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
+        front.is_four_letter = fourlw.command_name
+        front.four_letter = self._four_letter
+        self.core = front
+        self.sequencer = sequencer
+
+    def set_core(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
+        """An ensemble member changed role: serve through ``front`` from now on. Every client
+        connection of the previous role is closed (``Learner.shutdown`` / ``Leader.shutdown``
+        close all client connections; clients reconnect, to this member or another)."""
+        old = self.core
+        for p in list(self.peers.values()):
+            if p.core is old:
+                old.close(p.conn, "the server changed role")
+        self._wake_dirty()
+        self._install(front, sequencer)
+
+    def wake(self) -> None:
+        """Flush what the core wrote (called by an ensemble role after it applied commits)."""
+        self._wake_dirty()
+
+    # ------------------------------------------------------------------ run
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # jute.maxbuffer is a JVM property in ZooKeeper; here it holds for this server's tasks.
+        extra = self.config.get_property("zookeeper.jute.maxbuffer.extrasize")
+        token = set_max_buffer(self.config.jute_max_buffer, int(extra) if extra else None)
+        try:
+            await self._run(task_status)
+        finally:
+            reset_limits(token)
+
+    async def _run(self, task_status: Any) -> None:
+        host = self.config.client_port_address
+        try:
+            listeners = await trio.open_tcp_listeners(self.config.client_port, host=host)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise OSError(
+                    e.errno, f"client port {host or '*'}:{self.config.client_port} is in use"
+                ) from None
+            raise
+        self.port = listeners[0].socket.getsockname()[1]
+        # NIOServerCnxnFactory.configure's line (InetSocketAddress.toString); container wait
+        # strategies look for "binding to port".
+        shown = f"/{host}" if host else "0.0.0.0/0.0.0.0"
+        log.info("binding to port %s:%d", shown, self.port)
+        if self.config.enforce_quota:
+            log.info("zookeeper.enforceQuota = true, Quota Enforce enables")
+        log.info(
+            "trizk %s (ZooKeeper %s compatible) serving clients on %s:%d",
+            trizk.__version__,
+            trizk.ZOOKEEPER_VERSION,
+            host or "0.0.0.0",
+            self.port,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                functools.partial(self.persistence.run, committer=self.peer is None)
+            )
+            if self.peer is not None:
+                await nursery.start(self.peer.run)
+            nursery.start_soon(self._ticker)
+            nursery.start_soon(self._container_reaper)
+            nursery.start_soon(self._connection_expirer)
+            if self.poller is not None:
+                nursery.start_soon(self.poller.run)
+                for listener in listeners:
+                    nursery.start_soon(self._accept_loop, listener)
+            else:
+                await nursery.start(trio.serve_listeners, self._handle, listeners)
+            if self.tls is not None:
+                shost = self.config.secure_client_port_address
+                secure = await trio.open_tcp_listeners(self.config.secure_client_port, host=shost)
+                self.secure_port = secure[0].socket.getsockname()[1]
+                log.info("serving TLS clients on %s:%d", shost or "0.0.0.0", self.secure_port)
+                await nursery.start(trio.serve_listeners, self._handle_secure, secure)
+            if self.config.admin_server_enabled:
+                from trizk.server.ops import admin
+
+                self.admin_port = await nursery.start(
+                    admin.serve_admin,
+                    admin.AdminSettings.from_config(self.config),
+                    admin.AdminHooks(
+                        view=lambda: self._view(None),
+                        act=self._side_effect,
+                        last_snapshot=lambda: self.persistence.last_snapshot,
+                        properties=lambda: self.config.properties,
+                    ),
+                )
+            if self.config.metrics_provider.get("className"):
+                from trizk.server.ops import metrics
+
+                self.metrics_port = await nursery.start(
+                    metrics.serve_metrics,
+                    metrics.MetricsSettings.from_config(self.config),
+                    lambda: self._view(None),
+                )
+            task_status.started(self.port)
+
+    async def _ticker(self) -> None:
+        while True:
+            seq = self.sequencer
+            if seq is None:  # a learner, or LOOKING: the leader expires sessions
+                await trio.sleep(self.config.tick_time / 1000)
+                continue
+            now = self._now()
+            await self._sleep_until(now + max(seq.next_tick_in(now), 1))
+            if seq is self.sequencer:
+                seq.tick(self._now(), self._wall())
+            self._wake_dirty()
+
+    async def _connection_expirer(self) -> None:
+        """NIOServerCnxnFactory's ConnectionExpirerThread: a connection not heard from (or
+        written to) for its session timeout -- ``zookeeper.nio.sessionlessCnxnTimeout`` until
+        it has a session -- is closed. Connections expire in buckets of the sessionless
+        timeout, as in ZooKeeper's ExpiryQueue."""
+        interval = self.sessionless_timeout
+        while True:
+            now = self._now()
+            await self._sleep_until(now + interval - now % interval)
+            now = self._now()
+            for p in list(self.peers.values()):
+                c = p.conn
+                # NIOServerCnxn.setSessionTimeout touches the connection with the session's
+                # timeout as soon as its ConnectRequest is read: a handshake waiting for its
+                # createSession to commit is not sessionless any more.
+                timeout = c.session_timeout or interval
+                if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
+                    p.core.close(c, f"connection expired (no traffic for {timeout} ms)")
+                    self.server_metrics.sessionless_connections_expired += c.state is not State.OPEN
+            if self.poller is not None:
+                for p in self.poller.expired_lingerers(now):
+                    log.info("%s: closed, its last output not taken; dropping it", p.conn)
+                    self.poller.drop(p)
+            self._wake_dirty()
+
+    async def _container_reaper(self) -> None:
+        s = self.containers
+        next_check = self._now() + s.check_interval_ms
+        while True:
+            # the next look is due check_interval after this one began (on the server's clock,
+            # so a clock a test moved while containers were being deleted is not missed)
+            await self._sleep_until(next_check)
+            next_check = self._now() + s.check_interval_ms
+            for path in candidates(self.replica.tree, self._wall(), s):
+                seq = self.sequencer
+                if seq is None:  # only the leader (or a standalone server) deletes containers
+                    break
+                log.info("Attempting to delete candidate container: %s", path)
+                seq.delete_container(path, self._wall())
+                self._wake_dirty()
+                await trio.sleep(s.min_interval_ms / 1000)
+
+    # ------------------------------------------------------------------ connections
+    async def _handle_secure(self, stream: trio.SocketStream) -> None:
+        await self._handle(stream, secure=True)
+
+    async def _tls_handshake(
+        self, stream: trio.SocketStream, ip: str
+    ) -> tuple[trio.SSLStream[trio.SocketStream] | None, str | None]:
+        """NettyServerCnxnFactory's SslHandler + CertificateVerifier: the TLS stream and the
+        x509 subject of a client certificate, or (None, None) when the connection is refused."""
+        assert self.tls is not None and self.tls_settings is not None
+        s = trio.SSLStream(stream, self.tls, server_side=True)
+        try:
+            with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+                await s.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as e:
+            log.error("Unsuccessful handshake with /%s: %s", ip, e.__cause__ or e)
+            return None, None
+        der = s.getpeercert(binary_form=True)
+        if not der:
+            return s, None  # clientAuth=want without a certificate, or clientAuth=none
+        if self.tls_settings.trust_store is None:
+            # X509AuthenticationProvider: no trust store -> no trust manager -> AUTHFAILED
+            log.error("No trust manager available to authenticate /%s; closing", ip)
+            with trio.CancelScope(shield=True):
+                await s.aclose()
+            return None, None
+        from trizk.server.shell import tls
+
+        return s, tls.x509_subject(der)
+
+    def _admit(self, ip: str, secure: bool) -> bool:
+        """``maxClientCnxns``: count one more connection from ``ip``, or refuse it."""
+        limit = self.config.max_client_cnxns
+        per_ip = self.per_ip_secure if secure else self.per_ip
+        if limit > 0 and per_ip[ip] >= limit:
+            log.warning("Too many connections from /%s - max is %d", ip, limit)
+            self.server_metrics.connection_rejected += 1
+            return False
+        per_ip[ip] += 1
+        return True
+
+    def _release(self, ip: str, secure: bool) -> None:
+        per_ip = self.per_ip_secure if secure else self.per_ip
+        per_ip[ip] -= 1
+        if not per_ip[ip]:
+            del per_ip[ip]
+
+    def _new_connection(self, peer_addr: Any) -> ClientConnection:
+        conn = ClientConnection(
+            next(self._conn_ids),
+            (str(peer_addr[0]), int(peer_addr[1])),
+            self.config.jute_max_buffer,
+            self._wall(),
+        )
+        conn.last_io = self._now()  # NIOServerCnxnFactory.createConnection: touchCnxn
+        return conn
+
+    def _forget(self, peer: _Peer) -> None:
+        """The connection's socket is closed: drop it from the server and its front end."""
+        if self.peers.pop(peer.conn.id, None) is None:
+            return
+        self._release(peer.ip, peer.secure)
+        peer.core.connection_lost(peer.conn)
+        self._wake_dirty(peer.core)
+
+    # -- plain sockets: the poller (Owner protocol) --------------------------------
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        """Accept on the listening socket itself, every pending connection per wake-up (up to
+        ACCEPT_BATCH): a SocketStream per connection cost a task switch and a setsockopt or
+        two, about a sixth of opening a session with 32 handshakes in flight."""
+        tsock = listener.socket
+        # NIOServerCnxn sets TCP_NODELAY on every connection; set on the listening socket,
+        # Linux hands it to each accepted one (looked at on the first; else set on each)
+        tsock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        lsock = socket.socket(fileno=tsock.detach())
+        lsock.setblocking(False)
+        inherited: bool | None = None
+        poller = self.poller
+        assert poller is not None
+        try:  # closed when the server stops, as trio.serve_listeners does
+            while True:
+                await trio.lowlevel.wait_readable(lsock)
+                failed: OSError | None = None
+                # the batch is one pass of the poller's: what its handshakes propose is logged
+                # together when it ends
+                poller.before_pass()
+                try:
+                    for _ in range(ACCEPT_BATCH):
+                        try:
+                            sock, addr = lsock.accept()
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError as e:
+                            if e.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                                raise
+                            failed = e
+                            break
+                        if inherited is None:
+                            inherited = bool(
+                                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                            )
+                        if not inherited:
+                            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        peer = self._adopt(sock, addr)
+                        if peer is not None:
+                            poller.read_now(peer)
+                finally:
+                    poller.after_pass()
+                if failed is not None:
+                    log.error("accept() failed: %s; retrying in %.1f s", failed, ACCEPT_BACKOFF)
+                    await trio.sleep(ACCEPT_BACKOFF)
+        finally:
+            lsock.close()
+
+    def _adopt(self, sock: socket.socket, peer_addr: Any) -> SockPeer | None:
+        """A plain connection was accepted: admit it and hand its socket to the poller
+        (None: refused and closed)."""
+        assert self.poller is not None
+        ip = str(peer_addr[0])
+        if not self._admit(ip, secure=False):
+            sock.close()
+            return None
+        conn = self._new_connection(peer_addr)
+        peer = SockPeer(sock, conn, self.core, ip)
+        self.peers[conn.id] = peer
+        self.core.connection_made(conn)
+        self.poller.add(peer)
+        return peer
+
+    def feed(self, peer: SockPeer, data: bytes) -> None:
+        self._feed(peer, data)
+
+    def finished(self, peer: SockPeer) -> None:
+        self._forget(peer)
+
+    # -- streams: TLS, or no usable selector ----------------------------------------
+    async def _handle(self, stream: trio.SocketStream, *, secure: bool = False) -> None:
+        try:
+            peer_addr = stream.socket.getpeername()
+        except OSError:
+            await stream.aclose()
+            return
+        ip = str(peer_addr[0])
+        if not self._admit(ip, secure):
+            await stream.aclose()
+            return
+        io: trio.abc.Stream = stream
+        subject: str | None = None
+        if secure:
+            tls_stream, subject = await self._tls_handshake(stream, ip)
+            if tls_stream is None:
+                self.server_metrics.tls_handshake_failed()
+                self._release(ip, secure)
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return
+            io = tls_stream
+        conn = self._new_connection(peer_addr)
+        core = self.core
+        peer = _StreamPeer(
+            conn, io, trio.lowlevel.ParkingLot(), trio.Event(), trio.Event(), core, ip, secure
+        )
+        self.peers[conn.id] = peer
+        core.connection_made(conn)
+        if subject is not None:
+            conn.x509_subject = subject
+            for ident in aclmod.x509_ids(core.auth_config, subject):
+                conn.auth.add(ident)
+            log.info("Authenticated Id '%s' for Scheme 'x509'", subject)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, peer, nursery.cancel_scope)
+                await self._reader(peer)
+                # The core closed the connection (or the client went away): let the writer
+                # flush what is queued, then it cancels the nursery.
+                peer.lot.unpark_all()
+        finally:
+            self._forget(peer)
+            with trio.CancelScope(shield=True):
+                await io.aclose()
+
+    async def _reader(self, peer: _StreamPeer) -> None:
+        conn, stream = peer.conn, peer.stream
+        while not conn.closed:
+            eof = True
+            try:
+                data = await stream.receive_some(STREAM_RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+                eof = False
+            if not data:
+                # NIOServerCnxn.handleFailedRead: the client closed its end (EOF, not an error)
+                self.server_metrics.connection_drop_count += eof
+                conn.close(conn.close_reason or "client closed the connection")
+                return
+            self._feed(peer, data)
+            while conn.throttled and not conn.closed:
+                # globalOutstandingLimit: read no more until this connection's requests drain
+                peer.unthrottled = trio.Event()
+                await peer.unthrottled.wait()
+                if not conn.throttled:
+                    self._feed(peer, b"")
+            if len(conn.out) > OUTBUF_SOFT_LIMIT and not conn.closed:
+                peer.drained = trio.Event()
+                await peer.drained.wait()
+
+    def _feed(self, peer: _Peer, data: bytes) -> None:
+        """Hand received bytes (or, for a connection no longer throttled, nothing: its buffered
+        frames) to the core, then flush what that produced."""
+        conn = peer.conn
+        try:
+            if isinstance(peer, SockPeer):
+                # a turn: at most FRAME_BUDGET frames, and none once the output is backlogged
+                # (the poller gives the rest a later turn, after the other connections')
+                poller = self.poller
+                assert poller is not None
+                soft = poller.soft_limit
+                more = peer.core.data_received(
+                    conn, data, self._now(), self._wall(), FRAME_BUDGET, soft
+                )
+                # another turn at once while nobody else waits (and the output is not backlogged)
+                while more and len(conn.out) <= soft and poller.alone(peer):
+                    more = peer.core.data_received(
+                        conn, b"", self._now(), self._wall(), FRAME_BUDGET, soft
+                    )
+                peer.more = more
+            else:
+                peer.core.data_received(conn, data, self._now(), self._wall())
+        except Exception:
+            # A bug must cost only this connection: the server and other clients go on.
+            log.exception("%s: internal error while processing a request", conn)
+            conn.close("internal error")
+            peer.core.dirty.append(conn)
+        self._wake_dirty(peer.core)
+
+    async def _writer(self, peer: _StreamPeer, scope: trio.CancelScope) -> None:
+        conn, stream = peer.conn, peer.stream
+        try:
+            while True:
+                if conn.out:
+                    if len(conn.out) > OUTBUF_HARD_LIMIT:
+                        log.warning(
+                            "%s: %d bytes of unsent output (limit %d), closing connection",
+                            conn,
+                            len(conn.out),
+                            OUTBUF_HARD_LIMIT,
+                        )
+                        conn.close("output buffer limit exceeded")
+                        conn.out.clear()
+                        break
+                    await stream.send_all(conn.take_output())
+                    conn.last_io = self._now()
+                    continue
+                peer.drained.set()
+                if conn.closed:
+                    break
+                await peer.lot.park()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            conn.close(conn.close_reason or "send failed")
+        scope.cancel()
+
+    def _wake_dirty(self, core: FrontEnd | None = None) -> None:
+        """Flush (plain sockets) or wake the writers of (streams) the connections ``core``
+        marked dirty. Not re-entrant per front end: what a flush makes dirty (a closed
+        connection forgotten, a throttled one fed again) is taken by the running pass."""
+        if self.peer is not None:
+            # what the front end did may have given the role's Zab machine work (a learner's
+            # REQUEST or REVALIDATE to send, session touches)
+            self.peer.kick()
+        core = core or self.core
+        dirty = core.dirty
+        if not dirty or id(core) in self._waking:
+            return
+        self._waking.add(id(core))
+        try:
+            while dirty:
+                # a connection marked twice (its request read, then its reply queued) is
+                # flushed once
+                batch = dict.fromkeys(dirty) if len(dirty) > 1 else dirty[:]
+                dirty.clear()
+                for c in batch:
+                    p = self.peers.get(c.id)
+                    if p is None:
+                        continue
+                    if isinstance(p, SockPeer):
+                        assert self.poller is not None
+                        if p.paused and not c.throttled:
+                            # the throttle ended: the frames that waited behind it, then read
+                            p.paused = False
+                            self._feed(p, b"")
+                        self.poller.flush(p)
+                    else:
+                        p.lot.unpark_all()
+                        if not c.throttled:
+                            p.unthrottled.set()
+        finally:
+            self._waking.discard(id(core))
+
+    # ------------------------------------------------------------------ 4lw
+    def _four_letter(self, word: str, conn: ClientConnection, arg: bytes) -> bytes | None:
+        if not fourlw.allowed(word, self.config.four_letter_words):
+            return fourlw.not_whitelisted(word)
+        self._side_effect(word, arg)
+        return fourlw.respond(word, self._view(conn))
+
+    def _side_effect(self, word: str, arg: bytes) -> None:
+        """The state change of ``crst``/``srst``/``stmk`` (4lw and AdminServer alike)."""
+        if word == "stmk":
+            (self.trace_mask,) = struct.unpack(">q", arg)
+        elif word == "srst":
+            self.core.stats.reset()
+        elif word == "crst":
+            for p in self.peers.values():
+                p.conn.reset_stats()
+
+    def _view(self, asking: ClientConnection | None) -> fourlw.SimpleView:
+        core = self.core
+        st = core.stats
+        wall_offset = self._wall() - self._now()
+        conns = []
+        for p in self.peers.values():
+            c = p.conn
+            conns.append(
+                fourlw.ConnectionInfo(
+                    host=c.remote[0],
+                    port=c.remote[1],
+                    interest_ops=0 if c is asking else 1,
+                    queued=c.outstanding,
+                    received=c.packets_received + (1 if c is asking else 0),
+                    sent=c.packets_sent,
+                    session_id=c.session_id if c.state.value == "open" else 0,
+                    last_operation=c.last_op,
+                    established_ms=c.established,
+                    session_timeout=c.session_timeout,
+                    last_cxid=c.last_cxid,
+                    last_zxid=c.last_zxid,
+                    last_response_ms=c.last_response_time,
+                    last_latency=c.last_latency,
+                    min_latency=max(c.min_latency, 0),
+                    avg_latency=c.total_latency // c.latency_count if c.latency_count else 0,
+                    max_latency=c.max_latency,
+                    expire_at_ms=fourlw.expiry_bucket(
+                        c.last_io,
+                        c.session_timeout or fourlw.CONNECTION_EXPIRY_INTERVAL_MS,
+                        fourlw.CONNECTION_EXPIRY_INTERVAL_MS,
+                    )
+                    + wall_offset,
+                )
+            )
+        sessions = []
+        tracked = self.sequencer.sessions.sessions if self.sequencer is not None else {}
+        for s in tracked.values():
+            eph = core.tree.ephemerals.get(s.id)
+            sessions.append(
+                fourlw.SessionInfo(
+                    s.id, s.expiry + wall_offset, tuple(eph) if eph is not None else None
+                )
+            )
+        by_conn: dict[int, list[str]] = {}
+        for path, watchers in core.watches.data.by_path.items():
+            for w in watchers:
+                assert isinstance(w, ClientConnection)
+                # a null path's watch (addWatch/setWatches2 with null) prints as Java's "null"
+                by_conn.setdefault(w.session_id, []).append(path if path is not None else "null")
+        data_dir = Path(self.config.data_dir) / "version-2"
+        log_dir = Path(self.config.data_log_dir) / "version-2"
+        return fourlw.SimpleView(
+            config=self.config,
+            client_port=self.port,
+            metrics={**st.view_metrics(), **fourlw.fd_gauges()},
+            server_metrics=self.server_metrics,
+            now_ms=self._now(),
+            serving=core.serving,
+            server_state=self.peer.state if self.peer is not None else "standalone",
+            role_metrics=self.peer.role_metrics() if self.peer is not None else (),
+            proposal_sizes=self.peer.proposal_sizes() if self.peer is not None else (-1, -1, -1),
+            latency=fourlw.LatencyStats(
+                st.latency_count, st.total_latency, max(st.min_latency, 0), st.max_latency
+            ),
+            packets_received=st.packets_received,
+            packets_sent=st.packets_sent,
+            outstanding_requests=core.in_process,
+            last_zxid=core.tree.last_processed_zxid,
+            node_count=core.tree.node_count(),
+            watch_count=core.watches.data.count() + core.watches.child.count(),
+            approximate_data_size=core.tree.approximate_data_size(),
+            quota_gauges=quota.quota_gauges(core.tree.quota_leaves()),
+            quota_counters=[
+                (f"{ns}_{quota.QUOTA_EXCEEDED_ERROR_PER_NAMESPACE}", st.quota_exceeded[ns])
+                for ns in quota.namespace_order(st.quota_exceeded)
+            ],
+            uptime_ms=self._now() - self.started,
+            connections=conns,
+            sessions=sessions,
+            data_watches=list(by_conn.items()),
+            snap_dir=str(data_dir.absolute()),
+            log_dir=str(log_dir.absolute()),
+            data_dir_size=_dir_size(data_dir),
+            log_dir_size=_dir_size(log_dir),
+            environment=fourlw.process_environment(),
+            trace_mask=self.trace_mask,
+        )
+
+
+def _positive_int_property(config: ServerConfig, name: str, default: int) -> int:
+    """``Integer.getInteger(name, default)``: an unparsable value is the default; trizk also
+    refuses values below 1 (with a warning) where ZooKeeper would divide by zero."""
+    raw = config.get_property(name)
+    try:
+        value = int(raw.strip()) if raw is not None else default
+    except ValueError:
+        value = default
+    if value < 1:
+        log.warning("%s=%s is not a positive number; using %d", name, raw, default)
+        value = default
+    return value
+
+
+def _dir_size(d: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in d.iterdir() if f.is_file())
+    except OSError:
+        return 0
+
+
+async def serve(
+    config: ServerConfig, *, testing: bool = False, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a standalone trizk server until cancelled; ``task_status.started(port)``. With
+    ``testing`` (``trizk-server --testing``) the test controls (:mod:`.testcontrol`) are served
+    too, on their own 127.0.0.1 port: ``task_status.started((port, controls_port))``."""
+    os.makedirs(config.data_dir, exist_ok=True)
+    server = TrizkServer(config)
+    if not testing:
+        await server.run(task_status=task_status)
+        return
+    from trizk.server.ops import testcontrol
+
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(server.run)
+        controls = await nursery.start(
+            testcontrol.serve_controls, testcontrol.Controls(server), "127.0.0.1"
+        )
+        task_status.started((port, controls))

@@ -1,0 +1,361 @@
+"""The election port's Trio shell (QuorumCnxManager) driving the pure FastLeaderElection.
+
+Theory
+------
+Each pair of members keeps one TCP connection on the election ports; the member with the
+higher sid must own it (``QuorumCnxManager``): the connecting side sends its initial message in
+one write and, if the target's sid is higher, closes at once (the target connects back); an
+accepting side that reads a lower sid closes and connects back itself (to the address in the
+header, else the configured one). A kept connection replaces any older one for that sid.
+
+Per peer there is a send slot of capacity 1 (``SEND_CAPACITY``: a newer notification replaces an
+unsent older one) and the last message sent to it; a fresh connection whose slot is empty
+re-sends that last message (``SendWorker.run``), so duplicates are normal and harmless.
+
+All election logic lives in :class:`trizk.quorum.election.election.FastLeaderElection`; this shell
+feeds
+it notifications, calls ``tick`` at its deadline (time is ``trio.current_time()`` in ms, so a
+MockClock works) and carries its outputs out. Trio runs the machine's methods atomically (no
+await inside), which is the ``synchronized`` of the Java code.
+
+Invariants
+----------
+* A peer's bytes are bounded: one initial message (2068 bytes) or one frame (512 KiB) buffered.
+* Bad bytes (header or frame) close that connection with one log line; nothing else changes.
+* Connections are bounded: at most one kept connection and one connect attempt per sid.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import trio
+
+from trizk.quorum.election.election import Decision, ElectionView, FastLeaderElection, Output
+from trizk.quorum.election.messages import (
+    MAX_INITIAL_MESSAGE,
+    OBSERVER_ID,
+    ElectionWireError,
+    FrameDecoder,
+    InitialMessage,
+    decode_notification,
+    encode_frame,
+    encode_initial_message,
+    parse_initial_message,
+)
+
+log = logging.getLogger("trizk.quorum.election.election")
+
+_READ = 65536
+
+
+class _AddressLike(Protocol):
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class _ServerLike(Protocol):
+    @property
+    def election_addr(self) -> _AddressLike: ...
+
+
+class MembersLike(Protocol):
+    """The part of a QuorumVerifier (quorum/verifier.py) the shell reads."""
+
+    @property
+    def members(self) -> Mapping[int, _ServerLike]: ...
+
+
+def election_addresses(qv: MembersLike) -> dict[int, tuple[str, int]]:
+    """sid -> (host, port) of every member's election address (voters and observers)."""
+    return {sid: (m.election_addr.host, m.election_addr.port) for sid, m in qv.members.items()}
+
+
+@dataclass
+class _Link:
+    """One kept connection (SendWorker + RecvWorker pair)."""
+
+    sid: int
+    stream: trio.SocketStream
+    cancel: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+
+class ElectionPort:
+    """One member's election port: listener, connections, and the election they drive.
+
+    ``addresses`` maps sid -> (host, port) of every member's election address (voters and
+    observers); ``addresses[myid]`` is bound. ``handshake_timeout`` is Java's
+    ``tickTime*syncLimit`` read timeout for the initial message, ``connect_timeout`` its
+    ``zookeeper.cnxTimeout`` (5 s)."""
+
+    def __init__(
+        self,
+        myid: int,
+        view: ElectionView,
+        addresses: Mapping[int, tuple[str, int]],
+        *,
+        connect_timeout: float = 5.0,
+        handshake_timeout: float = 5.0,
+        listen_on_all_ips: bool = False,
+        max_handshakes: int = 64,
+    ) -> None:
+        self.myid = myid
+        self.view = view
+        self.addresses = dict(addresses)
+        self.election = FastLeaderElection(myid, view)
+        self.connect_timeout = connect_timeout
+        self.handshake_timeout = handshake_timeout
+        self.listen_on_all_ips = listen_on_all_ips
+        self.max_handshakes = max_handshakes
+        self._handshakes = 0
+        self.decision: Decision | None = None
+        self.port = 0
+        self._links: dict[int, _Link] = {}
+        self._connecting: set[int] = set()
+        self._slot: dict[int, bytes] = {}  # the capacity-1 send queue per sid
+        self._last_sent: dict[int, bytes] = {}
+        self._slot_ready: dict[int, trio.Event] = {}
+        self._observer_ids = -1  # QuorumCnxManager.observerCounter
+        self._wake = trio.Event()
+        self._decided = trio.Event()
+        self._nursery: trio.Nursery | None = None
+
+    # ------------------------------------------------------------------ public
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on our election address and run until cancelled; ``started`` gives the port."""
+        host, port = self.addresses[self.myid]
+        # quorumListenOnAllIPs binds the wildcard with the configured port (Listener)
+        listeners = await trio.open_tcp_listeners(
+            port, host=None if self.listen_on_all_ips else host
+        )
+        self.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._timer)
+            nursery.start_soon(trio.serve_listeners, self._accepted, listeners)
+            task_status.started(self.port)
+
+    def look(self, last_zxid: int, current_epoch: int) -> None:
+        """Start an election with our last logged zxid and currentEpoch."""
+        self.decision = None
+        self._decided = trio.Event()
+        self._apply(self.election.look(self._now(), last_zxid, current_epoch))
+
+    async def wait_decision(self) -> Decision:
+        await self._decided.wait()
+        assert self.decision is not None
+        return self.decision
+
+    def update_peer_epoch(self, epoch: int) -> None:
+        self.election.update_peer_epoch(epoch)
+
+    # ------------------------------------------------------------------ driving the machine
+    @staticmethod
+    def _now() -> int:
+        return int(trio.current_time() * 1000)
+
+    def _apply(self, out: Output) -> None:
+        for send in out.sends:
+            self._enqueue(send.to, encode_frame(send.notification.encode()))
+        if out.decision is not None:
+            self.decision = out.decision
+            log.info(
+                "election %d: %s, leader %d (zxid 0x%x, round 0x%x, peerEpoch 0x%x)",
+                self.myid,
+                out.decision.state.name,
+                out.decision.vote.leader,
+                out.decision.vote.zxid,
+                out.decision.vote.election_epoch,
+                out.decision.vote.peer_epoch,
+            )
+            self._decided.set()
+        self._wake.set()
+
+    async def _timer(self) -> None:
+        while True:
+            self._wake = trio.Event()
+            deadline = self.election.deadline
+            if deadline is None:
+                await self._wake.wait()
+                continue
+            with trio.move_on_at(deadline / 1000):
+                await self._wake.wait()
+            if self._now() >= deadline:
+                self._apply(self.election.tick(max(self._now(), deadline)))
+
+    # ------------------------------------------------------------------ sending
+    def _enqueue(self, sid: int, frame: bytes) -> None:
+        """QuorumCnxManager.toSend: replace the slot's content, then connectOne."""
+        self._slot[sid] = frame
+        ev = self._slot_ready.get(sid)
+        if ev is not None:
+            ev.set()
+        self._connect_one(sid)
+
+    def _connect_one(self, sid: int, addr: tuple[str, int] | None = None) -> None:
+        if sid in self._links or sid in self._connecting or self._nursery is None:
+            return
+        # connectOne(sid, electionAddr) after a handshake; else the configured address (Java
+        # remembers no announced address: a later send to an unknown sid is "Invalid server id")
+        target = addr or self.addresses.get(sid)
+        if target is None:
+            log.warning("election %d: invalid server id %d (no address)", self.myid, sid)
+            return
+        self._connecting.add(sid)
+        self._nursery.start_soon(self._initiate, sid, target)
+
+    async def _initiate(self, sid: int, target: tuple[str, int]) -> None:
+        try:
+            with trio.fail_after(self.connect_timeout):
+                stream = await trio.open_tcp_stream(*target)
+        except (OSError, trio.TooSlowError) as e:
+            log.debug("election %d: cannot connect to %d at %s: %s", self.myid, sid, target, e)
+            self._connecting.discard(sid)
+            return
+        try:
+            host, port = self.addresses[self.myid]
+            # startConnection: one flushed write
+            await stream.send_all(encode_initial_message(self.myid, host, self.port or port))
+        except (OSError, trio.BrokenResourceError):
+            self._connecting.discard(sid)
+            await stream.aclose()
+            return
+        self._connecting.discard(sid)
+        if sid > self.myid:
+            # "Have smaller server identifier, so dropping the connection"; they connect back
+            await stream.aclose()
+            return
+        await self._run_link(sid, stream, FrameDecoder(), b"")
+
+    # ------------------------------------------------------------------ receiving
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        if self._handshakes >= self.max_handshakes:
+            log.warning("election %d: too many connections in handshake, closing one", self.myid)
+            await stream.aclose()
+            return
+        self._handshakes += 1
+        try:
+            parsed = await self._read_initial(stream)
+        finally:
+            self._handshakes -= 1
+        if parsed is None:
+            return
+        msg, rest = parsed
+        sid = msg.sid
+        if sid == OBSERVER_ID:
+            sid = self._observer_ids
+            self._observer_ids -= 1
+        if sid < self.myid:
+            # we win the challenge: close and connect back (handleConnection)
+            self._drop_link(sid)  # Java finishes the SendWorker it has for that sid
+            await stream.aclose()
+            self._connect_one(sid, msg.addresses[0] if msg.addresses else None)
+            return
+        if sid == self.myid:
+            log.warning("election %d: connection from a server with our own id", self.myid)
+            await stream.aclose()
+            return
+        await self._run_link(sid, stream, FrameDecoder(), rest)
+
+    async def _read_initial(self, stream: trio.SocketStream) -> tuple[InitialMessage, bytes] | None:
+        """The initial message (bounded in size and time) and the bytes read after it."""
+        buf = bytearray()
+        try:
+            with trio.fail_after(self.handshake_timeout):
+                while True:
+                    parsed = parse_initial_message(buf)
+                    if parsed is not None:
+                        msg, used = parsed
+                        return msg, bytes(buf[used:])
+                    data = await stream.receive_some(MAX_INITIAL_MESSAGE - len(buf))
+                    if not data:
+                        raise ElectionWireError("connection closed during the initial message")
+                    buf += data
+        except (ElectionWireError, trio.TooSlowError, OSError, trio.BrokenResourceError) as e:
+            log.warning("election %d: closing incoming connection: %s", self.myid, e)
+            await stream.aclose()
+            return None
+
+    async def _run_link(
+        self, sid: int, stream: trio.SocketStream, decoder: FrameDecoder, rest: bytes
+    ) -> None:
+        self._drop_link(sid)
+        link = _Link(sid, stream)
+        self._links[sid] = link
+        try:
+            with link.cancel:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._guarded, link, self._send_loop(link))
+                    await self._guarded(link, self._recv_loop(link, decoder, rest))
+        finally:
+            if self._links.get(sid) is link:
+                del self._links[sid]
+                if sid not in self.addresses:
+                    # an unknown sid (or an observer numbered -1, -2, ...) leaves nothing
+                    # behind, so a peer cycling through sids cannot grow our tables
+                    for table in (self._slot, self._last_sent, self._slot_ready):
+                        table.pop(sid, None)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    def _drop_link(self, sid: int) -> None:
+        old = self._links.pop(sid, None)
+        if old is not None:
+            old.cancel.cancel()
+
+    async def _guarded(self, link: _Link, work: Coroutine[Any, Any, None]) -> None:
+        """Run one half of a link; its end (EOF, error, garbage) ends the whole link."""
+        try:
+            await work
+        except (
+            ElectionWireError,
+            OSError,
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,
+        ) as e:
+            log.warning("election %d: closing connection of %d: %s", self.myid, link.sid, e)
+        finally:
+            link.cancel.cancel()
+
+    async def _send_loop(self, link: _Link) -> None:
+        sid = link.sid
+        if sid not in self._slot and sid in self._last_sent:
+            await link.stream.send_all(self._last_sent[sid])  # SendWorker re-sends the last one
+        while True:
+            frame = self._slot.pop(sid, None)
+            if frame is None:
+                ev = trio.Event()
+                self._slot_ready[sid] = ev
+                await ev.wait()
+                continue
+            self._last_sent[sid] = frame
+            await link.stream.send_all(frame)
+
+    async def _recv_loop(self, link: _Link, decoder: FrameDecoder, rest: bytes) -> None:
+        data = rest
+        while True:
+            try:
+                frames = decoder.feed(data)
+                bad = None
+            except ElectionWireError as e:
+                frames, bad = e.frames, e
+            for frame in frames:
+                try:
+                    note = decode_notification(frame)
+                except ElectionWireError as e:
+                    # WorkerReceiver only skips a malformed notification; the link stays
+                    log.warning("election %d: skipping a notification of %d: %s",
+                                self.myid, link.sid, e)  # fmt: skip
+                    continue
+                self._apply(self.election.on_notification(self._now(), link.sid, note))
+            if bad is not None:
+                raise bad
+            data = await link.stream.receive_some(_READ)
+            if not data:
+                return

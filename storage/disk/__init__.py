@@ -1,0 +1,1 @@
+"""The storage shell: the only modules that open, write and fsync files. Not compiled."""

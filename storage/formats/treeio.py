@@ -1,0 +1,405 @@
+"""DataTree <-> snapshot, and log replay: the pure half of durability.
+
+Theory
+------
+A data directory holds a *fuzzy* snapshot (``snapshot.<Z>``) and the txn logs. ``Z`` is the
+last txn applied when serialisation *started*; txns kept applying while it ran, so a node in
+the file may already show txns after ``Z`` and a node serialised early may miss them. The
+log holds every txn after ``Z`` (the log is rolled before the snapshot starts and a txn is
+durable before it is applied), so loading is: build the tree from the snapshot
+(:func:`tree_from_snapshot`), then apply every logged txn with zxid > ``Z`` in order
+(:func:`replay`). Every txn is idempotent over a state that already contains it or later
+txns (``DataTree.apply``: a create of an existing node fails without touching the parent, a
+delete of a missing node still moves the parent's pzxid up, set* overwrite, parent cversion and
+pzxid only move forward), so the result is the tree as of the last logged txn.
+
+Digests. The snapshot's digest section records (zxid, tree digest) when serialisation
+*ended*. Until replay reaches that zxid the tree is fuzzy and no digest can be compared;
+at that zxid the tree must match the snapshot's digest, and from then on after every txn
+it must match the digest logged with that txn (``DataTree.compareDigest``). A mismatch is
+reported, not fatal (ZooKeeper logs "Digests are not matching" and carries on).
+
+Writing (:class:`FuzzySnapshot`) walks the live tree the way ``DataTree.serializeNode`` does:
+pre-order from the root (path ``""`` on disk), a node's bytes and its list of children taken
+together, children in ``HashSet`` order, so a parent always precedes its children. The walk is
+done in steps (:meth:`FuzzySnapshot.step`) between which the caller may apply txns: a child
+listed by its parent but deleted before its turn is skipped, a child created after its parent
+was written is left to the replay. ACL lists get cache refs in order of first use as the walk
+meets them (OPEN_ACL_UNSAFE is ref -1 and never stored), so the ACL section, which precedes
+the nodes in the file, is only known once the walk is over: :meth:`FuzzySnapshot.finish`
+assembles header, sessions, ACL cache, the node bytes, the seal and the digest section.
+The bytes are exactly what :func:`trizk.storage.formats.snapshot.serialize` produces for the same
+content.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from trizk.jute import records as r
+from trizk.storage.formats import snapshot as snap
+from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
+from trizk.storage.formats.txnlog import TxnEntry
+from trizk.storage.tree.datatree import (
+    OPEN_ACL_UNSAFE,
+    DataNode,
+    DataTree,
+    EphemeralKind,
+    ephemeral_kind,
+)
+from trizk.storage.tree.javahash import JavaHashSet
+from trizk.storage.tree.replica import Replica
+
+__all__ = [
+    "FuzzySnapshot",
+    "ReplayResult",
+    "SnapshotLoadError",
+    "canonical",
+    "content_from_tree",
+    "current_txn",
+    "replay",
+    "replica_from_snapshot_body",
+    "snapshot_body",
+    "tree_from_snapshot",
+]
+
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_QI = struct.Struct(">qi")
+_QIQ = struct.Struct(">qiq")
+_STAT = struct.Struct(">qqqqiiiqq")  # StatPersisted
+_NULL = _I.pack(-1)
+_SLASH = b"\x00\x00\x00\x01/"
+_FILE_HEADER = struct.Struct(">iiq")  # FileHeader: magic, version, dbid
+
+
+class SnapshotLoadError(ValueError):
+    """A snapshot that parses but does not describe a tree (orphan node, unknown ACL ref)."""
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def tree_from_snapshot(
+    content: SnapshotContent,
+    zxid: int,
+    *,
+    extended_types: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> DataTree:
+    """Build a DataTree from a parsed snapshot named ``snapshot.<zxid>`` (DataTree.deserialize).
+
+    ``last_processed_zxid`` becomes ``zxid`` (the name, as FileSnap.deserialize sets it) and
+    the digest is computed from the nodes. ``progress(done, total)`` is called every 64k nodes.
+    """
+    tree = DataTree(extended_types=extended_types)
+    nodes = tree.nodes
+    nodes.clear()
+    tree.ephemerals.clear()
+    acls: dict[int, tuple[r.ACL, ...]] = {snap.OPEN_UNSAFE_ACL_REF: OPEN_ACL_UNSAFE}
+    acls.update(content.acls)
+    total = len(content.nodes)
+    #: children per parent, in snapshot order (added once every node is read, below)
+    kids: dict[DataNode, list[str]] = {}
+    for i, sn in enumerate(content.nodes):
+        path = sn.path
+        acl = acls.get(sn.acl)
+        if acl is None:
+            raise SnapshotLoadError(f"node {path or '/'}: ACL ref {sn.acl} is not in the cache")
+        st = sn.stat
+        owner = st.ephemeralOwner
+        kind = ephemeral_kind(owner, extended_types) if owner else EphemeralKind.VOID
+        node = DataNode(sn.data, acl, 0, 0, owner, owner if kind == EphemeralKind.NORMAL else 0)
+        node.czxid = st.czxid
+        node.mzxid = st.mzxid
+        node.pzxid = st.pzxid
+        node.ctime = st.ctime
+        node.mtime = st.mtime
+        node.version = st.version
+        node.cversion = st.cversion
+        node.aversion = st.aversion
+        if path == "":
+            nodes[""] = nodes["/"] = node
+        else:
+            k = path.rfind("/")
+            parent = nodes.get(path[:k]) if k >= 0 else None
+            if parent is None:
+                # DataTree.deserialize: "Invalid Datatree, unable to find parent".
+                raise SnapshotLoadError(f"snapshot node {path}: parent not found")
+            names = kids.get(parent)
+            if names is None:
+                names = kids[parent] = []
+            names.append(path[k + 1 :])
+            nodes[path] = node
+            if owner:
+                tree.index_owner(path, owner, kind)
+        if progress is not None and i & 0xFFFF == 0xFFFF:
+            progress(i + 1, total)
+    if "" not in nodes:
+        raise SnapshotLoadError("snapshot has no root node")
+    for parent, names in kids.items():
+        _add_children(parent, names)
+    tree.recompute_digest()
+    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
+    tree.reset_data_size()
+    tree.setup_quota()
+    tree.last_processed_zxid = zxid
+    return tree
+
+
+def _add_children(parent: DataNode, names: list[str]) -> None:
+    """``parent.add_child`` for each name in order, as ZooKeeper's loader inserts them into a
+    ``HashSet(8)``. With more than 48 names the table ends at the load-factor capacity
+    (>= 128) whatever happened on the way (a small-table treeify resize never goes past 64),
+    so inserting into a table of that size from the start gives the same iteration order
+    without the intermediate resizes."""
+    n = len(names)
+    if n > 48:
+        n = len(set(names))  # a path twice in a snapshot is one child
+    if n <= 48:
+        for name in names:
+            parent.add_child(name)
+        return
+    cap = 128
+    while n > cap * 3 // 4:
+        cap <<= 1
+    children = JavaHashSet(cap)
+    for name in names:
+        children.add(name)
+    parent.children = children
+    parent.touch()
+
+
+@dataclass
+class ReplayResult:
+    """What :func:`replay` did."""
+
+    applied: int = 0
+    errors: int = 0  # txns whose apply reported an error (expected for fuzzy overlaps)
+    digest_checked: int = 0
+    digest_mismatches: list[int] = field(default_factory=list)  # zxids
+    last_zxid: int | None = None
+
+
+def current_txn(entry: TxnEntry) -> r.Record | None:
+    """The txn record of a logged entry as it applies today (old formats upgraded)."""
+    txn = entry.txn
+    if isinstance(txn, r.CreateTxnV0):
+        # SerializeUtils.deserializeTxn: a V0 create is a CreateTxn with parentCVersion -1.
+        return r.CreateTxn(txn.path, txn.data, txn.acl, txn.ephemeral, -1)
+    return txn
+
+
+def replay(
+    replica: Replica,
+    entries: Iterable[TxnEntry],
+    *,
+    snapshot_digest: SnapshotDigest | None = None,
+    check_digests: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> ReplayResult:
+    """Apply logged txns in order to ``replica`` (tree and session table).
+
+    FileTxnSnapLog.processTransaction, through :meth:`Replica.apply` as every commit goes.
+    Digests are compared as the module docstring says. ``progress(applied)`` is called every
+    16k txns.
+    """
+    tree = replica.tree
+    res = ReplayResult()
+    # DataTree.digestFromLoadedSnapshot: compare nothing until the snapshot's digest zxid.
+    fuzzy = snapshot_digest if snapshot_digest is not None and snapshot_digest.zxid > 0 else None
+    if fuzzy is not None and fuzzy.zxid <= tree.last_processed_zxid:
+        _check(tree, fuzzy.digest, fuzzy.zxid, res, check_digests)
+        fuzzy = None
+    for entry in entries:
+        hdr = entry.header
+        rc = replica.apply(hdr, current_txn(entry))
+        if rc.err:
+            res.errors += 1
+        res.applied += 1
+        res.last_zxid = hdr.zxid
+        if fuzzy is not None:
+            if hdr.zxid >= fuzzy.zxid:
+                _check(tree, fuzzy.digest, fuzzy.zxid, res, check_digests)
+                fuzzy = None
+        elif entry.digest is not None and entry.digest.version == snap.DIGEST_VERSION:
+            _check(tree, entry.digest.treeDigest, hdr.zxid, res, check_digests)
+        if progress is not None and res.applied & 0x3FFF == 0:
+            progress(res.applied)
+    return res
+
+
+def _check(tree: DataTree, expected: int, zxid: int, res: ReplayResult, enabled: bool) -> None:
+    if not enabled:
+        return
+    res.digest_checked += 1
+    if snap.to_java_long(expected) != tree.digest:
+        res.digest_mismatches.append(zxid)
+
+
+# ----------------------------------------------------------------------------- write
+
+
+def _encode_node(path: str, node: DataNode, ref: int) -> bytes:
+    p = path.encode("utf-8")
+    d = node.data
+    return b"".join(
+        (
+            _I.pack(len(p)),
+            p,
+            _NULL if d is None else _I.pack(len(d)),
+            b"" if d is None else d,
+            _Q.pack(ref),
+            _STAT.pack(
+                node.czxid,
+                node.mzxid,
+                node.ctime,
+                node.mtime,
+                node.version,
+                node.cversion,
+                node.aversion,
+                node.ephemeral_owner,
+                node.pzxid,
+            ),
+        )
+    )
+
+
+class FuzzySnapshot:
+    """An in-progress snapshot of a live tree; see the module docstring.
+
+    Call :meth:`step` until it returns True (the tree may change between calls, never during
+    one), then :meth:`finish` (pure over what the walk collected: safe in a worker thread).
+    """
+
+    def __init__(self, tree: DataTree, sessions: dict[int, int], *, digest: bool = True) -> None:
+        self.tree = tree
+        self.sessions = dict(sessions)
+        self.zxid = tree.last_processed_zxid  # the name: last txn applied at the start
+        self.with_digest = digest
+        self.digest: SnapshotDigest | None = None
+        self.nodes = 0
+        self._stack: list[str] = [""]
+        self._chunks: list[bytes] = []
+        self._acl_refs: dict[tuple[r.ACL, ...], int] = {}
+        self._acl_by_id: dict[int, tuple[tuple[r.ACL, ...], int]] = {}
+        self._done = False
+
+    def _ref(self, acl: tuple[r.ACL, ...]) -> int:
+        hit = self._acl_by_id.get(id(acl))
+        if hit is not None and hit[0] is acl:
+            return hit[1]
+        if acl == OPEN_ACL_UNSAFE:
+            ref = snap.OPEN_UNSAFE_ACL_REF
+        else:
+            ref = self._acl_refs.get(acl, 0)
+            if not ref:
+                # ReferenceCountedACLCache.convertAcls: refs count up from 1.
+                ref = self._acl_refs[acl] = len(self._acl_refs) + 1
+        # Keep the tuple alive with its id so that the id cannot be reused during the walk.
+        self._acl_by_id[id(acl)] = (acl, ref)
+        return ref
+
+    def step(self, max_nodes: int = 4096) -> bool:
+        """Serialise up to ``max_nodes`` more nodes; True once the walk is complete."""
+        if self._done:
+            return True
+        nodes = self.tree.nodes
+        stack = self._stack
+        out: list[bytes] = []
+        n = 0
+        while stack and n < max_nodes:
+            path = stack.pop()
+            node = nodes.get(path)
+            if node is None:
+                continue  # deleted after its parent was written: the log has the delete
+            out.append(_encode_node(path, node, self._ref(node.acl)))
+            n += 1
+            ch = node.children
+            if ch:
+                prefix = path + "/"
+                stack.extend([prefix + c for c in ch][::-1])
+        self.nodes += n
+        if out:
+            self._chunks.append(b"".join(out))
+        if not stack:
+            self._done = True
+            if self.with_digest:
+                # DataTree.lastProcessedZxidDigest at the end of serialisation.
+                self.digest = SnapshotDigest(self.tree.last_processed_zxid, self.tree.digest)
+        return self._done
+
+    def finish(self) -> list[bytes]:
+        """The uncompressed snapshot stream, as a list of byte strings to write in order."""
+        assert self._done, "finish() before the walk is complete"
+        head = [
+            r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode(),
+            _I.pack(len(self.sessions)),
+        ]
+        head.extend(_QI.pack(sid, to) for sid, to in self.sessions.items())
+        head.append(_I.pack(len(self._acl_refs)))
+        for acl, ref in self._acl_refs.items():
+            head.append(_Q.pack(ref))
+            head.append(_I.pack(len(acl)))
+            head.extend(a.encode() for a in acl)
+        parts = [b"".join(head), *self._chunks, _SLASH]
+        crc = 1
+        for p in parts:
+            crc = zlib.adler32(p, crc)
+        parts.append(_Q.pack(crc) + _SLASH)
+        crc = zlib.adler32(parts[-1], crc)
+        if self.digest is not None:
+            d = self.digest
+            tail = _QIQ.pack(d.zxid, d.version, snap.to_java_long(d.digest))
+            crc = zlib.adler32(tail, crc)
+            parts.append(tail + _Q.pack(crc) + _SLASH)
+        return parts
+
+
+def content_from_tree(
+    tree: DataTree, sessions: dict[int, int] | None = None, *, digest: bool = True
+) -> SnapshotContent:
+    """A (non-fuzzy) snapshot of ``tree`` as parsed content (for tests and tools)."""
+    fs = FuzzySnapshot(tree, sessions or {}, digest=digest)
+    while not fs.step(1 << 30):
+        pass
+    return snap.parse(b"".join(fs.finish()))
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def canonical(tree: DataTree) -> dict[str, tuple[object, ...]]:
+    """Path -> (data, acl, StatPersisted, sorted children) for every node: equal trees give
+    equal dicts (the root under "/")."""
+    out: dict[str, tuple[object, ...]] = {}
+    for path, n in tree.iter_nodes():
+        out[path] = (n.data, n.acl, n.stat_persisted(), tuple(sorted(n.child_names())))
+    return out
+
+
+# ----------------------------------------------------------------------------- SNAP body
+
+
+def snapshot_body(replica: Replica) -> bytes:
+    """A quorum SNAP payload's body (``ZKDatabase.serializeSnapshot``): Sessions AclCache Nodes,
+    i.e. a snapshot file without its FileHeader, seal and digest section."""
+    fs = FuzzySnapshot(replica.tree, replica.sessions, digest=False)
+    while not fs.step(1 << 30):
+        pass
+    parts = fs.finish()  # header+sessions+acls, nodes..., "/", seal
+    return b"".join(parts[:-1])[_FILE_HEADER.size :]
+
+
+def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> Replica:
+    """The replica a SNAP payload describes, at ``zxid`` (the SNAP packet's; the leader's
+    snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
+    :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
+    data = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode() + body
+    data += _Q.pack(zlib.adler32(data)) + _SLASH
+    content = snap.parse(data)
+    tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
+    return Replica(tree, dict(content.sessions))

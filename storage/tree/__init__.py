@@ -1,0 +1,1 @@
+"""The data tree and the replica: deterministic state, no I/O. Pure (compiled with mypyc)."""

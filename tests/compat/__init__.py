@@ -1,0 +1,1 @@
+"""Side by side with real Apache ZooKeeper (needs the oracle installed)."""

@@ -1,0 +1,1 @@
+"""zoo.cfg, the command line, the docker entry point."""

@@ -1,0 +1,1 @@
+"""Four-letter words, the AdminServer, metrics."""

@@ -1,0 +1,911 @@
+"""Deterministic simulation of a Zab ensemble (one thread, one seeded RNG, simulated time).
+
+What is simulated
+-----------------
+* Members: ``voters`` participants and ``observers``, each with a simulated disk, a real
+  replica (``trizk.storage.tree.replica.Replica``, see ``workload.py``), the history model beside it
+  (the list of applied (zxid, entry bytes)) and, when not LOOKING, one pure Zab machine
+  (:class:`trizk.quorum.zab.leader.Leader` or :class:`trizk.quorum.zab.learner.Learner`). An
+  established leader runs the real :class:`~trizk.server.writes.sequencer.Sequencer` (prep, zxids,
+  session tracking and expiry), a serving learner the real
+  :class:`~trizk.server.writes.forwarder.LearnerWritePath` (REQUEST forwarding, session touches,
+  REVALIDATE).
+* Disk: every Ready's persistence goes to a volatile copy at once and becomes durable when its
+  fsync completes (a random delay later, in order); a crash keeps only what was durable.
+  Committed entries are applied and ``advance`` is called when the fsync completes, as the
+  Ready contract says. A snapshot install clears the txn log (see the report on ZooKeeper's
+  retained pre-snapshot log files). A restarted member's replica is its snapshot plus its log.
+* Network: a learner-leader link is a TCP connection: FIFO per direction with random delays
+  (so packets reorder across links), broken at random, by partitions and by crashes; a broken
+  link delivers nothing more. Partitions split the members into groups; only members of one
+  group reach each other.
+* Clocks: each member's clock runs at its own rate (skew in ticks between members).
+* Election: an oracle standing in for FastLeaderElection: a LOOKING member joins a reachable
+  LEADING member, else when a quorum of reachable voters is LOOKING the best of them by
+  (currentEpoch, lastLoggedZxid, sid) leads and the rest follow.
+* Clients (``workload.SimClient``): sessions issuing pipelined writes (creates of every mode,
+  setData and delete with versions, multi, closeSession) in cxid order through the member they
+  are connected to, pinging it, reconnecting elsewhere when it drops them; syncs from members.
+
+Invariants checked (AssertionError with the seed's trace)
+---------------------------------------------------------
+* at most one established leader per epoch;
+* every txn applied by a serving member, and every established leader's history, agrees with
+  the one committed history (``canonical``: zxid -> bytes): committed prefixes agree;
+* an established leader's history contains every txn committed before (no acknowledged write
+  is lost; ``acked`` are the writes answered to a client, each after its commit on the member
+  the client is connected to); serving members' histories are exactly the committed prefix up
+  to their last zxid;
+* replicas at equal zxid have equal trees: after every txn a serving member applies (and when
+  a member starts serving), its tree digest equals the reference replica's at that zxid
+  (``workload.Reference``, the committed history applied in zxid order); every 500 steps and
+  at the end the whole state (nodes, stats, ACLs, sessions) of every serving member equals the
+  other members' at the same zxid and the reference's;
+* per-session FIFO: a session's txns commit in the order its client submitted them (cxids
+  strictly increase along the committed history), and a client's replies arrive in the order
+  of its requests;
+* a learner's sync answer comes after it applied what the leader had proposed at sync time;
+* epoch files on a restarted member: acceptedEpoch >= currentEpoch >= epoch(last logged zxid).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.quorum.sim import workload
+from tests.quorum.sim.workload import HistoryError, Reference, SimClient
+from trizk.jute import records as r
+from trizk.jute.codes import OpCode
+from trizk.jute.records import QuorumPacket
+from trizk.quorum.zab.leader import Leader
+from trizk.quorum.zab.learner import Learner
+from trizk.quorum.zab.zab import Entry, LearnerType, Quorum, Ready, Timing
+from trizk.quorum.zab.zabwire import (
+    PacketType,
+    QuorumStreamDecoder,
+    SnapshotPayload,
+    counter_of,
+    encode_snapshot_payload,
+    epoch_of,
+    make_zxid,
+)
+from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.shell.ensemble import LearnerRequests
+from trizk.server.writes.committer import Proposal
+from trizk.server.writes.forwarder import LearnerWritePath
+from trizk.server.writes.sequencer import Sequencer, WriteRequest
+from trizk.server.writes.sessions import LOCAL
+from trizk.storage.formats import treeio, txnlog
+from trizk.storage.formats.txnlog import TxnEntry
+from trizk.storage.tree.replica import Replica
+
+P = PacketType
+
+
+class SimCommitter:
+    """The leader sequencer's committer: each proposal to Zab as the bytes a txn log entry
+    holds (as ``server/shell/ensemble.py``'s ZabCommitter)."""
+
+    def __init__(self, sim: Sim, n: Node, leader: Leader) -> None:
+        self.sim, self.n, self.leader = sim, n, leader
+
+    def propose(self, p: Proposal) -> None:
+        data = txnlog.encode_payload(TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest)))
+        if self.leader.propose(p.hdr.zxid, data):
+            self.sim.stats["proposed"] += 1
+        else:
+            self.sim.stats["rollovers"] += counter_of(p.hdr.zxid) == 0xFFFFFFFF
+
+
+@dataclass
+class Disk:
+    accepted: int = 0
+    current: int = 0
+    snap_zxid: int = 0
+    snap_hist: tuple[tuple[int, bytes], ...] = ()
+    #: the snapshot as the replica's SNAP body (None: no snapshot)
+    snap_body: bytes | None = None
+    log: tuple[Entry, ...] = ()
+
+    def copy(self) -> Disk:
+        return Disk(
+            self.accepted, self.current, self.snap_zxid, self.snap_hist, self.snap_body, self.log
+        )
+
+    def history(self, upto: int | None = None) -> list[tuple[int, bytes]]:
+        hist = list(self.snap_hist)
+        for e in self.log:
+            if e.zxid > self.snap_zxid and (upto is None or e.zxid <= upto):
+                hist.append((e.zxid, e.data))
+        return hist
+
+    def last_zxid(self) -> int:
+        z = self.snap_zxid
+        for e in self.log:
+            z = max(z, e.zxid)
+        return z
+
+
+@dataclass
+class Conn:
+    cid: int
+    learner: int
+    leader: int
+    alive: bool = True
+    # last scheduled delivery time per direction, for FIFO
+    last_to_leader: int = 0
+    last_to_learner: int = 0
+    dec_to_leader: QuorumStreamDecoder = field(default_factory=QuorumStreamDecoder)
+    dec_to_learner: QuorumStreamDecoder = field(default_factory=QuorumStreamDecoder)
+
+
+@dataclass
+class Node:
+    sid: int
+    voter: bool
+    rate: float
+    disk: Disk = field(default_factory=Disk)  # volatile view
+    durable: Disk = field(default_factory=Disk)
+    alive: bool = True
+    machine: Leader | Learner | None = None
+    conn: Conn | None = None  # learner's link
+    hist: list[tuple[int, bytes]] = field(default_factory=list)
+    serving: bool = False
+    inflight: Ready | None = None
+    inflight_disk: Disk | None = None
+    incarnation: int = 0
+    zxid: int = 0  # the replica's last applied zxid (lastProcessedZxid)
+    group: int = 0
+    disk_speed: float = 1.0  # fsync latency multiplier (a slow disk)
+    rep: Replica = field(default_factory=workload.fresh_replica)
+    #: established leader: the sequencer; serving learner: its write path
+    seq: Sequencer | None = None
+    path: LearnerWritePath | None = None
+    #: established leader: learners' REQUESTs on their way into the sequencer
+    requests: LearnerRequests | None = None
+
+    def clock(self, now: int) -> int:
+        return int(now * self.rate)
+
+
+@dataclass
+class SimConfig:
+    voters: int = 3
+    observers: int = 1
+    duration_ms: int = 60_000
+    timing: Timing = field(default_factory=lambda: Timing(tick_ms=100, init_limit=10, sync_limit=5))
+    write_interval_ms: int = 40
+    net_delay_ms: tuple[int, int] = (1, 30)
+    fsync_ms: tuple[int, int] = (1, 50)
+    link_break_prob: float = 0.002
+    crash_interval_ms: int = 4_000
+    power_failure_prob: float = 0.3
+    partition_interval_ms: int = 6_000
+    commit_log_count: int = 20
+    high_counter_prob: float = 0.1
+    random_leader: bool = False
+    clients: int = 5
+    session_timeout_ms: tuple[int, int] = (1_500, 4_000)
+    #: the leader's globalOutstandingLimit for learners' REQUESTs (small: they wait)
+    learner_request_limit: int = 3
+    #: packets as bytes through the stream codec, in random chunks; snapshots in the
+    #: SNAP payload grammar, read back with trizk.storage.formats.snapshot
+    wire: bool = False
+
+
+class Violation(AssertionError):
+    pass
+
+
+class Sim:
+    def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
+        self.seed = seed
+        self.cfg = cfg or SimConfig()
+        self.rng = random.Random(seed)
+        self.now = 0
+        self._q: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        c = self.cfg
+        sids = list(range(1, c.voters + c.observers + 1))
+        self.voters = frozenset(sids[: c.voters])
+        self.quorum = Quorum.majority_of(self.voters)
+        self.nodes = {s: Node(s, s in self.voters, self.rng.uniform(0.9, 1.1)) for s in sids}
+        for n in self.nodes.values():
+            n.disk_speed = self.rng.choice((0.2, 1.0, 4.0))
+        self.conns: dict[int, Conn] = {}
+        self._cid = 0
+        self.canonical: dict[int, bytes] = {}
+        self.leaders: dict[int, int] = {}  # epoch -> sid
+        self.stats: Counter[str] = Counter()
+        self.trace: deque[str] = deque(maxlen=60)
+        self.sync_targets: dict[int, deque[int]] = {}
+        #: the learner machine class (tests swap in deliberately broken ones)
+        self.learner_cls: type[Learner] = Learner
+        self.ref = Reference()
+        #: zxid -> entry of every write answered to a client
+        self.acked: dict[int, bytes] = {}
+        self.clients = [
+            SimClient(i, self.rng.randint(*c.session_timeout_ms)) for i in range(c.clients)
+        ]
+        #: SNAP side channel: the sender's history model with each snapshot, by link
+        self._snap_hists: dict[int, deque[list[tuple[int, bytes]]]] = {}
+
+    # ------------------------------------------------------------------ event loop
+
+    def at(self, delay: int, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._q, (self.now + max(delay, 0), self._seq, fn))
+
+    def log(self, msg: str) -> None:
+        self.trace.append(f"{self.now:7d} {msg}")
+
+    def fail(self, msg: str) -> None:
+        raise Violation(f"seed {self.seed}: {msg}\n" + "\n".join(self.trace))
+
+    def run(self) -> Sim:
+        c = self.cfg
+        for n in self.nodes.values():
+            self.at(self.rng.randint(0, 50), lambda n=n: self.look(n))
+            self.at(10, lambda n=n: self.tick(n))
+        for cl in self.clients:
+            self.at(self.rng.randint(0, 200), lambda cl=cl: self.client_step(cl))
+        self.at(c.write_interval_ms, self.member_sync)
+        self.at(self.rng.randint(1, c.crash_interval_ms), self.chaos_crash)
+        self.at(self.rng.randint(1, c.partition_interval_ms), self.chaos_partition)
+        steps = 0
+        while self._q:
+            t, _, fn = heapq.heappop(self._q)
+            if t > c.duration_ms:
+                break
+            self.now = t
+            fn()
+            steps += 1
+            if steps % 500 == 0:
+                self.check_prefixes()
+                self.check_contents()
+        self.check_prefixes()
+        self.check_contents()
+        return self
+
+    # ------------------------------------------------------------------ membership
+
+    def reachable(self, a: Node, b: Node) -> bool:
+        return a.alive and b.alive and a.group == b.group
+
+    def look(self, n: Node) -> None:
+        """Election oracle for a LOOKING member (FastLeaderElection stand-in)."""
+        if not n.alive or n.machine is not None:
+            return
+        self.at(self.rng.randint(50, 200), lambda: self.look(n))
+        for m in self.nodes.values():
+            if (
+                m is not n
+                and self.reachable(n, m)
+                and isinstance(m.machine, Leader)
+                and not m.machine.done
+            ):
+                self.become_learner(n, m)
+                return
+        looking = [
+            m for m in self.nodes.values() if m.voter and self.reachable(n, m) and m.machine is None
+        ]
+        if not n.voter or not self.quorum.contains_quorum({m.sid for m in looking}):
+            return
+        if self.cfg.random_leader:
+            # not FLE: any looking voter; Zab's discovery alone must keep it safe
+            best = self.rng.choice(looking)
+        else:
+            best = max(looking, key=lambda m: (m.disk.current, m.disk.last_zxid(), m.sid))
+        self.become_leader(best)
+        for m in looking:
+            if m is not best:
+                self.become_learner(m, best)
+
+    def reload(self, n: Node, upto: int | None = None) -> None:
+        """The replica from the disk (snapshot + log up to ``upto``), as LOOKING and TRUNC
+        reload it; the replica in memory is kept when the disk's history extends it (the same
+        state a reload would build)."""
+        d = n.disk
+        hist = d.history(upto)
+        old = n.hist
+        if len(hist) >= len(old) and hist[: len(old)] == old:
+            for _, data in hist[len(old) :]:
+                workload.apply_entry(n.rep, data)
+        else:
+            self.stats["rebuilds"] += 1
+            if d.snap_body is None:
+                n.rep = workload.fresh_replica()
+            else:
+                n.rep = treeio.replica_from_snapshot_body(d.snap_body, d.snap_zxid)
+            for z, data in hist:
+                if z > d.snap_zxid:
+                    workload.apply_entry(n.rep, data)
+        n.hist = hist
+        n.zxid = d.last_zxid() if upto is None else upto
+        n.serving = False
+
+    def become_leader(self, n: Node) -> None:
+        self.reload(n)
+        d = n.disk
+        log = [e for e in d.log if e.zxid > d.snap_zxid][-self.cfg.commit_log_count :]
+
+        def txnlog(peer: int, log: tuple[Entry, ...] = d.log) -> list[Entry]:
+            # FileTxnIterator from peer: must start exactly at peer (ZKDatabase
+            # getProposalsFromTxnLog); a log not reaching back that far yields nothing.
+            out = [e for e in log if e.zxid >= peer]
+            return out if out and out[0].zxid == peer else []
+
+        n.machine = Leader(
+            sid=n.sid,
+            quorum=self.quorum,
+            timing=self.cfg.timing,
+            accepted_epoch=d.accepted,
+            current_epoch=d.current,
+            last_zxid=n.zxid,
+            now_ms=n.clock(self.now),
+            committed_log=log,
+            txnlog=txnlog,
+            commit_log_count=self.cfg.commit_log_count,
+        )
+        self.log(f"{n.sid} LEADING (acc {d.accepted} cur {d.current} last {n.zxid:#x})")
+        self.drain(n)
+
+    def become_learner(self, n: Node, leader: Node) -> None:
+        self.reload(n)
+        d = n.disk
+        lt = LearnerType.PARTICIPANT if n.voter else LearnerType.OBSERVER
+        n.machine = self.learner_cls(
+            sid=n.sid,
+            leader=leader.sid,
+            learner_type=lt,
+            timing=self.cfg.timing,
+            accepted_epoch=d.accepted,
+            current_epoch=d.current,
+            last_logged_zxid=n.zxid,
+            now_ms=n.clock(self.now),
+            snapshot_zxid=d.snap_zxid,
+        )
+        self.log(f"{n.sid} {'FOLLOWING' if n.voter else 'OBSERVING'} {leader.sid}")
+        machine = n.machine
+        self.at(self.rng.randint(1, 20), lambda: self.connect(n, leader, machine))
+
+    def connect(self, n: Node, leader: Node, machine: Learner) -> None:
+        if n.machine is not machine or machine.done:
+            return
+        lm = leader.machine
+        if not self.reachable(n, leader) or not isinstance(lm, Leader) or lm.done:
+            machine.link_closed("connect failed")
+            self.drain(n)
+            return
+        self._cid += 1
+        conn = Conn(self._cid, n.sid, leader.sid)
+        self.conns[conn.cid] = conn
+        n.conn = conn
+        lm.connected(conn.cid)
+        machine.connected(n.clock(self.now))
+        self.drain(n)
+
+    def end_role(self, n: Node, reason: str) -> None:
+        self.log(f"{n.sid} -> LOOKING: {reason}")
+        self.stats["role_ends"] += 1
+        n.machine = None
+        self.stop_serving(n)
+        if n.conn is not None:
+            self.break_conn(n.conn)
+            n.conn = None
+        for conn in list(self.conns.values()):
+            if conn.leader == n.sid:
+                self.break_conn(conn)
+        self.at(self.rng.randint(0, 100), lambda: self.look(n))
+
+    def break_conn(self, conn: Conn) -> None:
+        if not conn.alive:
+            return
+        conn.alive = False
+        self.conns.pop(conn.cid, None)
+        lrn, ldr = self.nodes[conn.learner], self.nodes[conn.leader]
+        if isinstance(ldr.machine, Leader):
+            ldr.machine.link_closed(conn.cid)
+        if ldr.requests is not None:
+            ldr.requests.link_closed(conn.cid)
+        if lrn.conn is conn and isinstance(lrn.machine, Learner):
+            lrn.machine.link_closed("connection broken")
+            self.at(0, lambda: self.drain(lrn))
+
+    # ------------------------------------------------------------------ network
+
+    def send(self, src: Node, conn: Conn, ev: QuorumPacket | SnapshotPayload) -> None:
+        if not conn.alive:
+            return
+        if self.rng.random() < self.cfg.link_break_prob:
+            self.break_conn(conn)
+            return
+        lo, hi = self.cfg.net_delay_ms
+        t = self.now + self.rng.randint(lo, hi)
+        to_leader = src.sid == conn.learner
+        if to_leader:
+            t = max(t, conn.last_to_leader)
+            conn.last_to_leader = t
+        else:
+            t = max(t, conn.last_to_learner)
+            conn.last_to_learner = t
+        if not self.cfg.wire:
+            self.at(t - self.now, lambda: self.deliver(conn, to_leader, ev))
+            return
+        raw = encode_snapshot_payload(ev.body) if isinstance(ev, SnapshotPayload) else ev.encode()
+        i = 0
+        while i < len(raw):  # TCP segments: the receiver sees arbitrary chunks
+            k = self.rng.randint(1, 64)
+            chunk = raw[i : i + k]
+            i += k
+            self.at(t - self.now, lambda chunk=chunk: self.deliver_bytes(conn, to_leader, chunk))
+
+    def deliver_bytes(self, conn: Conn, to_leader: bool, chunk: bytes) -> None:
+        dec = conn.dec_to_leader if to_leader else conn.dec_to_learner
+        dec.feed(chunk)
+        while conn.alive and (ev := dec.next_event()) is not None:
+            self.deliver(conn, to_leader, ev)
+
+    def deliver(self, conn: Conn, to_leader: bool, ev: QuorumPacket | SnapshotPayload) -> None:
+        if not conn.alive:
+            return
+        dst = self.nodes[conn.leader if to_leader else conn.learner]
+        m = dst.machine
+        if to_leader:
+            assert isinstance(ev, QuorumPacket)
+            if isinstance(m, Leader):
+                m.step(conn.cid, ev, dst.clock(self.now))
+        elif isinstance(m, Learner) and dst.conn is conn:
+            if isinstance(ev, QuorumPacket) and ev.type in (P.DIFF, P.TRUNC, P.SNAP):
+                self.stats[P(ev.type).name] += 1
+            m.step(ev, dst.clock(self.now))
+        self.drain(dst)
+
+    # ------------------------------------------------------------------ Ready handling
+
+    def drain(self, n: Node) -> None:
+        """Take the next Ready if none is in flight: persist (volatile), send, fsync later."""
+        m = n.machine
+        if m is None or n.inflight is not None or not n.alive:
+            return
+        if not m.has_ready():
+            return
+        rd = m.ready()
+        d = n.disk
+        if rd.accepted_epoch is not None:
+            d.accepted = rd.accepted_epoch
+        if rd.current_epoch is not None:
+            d.current = rd.current_epoch
+        if rd.wipe:
+            d.snap_zxid, d.snap_hist, d.snap_body, d.log = 0, (), None, ()
+            n.hist, n.zxid, n.rep = [], 0, workload.fresh_replica()
+            self.stats["wipes"] += 1
+        if rd.truncate_to is not None:
+            z = rd.truncate_to
+            if d.snap_hist and d.snap_hist[-1][0] > z:
+                # ZooKeeper keeps snapshots on TRUNC (FileTxnSnapLog.truncateLog) and reloads
+                # the newest: one holding txns after z would resurrect them.
+                self.fail(f"{n.sid}: TRUNC to {z:#x} below its snapshot's content")
+            d.log = tuple(e for e in d.log if e.zxid <= z)
+            self.reload(n, z)
+        if rd.snapshot_in is not None:
+            assert n.conn is not None
+            n.hist = self._snap_hists[n.conn.cid].popleft()
+            n.rep = treeio.replica_from_snapshot_body(rd.snapshot_in.body, rd.snapshot_in.zxid)
+            # fuzzy: the leader may have applied more by the time it serialised; the
+            # PROPOSAL/COMMITs after SNAP replay those (idempotently)
+            n.zxid = max(rd.snapshot_in.zxid, n.hist[-1][0] if n.hist else 0)
+            self.stats["fuzzy_snaps"] += n.zxid > rd.snapshot_in.zxid
+        if rd.take_snapshot:
+            d.snap_zxid = n.zxid
+            d.snap_hist = tuple(n.hist)
+            d.snap_body = treeio.snapshot_body(n.rep)
+            d.log = ()
+        if rd.entries:
+            d.log = d.log + tuple(rd.entries)
+        if isinstance(m, Leader):
+            for s in rd.messages:
+                conn = self.conns.get(s.link)
+                if conn is None:
+                    continue
+                self.send(n, conn, s.packet)
+                if s.packet.type == P.SNAP:
+                    self._snap_hists.setdefault(conn.cid, deque()).append(list(n.hist))
+                    self.send(n, conn, SnapshotPayload(treeio.snapshot_body(n.rep)))
+            for link, _reason in rd.close:
+                conn = self.conns.get(link)
+                if conn is not None:
+                    self.break_conn(conn)
+            if rd.serving is not None:
+                self.on_leader_established(n, m, rd.serving)
+            for link, qp in rd.requests:
+                self.on_request(n, m, link, qp)
+            self.stats["touches"] += len(rd.touches)
+            if n.seq is not None:
+                now = n.clock(self.now)
+                for sid, timeout in rd.touches:
+                    n.seq.touch(sid, now, timeout)
+                for link, sid, timeout in rd.revalidate:
+                    conn = self.conns.get(link)
+                    owner = conn.learner if conn is not None else -2 - link
+                    m.revalidated(link, sid, n.seq.revalidate_for(sid, timeout, now, owner))
+        else:
+            for s in rd.messages:
+                if n.conn is not None:
+                    self.send(n, n.conn, s.packet)
+        n.inflight = rd
+        n.inflight_disk = d.copy()
+        lo, hi = self.cfg.fsync_ms
+        hi = int(hi * n.disk_speed)
+        machine = m
+        self.at(self.rng.randint(lo, hi), lambda: self.fsynced(n, machine, rd))
+
+    def fsynced(self, n: Node, machine: Leader | Learner, rd: Ready) -> None:
+        if n.inflight is not rd or not n.alive:
+            return
+        assert n.inflight_disk is not None
+        n.durable = n.inflight_disk
+        n.inflight = None
+        n.inflight_disk = None
+        current = n.machine is machine
+        for e in rd.committed:
+            if n.hist and e.zxid <= n.hist[-1][0]:
+                # fuzzy snapshot already had it (SNAP sent while the commit was in flight)
+                if dict(n.hist).get(e.zxid) != e.data:
+                    self.fail(f"{n.sid}: replayed {e.zxid:#x} differs")
+                continue
+            n.hist.append((e.zxid, e.data))
+            n.zxid = e.zxid
+            hdr, txn = workload.decode(e.data)
+            self.apply_txn(n, hdr, txn)
+            self.stats["applied"] += 1
+            if n.serving and current:
+                self.check_commit(n, e)
+                self.check_tree(n)
+            if current:
+                self.on_applied(n, hdr)
+        if isinstance(machine, Learner) and rd.serving is not None and current:
+            n.serving = True
+            n.path = LearnerWritePath(machine, n.sid, n.clock(self.now))
+            self.check_history(n, "learner up to date")
+            self.check_tree(n)
+        if isinstance(machine, Leader) and current and rd.committed:
+            self.feed_requests(n, machine)
+        if isinstance(machine, Learner) and current and n.path is not None:
+            for sid, valid in rd.revalidated:
+                n.path.revalidated(sid, valid)
+        if isinstance(machine, Learner) and rd.synced and n.machine is machine:
+            targets = self.sync_targets.get(n.conn.cid if n.conn else -1, deque())
+            for _ in range(rd.synced):
+                if targets:
+                    z = targets.popleft()
+                    z = max((c for c in self.canonical if c <= z), default=0)
+                    if n.zxid < z:
+                        self.fail(f"{n.sid}: sync answered at {n.zxid:#x} < {z:#x}")
+                    self.stats["syncs"] += 1
+        if n.machine is machine:
+            machine.advance(rd)
+            if rd.role is not None:
+                self.end_role(n, rd.role.reason)
+                return
+        self.drain(n)
+
+    # ------------------------------------------------------------------ sequencer + checks
+
+    def on_leader_established(self, n: Node, m: Leader, z: int) -> None:
+        e = epoch_of(z)
+        prev = self.leaders.setdefault(e, n.sid)
+        if prev != n.sid:
+            self.fail(f"two leaders established in epoch {e}: {prev} and {n.sid}")
+        self.stats["leaders"] += 1
+        self.log(f"{n.sid} established epoch {e}")
+        mine = dict(n.hist)
+        for zx, data in self.canonical.items():
+            if mine.get(zx) != data:
+                self.fail(f"new leader {n.sid} lost committed {zx:#x}")
+        for zx in self.acked:
+            if zx not in mine:
+                self.fail(f"new leader {n.sid} lost the acknowledged write {zx:#x}")
+        self.check_history(n, "established")
+        n.serving = True
+        self.check_tree(n)
+        # Leader.startZkServer / server/shell/ensemble.py _establish: the sequencer starts at e<<32
+        now = n.clock(self.now)
+        n.rep.tree.last_processed_zxid = z
+        cfg = CoreConfig(tick_time=self.cfg.timing.tick_ms, server_id=n.sid)
+        seq = n.seq = Sequencer(cfg, n.rep, SimCommitter(self, n, m), ServerStats(), now, now)
+        hi = self.rng.random() < self.cfg.high_counter_prob
+        seq.last_zxid = make_zxid(e, 0xFFFFFFF0) if hi else z
+        n.requests = LearnerRequests(self.cfg.learner_request_limit)
+
+    def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
+        """A learner's REQUEST reaches the leader (``_LeaderRole.pump``): it waits for the
+        sequencer under the limit of learners' proposals outstanding."""
+        if n.requests is None or link not in self.conns:
+            return  # a closed link's REQUESTs are dropped (the shell's pump does the same)
+        self.stats["waiting"] += len(n.requests.waiting)
+        n.requests.waiting.append((link, qp))
+        self.feed_requests(n, m)
+
+    def feed_requests(self, n: Node, m: Leader) -> None:
+        if n.seq is None or n.requests is None:
+            return
+
+        def sync(link: int) -> None:
+            self.sync_targets.setdefault(link, deque()).append(m.last_proposed)
+            m.process_sync(link)
+
+        def bad(link: int, e: Exception) -> None:
+            self.fail(f"{n.sid}: the sequencer refused a REQUEST of link {link}: {e!r}")
+
+        owners = {cid: conn.learner for cid, conn in self.conns.items()}
+        now = n.clock(self.now)
+        n.requests.feed(m, n.seq, owners, now, now, sync, bad)
+
+    def apply_txn(self, n: Node, hdr: r.TxnHeader, txn: r.Record | None) -> None:
+        """A committed txn into a member's replica (``QuorumPeer.apply``) and its roles."""
+        n.rep.apply(hdr, txn)
+        if n.seq is not None:
+            n.seq.committed(hdr, txn, n.clock(self.now))
+        if n.requests is not None:
+            n.requests.committed(hdr.zxid)
+        if n.path is not None and hdr.type == OpCode.CLOSESESSION:
+            n.path.session_closed(hdr.clientId)
+
+    def stop_serving(self, n: Node) -> None:
+        """A role ends (or the member crashed): its clients are dropped."""
+        n.serving = False
+        n.seq = None
+        n.path = None
+        n.requests = None
+        for c in self.clients:
+            if c.member == n.sid:
+                c.drop()
+
+    # ------------------------------------------------------------------ clients
+
+    def member_sync(self) -> None:
+        """A client's sync through a learner (answered by the leader's SYNC)."""
+        self.at(self.rng.randint(1, 2 * self.cfg.write_interval_ms), self.member_sync)
+        n = self.rng.choice(list(self.nodes.values()))
+        m = n.machine
+        if isinstance(m, Learner) and m.forward_request(1, 1, OpCode.SYNC, b"\x00\x00\x00\x01/"):
+            self.drain(n)
+
+    def client_step(self, c: SimClient) -> None:
+        self.at(self.rng.randint(5, 2 * self.cfg.write_interval_ms), lambda: self.client_step(c))
+        if c.state == "down":
+            if self.rng.random() < 0.3:
+                self.client_connect(c)
+            return
+        n = self.nodes[c.member]
+        now = n.clock(self.now)
+        if c.state != "up":
+            return
+        ws = n.seq or n.path
+        assert ws is not None, (c, n.sid)
+        ws.touch(c.session, now)
+        if isinstance(n.machine, Learner) and n.machine.done:
+            return  # the role is ending: the client is about to be dropped
+        if len(c.pending) < workload.MAX_INFLIGHT and self.rng.random() < 0.8:
+            op, frame = workload.next_request(self.rng, c, n.rep)
+            c.pending.append(c.cxid)
+            c.ops[c.cxid] = op
+            self.stats["requests"] += 1
+            ws.submit(WriteRequest(c.session, c.cxid, op, frame, [], LOCAL), now, now)
+        self.drain(n)
+
+    def client_connect(self, c: SimClient) -> None:
+        serving = [n for n in self.nodes.values() if n.alive and (n.seq or n.path)]
+        if not serving:
+            return
+        n = self.rng.choice(serving)
+        ws = n.seq or n.path
+        assert ws is not None
+        now = n.clock(self.now)
+        c.member = n.sid
+        c.conn_no += 1
+        if c.session == 0:
+            c.state = "creating"
+            c.session = ws.create_session(c.timeout, now, now)
+            c.pending.append(0)
+            c.ops[0] = OpCode.CREATESESSION
+            self.stats["sessions"] += 1
+        else:
+            c.state = "revalidating"
+            conn_no = c.conn_no
+
+            def done(valid: bool | None) -> None:
+                if c.conn_no != conn_no:
+                    return
+                if valid:
+                    c.state = "up"
+                    self.stats["reconnects"] += 1
+                else:
+                    if valid is False:
+                        self.stats["expired"] += 1
+                        c.session = 0
+                    c.drop()
+
+            ws.revalidate(c.session, c.timeout, now, done)
+        self.drain(n)
+
+    def on_applied(self, n: Node, hdr: r.TxnHeader) -> None:
+        """Replies: the txn answers its client if connected here (FrontEnd.on_committed)."""
+        for c in self.clients:
+            if c.session != hdr.clientId or c.session == 0:
+                continue
+            if hdr.type == OpCode.CLOSESESSION:
+                c.session = 0  # expired or closed: a new session next time
+                c.drop()
+                continue
+            if c.member != n.sid or hdr.cxid not in c.ops:
+                continue
+            if c.pending[0] != hdr.cxid:
+                self.fail(
+                    f"client {c.no} (session {c.session:#x}) got the reply to cxid "
+                    f"{hdr.cxid} before {list(c.pending)}"
+                )
+            c.pending.popleft()
+            del c.ops[hdr.cxid]
+            if hdr.type == OpCode.CREATESESSION:
+                c.state = "up"
+            self.acked.setdefault(hdr.zxid, n.hist[-1][1])
+            self.stats["acked"] += 1
+
+    def tick(self, n: Node) -> None:
+        self.at(self.rng.randint(5, 25), lambda: self.tick(n))
+        if n.alive and n.machine is not None:
+            now = n.clock(self.now)
+            n.machine.tick(now)
+            if n.seq is not None:
+                n.seq.tick(now, now)
+            self.drain(n)
+
+    # ------------------------------------------------------------------ checks
+
+    def commit_canonical(self, zxid: int, data: bytes) -> bytes:
+        """Record a committed txn; the reference replica applies them in zxid order."""
+        prev = self.canonical.get(zxid)
+        if prev is not None:
+            return prev
+        self.canonical[zxid] = data
+        try:
+            self.ref.add(zxid, data)
+        except HistoryError as e:
+            self.fail(str(e))
+        return data
+
+    def check_commit(self, n: Node, e: Entry) -> None:
+        prev = self.commit_canonical(e.zxid, e.data)
+        if prev != e.data:
+            self.fail(f"{n.sid} applied {e.zxid:#x}={e.data!r}, committed was {prev!r}")
+
+    def check_history(self, n: Node, why: str) -> None:
+        for zx, data in n.hist:
+            prev = self.commit_canonical(zx, data)
+            if prev != data:
+                self.fail(f"{n.sid} ({why}) has {zx:#x}={data!r}, committed {prev!r}")
+
+    def advance_reference(self, upto: int) -> None:
+        """Apply the committed txns up to ``upto`` to the reference; per-session FIFO: each
+        session's cxids strictly increase along the committed history."""
+        for hdr in self.ref.advance(upto):
+            self.stats[f"txn {OpCode(hdr.type).name}"] += 1
+            if hdr.cxid == 0:
+                continue  # createSession, an expiry's closeSession: the server's own
+            last = self.ref.last_cxid.get(hdr.clientId, 0)
+            if hdr.cxid <= last:
+                self.fail(
+                    f"session {hdr.clientId:#x}: cxid {hdr.cxid} committed at {hdr.zxid:#x} "
+                    f"after cxid {last} (submit order broken)"
+                )
+            self.ref.last_cxid[hdr.clientId] = hdr.cxid
+
+    def check_tree(self, n: Node) -> None:
+        """The member's tree digest equals the committed history's at its zxid."""
+        self.advance_reference(n.zxid)
+        want = self.ref.digest_at(n.zxid)
+        got = n.rep.tree.digest
+        if got != want:
+            self.fail(f"{n.sid} at {n.zxid:#x}: tree digest {got:#x}, committed history {want:#x}")
+
+    def check_contents(self) -> None:
+        """Whole states: serving members at equal zxid are equal, and equal the reference."""
+        serving = [n for n in self.nodes.values() if n.alive and n.serving]
+        if not serving:
+            return
+        self.advance_reference(max(n.zxid for n in serving))
+        by_zxid: dict[int, tuple[int, Any]] = {}
+        if self.ref.zxid:
+            by_zxid[self.ref.zxid] = (0, workload.content(self.ref.rep))
+        for n in serving:
+            got = workload.content(n.rep)
+            first = by_zxid.setdefault(n.zxid, (n.sid, got))
+            if first[1] != got:
+                who = f"member {first[0]}" if first[0] else "the committed history"
+                self.fail(f"{n.sid} at {n.zxid:#x}: state differs from {who}'s")
+        self.stats["content_checks"] += 1
+
+    def check_prefixes(self) -> None:
+        committed = sorted(self.canonical)
+        for n in self.nodes.values():
+            if not (n.alive and n.serving):
+                continue
+            last = n.zxid
+            want = [z for z in committed if z <= last]
+            got = [z for z, _ in n.hist]
+            if got != want:
+                missing = sorted(set(want) - set(got))[:5]
+                extra = sorted(set(got) - set(want))[:5]
+                self.fail(
+                    f"{n.sid} history is not the committed prefix: missing "
+                    f"{[hex(z) for z in missing]} extra {[hex(z) for z in extra]}"
+                )
+
+    # ------------------------------------------------------------------ chaos
+
+    def chaos_crash(self) -> None:
+        self.at(self.rng.randint(1, self.cfg.crash_interval_ms), self.chaos_crash)
+        nodes = list(self.nodes.values())
+        if self.rng.random() < self.cfg.power_failure_prob:
+            # a correlated failure (power loss): several members at the same instant
+            victims = self.rng.sample(nodes, self.rng.randint(2, len(nodes)))
+        else:
+            victims = [self.rng.choice(nodes)]
+        for n in victims:
+            if n.alive:
+                self.crash(n)
+
+    def crash(self, n: Node) -> None:
+        self.log(f"{n.sid} CRASH")
+        self.stats["crashes"] += 1
+        n.alive = False
+        if n.machine is not None:
+            n.machine = None
+            if n.conn is not None:
+                self.break_conn(n.conn)
+            for conn in list(self.conns.values()):
+                if conn.leader == n.sid:
+                    self.break_conn(conn)
+        n.conn = None
+        n.inflight = None
+        self.stop_serving(n)
+        n.incarnation += 1
+        self.at(self.rng.randint(100, 2000), lambda: self.restart(n))
+
+    def restart(self, n: Node) -> None:
+        n.disk = n.durable.copy()
+        d = n.disk
+        last = d.last_zxid()
+        if not (d.accepted >= d.current >= epoch_of(last)):
+            self.fail(f"{n.sid}: epoch files {d.accepted}/{d.current} vs last zxid {last:#x}")
+        n.alive = True
+        self.reload(n)
+        self.log(f"{n.sid} RESTART last {last:#x}")
+        self.look(n)
+
+    def chaos_partition(self) -> None:
+        self.at(self.rng.randint(1, self.cfg.partition_interval_ms), self.chaos_partition)
+        nodes = list(self.nodes.values())
+        if self.rng.random() < 0.5:
+            for n in nodes:
+                n.group = 0
+            self.log("HEAL")
+            return
+        for n in nodes:
+            n.group = self.rng.randint(0, 1)
+        self.stats["partitions"] += 1
+        self.log("PARTITION " + " ".join(f"{n.sid}:{n.group}" for n in nodes))
+        for conn in list(self.conns.values()):
+            if self.nodes[conn.learner].group != self.nodes[conn.leader].group:
+                self.break_conn(conn)
+
+
+def run_seed(seed: int, **kw: Any) -> Sim:
+    return Sim(seed, SimConfig(**kw)).run()

@@ -1,0 +1,1 @@
+"""The pure server core: roles, request -> txn, sessions, metrics (no sockets)."""

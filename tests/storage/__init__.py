@@ -1,0 +1,1 @@
+"""The data tree, the txn log and snapshot formats, recovery."""
