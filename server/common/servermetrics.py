@@ -37,84 +37,24 @@ import math
 from collections import deque
 from decimal import ROUND_HALF_UP, Decimal
 
+from trizk.server.common.metricregistry import (
+    DEFAULT_PERCENTILES,
+    MEASURED_COUNTERS,
+    MEASURED_SUMMARIES,
+    MEASURED_SUMMARY_SETS,
+    PROMETHEUS_QUANTILES,
+)
 from trizk.server.common.quantiles import WindowQuantiles
 from trizk.storage.tree.quota import top_namespace
 
 __all__ = [
-    "ADVANCED_QUANTILES",
-    "BASIC_QUANTILES",
-    "COUNTERS",
     "STAT_OVERHEAD_BYTES",
-    "SUMMARIES",
-    "SUMMARY_SETS",
     "MetricsClock",
     "ServerMetrics",
     "Summary",
     "SummarySet",
 ]
 
-#: (quantile, allowed error) of a BASIC / ADVANCED summary (PrometheusMetricsProvider)
-BASIC_QUANTILES: tuple[tuple[float, float], ...] = ((0.5, 0.05),)
-ADVANCED_QUANTILES: tuple[tuple[float, float], ...] = ((0.5, 0.05), (0.9, 0.01), (0.99, 0.001))
-
-#: ``ServerMetrics`` counters trizk measures (the other ones stay 0).
-COUNTERS: tuple[str, ...] = (
-    "bytes_received_count",
-    "response_bytes",
-    "watch_bytes",
-    "connection_request_count",
-    "connection_revalidate_count",
-    "connection_rejected",
-    "connection_drop_count",
-    "sessionless_connections_expired",
-    "stale_sessions_expired",
-    "prep_processor_request_queued",
-    "sync_processor_request_queued",
-    "outstanding_changes_queued",
-    "outstanding_changes_removed",
-    "proposal_count",
-    "commit_count",
-    "learner_proposal_received_count",
-    "learner_commit_received_count",
-    "snap_count",
-    "diff_count",
-    "looking_count",
-    "revalidate_count",
-    "unrecoverable_error_count",
-    "digest_mismatches_count",
-    "unsuccessful_handshake",
-)
-#: ``ServerMetrics`` summaries trizk measures: name -> ADVANCED (three quantiles).
-SUMMARIES: dict[str, bool] = {
-    "readlatency": True,
-    "updatelatency": True,
-    "fsynctime": False,
-    "snapshottime": False,
-    "propagation_latency": True,
-    "node_created_watch_count": False,
-    "node_deleted_watch_count": False,
-    "node_changed_watch_count": False,
-    "node_children_watch_count": False,
-    "proposal_latency": True,
-    "commit_propagation_latency": True,
-    "quorum_ack_latency": True,
-    "dbinittime": False,
-    "startup_snap_load_time": False,
-    "startup_txns_loaded": False,
-    "startup_txns_load_time": False,
-    "connection_token_deficit": False,
-    "election_time": False,
-    "unavailable_time": False,
-    "leader_unavailable_time": False,
-    "follower_sync_time": False,
-    "observer_sync_time": False,
-}
-#: ``getSummarySet`` names trizk measures -> ADVANCED.
-SUMMARY_SETS: dict[str, bool] = {
-    "read_per_namespace": False,
-    "write_per_namespace": False,
-    "ack_latency": True,
-}
 #: ``DataTree.STAT_OVERHEAD_BYTES``: what a read adds to ``read_per_namespace`` beyond the
 #: path and data lengths (6 longs + 5 ints of the Stat).
 STAT_OVERHEAD_BYTES = 6 * 8 + 5 * 4
@@ -122,7 +62,6 @@ STAT_OVERHEAD_BYTES = 6 * 8 + 5 * 4
 _RECENT = 4096
 #: paths whose namespace a summary set remembers
 _PATH_CACHE = 4096
-_PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
 
 
 def _avg(total: int, count: int) -> float:
@@ -159,7 +98,7 @@ class Summary:
         self.recent: deque[int] = deque(maxlen=_RECENT)
         self.window: WindowQuantiles | None = None
         if clock is not None:
-            eps = min(e for _, e in (ADVANCED_QUANTILES if advanced else BASIC_QUANTILES))
+            eps = min(e for _, e in PROMETHEUS_QUANTILES[advanced])
             self.window = WindowQuantiles(eps, clock.now)
 
     def add(self, value: int) -> None:
@@ -193,14 +132,14 @@ class Summary:
         ]
         if self.advanced:
             ordered = sorted(self.recent)
-            for label, q in _PERCENTILES:
+            for label, q in DEFAULT_PERCENTILES:
                 value = ordered[int(q * (len(ordered) - 1))] if ordered else 0
                 out.append((f"{label}_{name}", value))
         return out
 
     def quantiles(self, now: int) -> tuple[float, ...]:
         """The Prometheus quantiles at ``now`` (NaN without observations in the window)."""
-        qs = tuple(q for q, _ in (ADVANCED_QUANTILES if self.advanced else BASIC_QUANTILES))
+        qs = tuple(q for q, _ in PROMETHEUS_QUANTILES[self.advanced])
         if self.window is None:
             return tuple(math.nan for _ in qs)
         return self.window.get(qs, now)
@@ -246,67 +185,77 @@ class SummarySet:
 
 
 class ServerMetrics:
-    """The measured ``ServerMetrics`` of one server (see :data:`COUNTERS`, :data:`SUMMARIES`,
-    :data:`SUMMARY_SETS`); ``prometheus``: built for the Prometheus provider."""
+    """The measured ``ServerMetrics`` of one server: one attribute per metric the registry
+    marks ``measured`` (:mod:`trizk.server.common.metricregistry`), built from its row, so
+    the cores update a counter with one attribute increment (``m.commit_count += 1``) and
+    observe a summary through its attribute (``m.fsynctime.add(ms)``); ``prometheus``: built
+    for the Prometheus provider."""
+
+    # -- counters (ServerMetrics.getCounter)
+    bytes_received_count: int
+    response_bytes: int
+    watch_bytes: int
+    connection_request_count: int
+    connection_revalidate_count: int
+    connection_rejected: int
+    connection_drop_count: int
+    sessionless_connections_expired: int
+    stale_sessions_expired: int
+    prep_processor_request_queued: int
+    sync_processor_request_queued: int
+    outstanding_changes_queued: int
+    outstanding_changes_removed: int
+    proposal_count: int
+    commit_count: int
+    learner_proposal_received_count: int
+    learner_commit_received_count: int
+    snap_count: int
+    diff_count: int
+    looking_count: int
+    revalidate_count: int
+    unrecoverable_error_count: int
+    digest_mismatches_count: int
+    unsuccessful_handshake: int
+    # -- summaries (getSummary)
+    readlatency: Summary
+    updatelatency: Summary
+    fsynctime: Summary
+    snapshottime: Summary
+    propagation_latency: Summary
+    node_created_watch_count: Summary
+    node_deleted_watch_count: Summary
+    node_changed_watch_count: Summary
+    node_children_watch_count: Summary
+    proposal_latency: Summary
+    commit_propagation_latency: Summary
+    quorum_ack_latency: Summary
+    dbinittime: Summary
+    startup_snap_load_time: Summary
+    startup_txns_loaded: Summary
+    startup_txns_load_time: Summary
+    connection_token_deficit: Summary
+    election_time: Summary
+    unavailable_time: Summary
+    leader_unavailable_time: Summary
+    follower_sync_time: Summary
+    observer_sync_time: Summary
+    # -- summary sets (getSummarySet)
+    read_per_namespace: SummarySet
+    write_per_namespace: SummarySet
+    ack_latency: SummarySet
 
     def __init__(self, *, prometheus: bool = False, now: int = 0) -> None:
         self.prometheus = prometheus
         self.clock = MetricsClock(now)
         clock = self.clock if prometheus else None
-        # -- counters (ServerMetrics.getCounter)
-        self.bytes_received_count = 0
-        self.response_bytes = 0
-        self.watch_bytes = 0
-        self.connection_request_count = 0
-        self.connection_revalidate_count = 0
-        self.connection_rejected = 0
-        self.connection_drop_count = 0
-        self.sessionless_connections_expired = 0
-        self.stale_sessions_expired = 0
-        self.prep_processor_request_queued = 0
-        self.sync_processor_request_queued = 0
-        self.outstanding_changes_queued = 0
-        self.outstanding_changes_removed = 0
-        self.proposal_count = 0
-        self.commit_count = 0
-        self.learner_proposal_received_count = 0
-        self.learner_commit_received_count = 0
-        self.snap_count = 0
-        self.diff_count = 0
-        self.looking_count = 0
-        self.revalidate_count = 0
-        self.unrecoverable_error_count = 0
-        self.digest_mismatches_count = 0
-        self.unsuccessful_handshake = 0
+        for name in MEASURED_COUNTERS:
+            setattr(self, name, 0)
+        for m in MEASURED_SUMMARIES:
+            setattr(self, m.name, Summary(m.advanced, clock))
+        for m in MEASURED_SUMMARY_SETS:
+            setattr(self, m.name, SummarySet(m.advanced, clock))
         #: ``ServerStats.authFailedCntr`` (a gauge; srst leaves it)
         self.auth_failed_count = 0
-        # -- summaries (getSummary)
-        self.readlatency = Summary(True, clock)
-        self.updatelatency = Summary(True, clock)
-        self.fsynctime = Summary(False, clock)
-        self.snapshottime = Summary(False, clock)
-        self.propagation_latency = Summary(True, clock)
-        self.node_created_watch_count = Summary(False, clock)
-        self.node_deleted_watch_count = Summary(False, clock)
-        self.node_changed_watch_count = Summary(False, clock)
-        self.node_children_watch_count = Summary(False, clock)
-        self.proposal_latency = Summary(True, clock)
-        self.commit_propagation_latency = Summary(True, clock)
-        self.quorum_ack_latency = Summary(True, clock)
-        self.dbinittime = Summary(False, clock)
-        self.startup_snap_load_time = Summary(False, clock)
-        self.startup_txns_loaded = Summary(False, clock)
-        self.startup_txns_load_time = Summary(False, clock)
-        self.connection_token_deficit = Summary(False, clock)
-        self.election_time = Summary(False, clock)
-        self.unavailable_time = Summary(False, clock)
-        self.leader_unavailable_time = Summary(False, clock)
-        self.follower_sync_time = Summary(False, clock)
-        self.observer_sync_time = Summary(False, clock)
-        # -- summary sets (getSummarySet)
-        self.read_per_namespace = SummarySet(False, clock)
-        self.write_per_namespace = SummarySet(False, clock)
-        self.ack_latency = SummarySet(True, clock)
 
     def tls_handshake_failed(self) -> None:
         """``NettyServerCnxnFactory.CertificateVerifier``: a failed TLS handshake (a refused
@@ -330,29 +279,29 @@ class ServerMetrics:
         and summary; the Prometheus provider's ``resetAllValues`` does nothing."""
         if self.prometheus:
             return
-        for name in COUNTERS:
+        for name in MEASURED_COUNTERS:
             setattr(self, name, 0)
-        for name in SUMMARIES:
-            self.summary(name).reset()
-        for name in SUMMARY_SETS:
-            self.summary_set(name).reset()
+        for m in MEASURED_SUMMARIES:
+            self.summary(m.name).reset()
+        for m in MEASURED_SUMMARY_SETS:
+            self.summary_set(m.name).reset()
 
     def mntr_values(self) -> dict[str, int | float]:
         """mntr's values of the measured metrics (default provider's names); the summary sets
         as ``<avg|min|max|cnt|sum>_<key>_<name>``, which mntr prints after the others."""
-        out: dict[str, int | float] = {name: getattr(self, name) for name in COUNTERS}
+        out: dict[str, int | float] = {name: getattr(self, name) for name in MEASURED_COUNTERS}
         out["auth_failed_count"] = self.auth_failed_count
-        for name in SUMMARIES:
-            out.update(self.summary(name).mntr_values(name))
-        for name in SUMMARY_SETS:
-            for key, s in self.summary_set(name).by_key.items():
-                out.update(s.mntr_values(f"{key}_{name}"))
+        for m in MEASURED_SUMMARIES:
+            out.update(self.summary(m.name).mntr_values(m.name))
+        for m in MEASURED_SUMMARY_SETS:
+            for key, s in self.summary_set(m.name).by_key.items():
+                out.update(s.mntr_values(f"{key}_{m.name}"))
         return out
 
     def quantiles(self, now: int) -> dict[str, tuple[float, ...]]:
         """Each measured summary's Prometheus quantiles at ``now``."""
         self.clock.advance(now)
-        return {name: self.summary(name).quantiles(now) for name in SUMMARIES}
+        return {m.name: self.summary(m.name).quantiles(now) for m in MEASURED_SUMMARIES}
 
     def summary_set_samples(
         self, now: int
@@ -360,9 +309,9 @@ class ServerMetrics:
         """Per summary set: (key, quantiles at ``now``, count, sum) for each key seen."""
         self.clock.advance(now)
         return {
-            name: [
+            m.name: [
                 (key, s.quantiles(now), s.count, s.total)
-                for key, s in self.summary_set(name).by_key.items()
+                for key, s in self.summary_set(m.name).by_key.items()
             ]
-            for name in SUMMARY_SETS
+            for m in MEASURED_SUMMARY_SETS
         }

@@ -105,7 +105,6 @@ from trizk.quorum.verifier import (
     java_host_string,
     parse_server,
 )
-from trizk.server.ops.fourlw import parse_whitelist
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
@@ -113,6 +112,7 @@ __all__ = [
     "DEFAULT_GLOBAL_OUTSTANDING_LIMIT",
     "DEFAULT_MAX_CLIENT_CNXNS",
     "DEFAULT_TICK_TIME",
+    "FOUR_LETTER_WORDS",
     "KEYS",
     "QUORUM_KEYS",
     "ConfigError",
@@ -125,6 +125,7 @@ __all__ = [
     "parse_config",
     "parse_properties",
     "parse_property_option",
+    "parse_whitelist",
     "read_myid",
 ]
 
@@ -362,7 +363,7 @@ class ServerConfig:
     secure_client_port: int = 0
     #: ``secureClientPortAddress``; ``None`` = all interfaces.
     secure_client_port_address: str | None = None
-    #: Effective 4lw whitelist (``fourlw.parse_whitelist``): always holds ``srvr``.
+    #: Effective 4lw whitelist (:func:`parse_whitelist`): always holds ``srvr``.
     four_letter_words: frozenset[str] = frozenset({"srvr"})
     jute_max_buffer: int = DEFAULT_MAX_BUFFER
     global_outstanding_limit: int = DEFAULT_GLOBAL_OUTSTANDING_LIMIT
@@ -497,6 +498,43 @@ class ServerConfig:
 def java_boolean(value: str) -> bool:
     """``Boolean.parseBoolean``: true iff ``value`` is "true" ignoring case."""
     return value.strip().lower() == "true"
+
+
+# -- the four-letter words' whitelist -------------------------------------------------------
+
+#: Every word ZooKeeper 3.8.0 knows (``FourLetterCommands`` static block).
+FOUR_LETTER_WORDS: frozenset[str] = frozenset(
+    {
+        "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "ruok", "stmk", "srst",
+        "srvr", "stat", "wchc", "wchp", "wchs", "mntr", "isro", "hash",
+    }
+)  # fmt: skip
+#: The command ZooKeeper registers for the bytes telnet sends when it closes
+#: (:data:`trizk.server.ops.fourlw.TELNET_CLOSE`): a known command, answered with nothing.
+TELNET_CLOSE_COMMAND = "telnet close"
+
+
+def parse_whitelist(value: str | None, *, read_only_mode: bool = False) -> frozenset[str]:
+    """The effective whitelist for ``zookeeper.4lw.commands.whitelist`` = ``value``
+    (``FourLetterCommands.isEnabled``).
+
+    ``*`` (as one comma item) enables every known command, including "telnet close";
+    blank items are skipped; ``srvr`` is always added; ``isro`` too when ``read_only_mode``
+    (the ``readonlymode.enabled`` property) is set. Unknown names are kept (harmless).
+    """
+    words: set[str] = set()
+    if value is not None:
+        for item in value.split(","):
+            name = item.strip()
+            if name == "*":
+                words |= FOUR_LETTER_WORDS | {TELNET_CLOSE_COMMAND}
+                break
+            if name:
+                words.add(name)
+    if read_only_mode:
+        words.add("isro")
+    words.add("srvr")  # FourLetterCommands: "zkServer.sh depends on srvr"
+    return frozenset(words)
 
 
 # -- step 1: the Properties grammar ---------------------------------------------------------

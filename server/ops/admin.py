@@ -9,15 +9,16 @@ sans-IO HTTP/1.1 state machine) on Trio. Three layers, pure to impure:
 1. :data:`COMMANDS` — one row per command ZooKeeper 3.8 registers (``Commands`` static block):
    its names (primary first, then the 4lw-style aliases), whether it needs a running server,
    the 4lw side effect it shares with the four-letter words (``crst``/``srst``/``stmk``), and a
-   builder turning the four-letter words' view (:class:`~trizk.server.ops.fourlw.FourLetterView`,
-   the *same* statistics ``mntr``/``stat`` print: there is no second copy) into the response's
-   members, in ZooKeeper's order.
+   builder turning the status model (:class:`~trizk.server.ops.status.StatusView` and the
+   values derived from it, the *same* statistics ``mntr``/``stat`` print: there is no second
+   copy) into the response's members, in ZooKeeper's order.
 2. :func:`run_command` (``Commands.runCommand`` + ``CommandResponse.toMap``) and
    :func:`jackson_json` (Jackson's ``ObjectMapper`` with ``INDENT_OUTPUT``: ``"key" : value``,
    two-space indents per object level, arrays inline ``[ 1, 2 ]``, empty ``[ ]``/``{ }``,
    doubles as Java's ``Double.toString``); :func:`route` maps method + target to a response.
-3. :func:`serve_admin` — the Trio shell: listener, one task per connection, keep-alive,
-   ``admin.idleTimeout``.
+3. :func:`serve_admin` — the Trio shell: the HTTP server shared with ``/metrics`` and the test
+   controls (:mod:`trizk.server.ops.http`: one task per connection, keep-alive,
+   ``admin.idleTimeout``).
 
 ZooKeeper behaviour reproduced (checked against ZooKeeper 3.8.0 with its Jetty AdminServer):
 
@@ -47,25 +48,23 @@ view does not tell TLS connections apart yet).
 
 from __future__ import annotations
 
-import errno
-import inspect
 import logging
 import math
 import os
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
 import trio
 
-import trizk
 from trizk.server.config.zoocfg import ServerConfig
-from trizk.server.ops import fourlw
-from trizk.server.ops.fourlw import FourLetterView
+from trizk.server.ops import status
+from trizk.server.ops.http import DEFAULT_IDLE_TIMEOUT, HttpAnswer, error_page, serve_http
+from trizk.server.ops.javatext import java_double, java_hex, java_socket_address
+from trizk.server.ops.status import StatusView
 from trizk.storage.disk import files
 from trizk.storage.formats.txnlog import zxid_from_name
 
@@ -78,32 +77,20 @@ __all__ = [
     "AdminHooks",
     "AdminSettings",
     "Command",
-    "HttpAnswer",
     "command_links",
-    "error_page",
-    "handle_http",
     "jackson_json",
     "lookup",
     "route",
     "run_command",
     "serve_admin",
-    "serve_http",
 ]
 
 log = logging.getLogger("trizk.server.ops.admin")
 
 #: ``JettyAdminServer`` defaults.
 DEFAULT_PORT = 8080
-DEFAULT_IDLE_TIMEOUT = 30_000
 DEFAULT_COMMAND_URL = "/commands"
 DEFAULT_ADDRESS = "0.0.0.0"
-
-NOT_SERVING = fourlw.NOT_SERVING
-#: Bound on one request's head (h11 buffers at most this much of an incomplete event).
-MAX_REQUEST_HEAD = 16 * 1024
-#: At most this many requests are read on one keep-alive connection.
-MAX_REQUESTS_PER_CONNECTION = 1000
-SERVER_HEADER = f"trizk/{trizk.__version__}"
 
 Members = list[tuple[str, Any]]
 
@@ -169,7 +156,7 @@ class Command:
     effect (applied by the shell before answering), and the members builder."""
 
     names: tuple[str, ...]
-    build: Callable[[FourLetterView, AdminContext, Mapping[str, str]], Members]
+    build: Callable[[StatusView, AdminContext, Mapping[str, str]], Members]
     server_required: bool = True
     effect: str | None = None
 
@@ -178,7 +165,7 @@ class Command:
         return self.names[0]
 
 
-def _client_response(view: FourLetterView) -> Members:
+def _client_response(view: StatusView) -> Members:
     # ServerStats.getClientResponseStats (BufferStats): -1 until a response was sent.
     m = view.metrics
     return [
@@ -188,12 +175,12 @@ def _client_response(view: FourLetterView) -> Members:
     ]
 
 
-def _remote(c: fourlw.ConnectionInfo) -> str:
+def _remote(c: status.ConnectionInfo) -> str:
     # Jackson's InetSocketAddressSerializer: "127.0.0.1:5000", "[0:0:0:0:0:0:0:1]:5000".
-    return fourlw.java_socket_address(c.host, c.port).lstrip("/")
+    return java_socket_address(c.host, c.port).lstrip("/")
 
 
-def _connection(c: fourlw.ConnectionInfo, brief: bool) -> dict[str, Any]:
+def _connection(c: status.ConnectionInfo, brief: bool) -> dict[str, Any]:
     # ServerCnxn.getConnectionInfo(brief)
     info: dict[str, Any] = {
         "remote_socket_address": _remote(c),
@@ -219,7 +206,7 @@ def _connection(c: fourlw.ConnectionInfo, brief: bool) -> dict[str, Any]:
     return info
 
 
-def _server_stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _server_stats(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     # SrvrCommand; "server_stats" is ServerStats by Jackson (getter order, snake_case).
     lat = view.latency
     stats = {
@@ -243,7 +230,7 @@ def _server_stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]
         "uptime": view.uptime_ms,
     }
     return [
-        ("version", fourlw.FULL_VERSION),
+        ("version", status.FULL_VERSION),
         ("read_only", view.read_only),
         ("server_stats", stats),
         ("client_response", dict(_client_response(view))),
@@ -251,7 +238,7 @@ def _server_stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]
     ]
 
 
-def _stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _stats(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     return [
         *_server_stats(view, ctx, kw),
         ("connections", [_connection(c, True) for c in view.connections]),
@@ -259,7 +246,7 @@ def _stats(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Me
     ]
 
 
-def _configuration(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _configuration(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     # ZooKeeperServerConf.toMap (standalone)
     cfg = view.config
     return [
@@ -275,7 +262,7 @@ def _configuration(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str
     ]
 
 
-def _dump(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _dump(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     # SessionTrackerImpl.getSessionExpiryMap: bucket (monotonic ms) -> session ids;
     # DataTree.getEphemerals: every session that ever owned an ephemeral.
     buckets: dict[str, list[int]] = {}
@@ -293,16 +280,16 @@ def _dump(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Mem
     ]
 
 
-def _environment(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
-    return [("zookeeper.version", fourlw.FULL_VERSION), *view.environment]
+def _environment(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    return [("zookeeper.version", status.FULL_VERSION), *view.environment]
 
 
-def _last_snapshot(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _last_snapshot(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     zxid, stamp = ctx.last_snapshot if ctx.last_snapshot is not None else (-1, -1)
-    return [("zxid", fourlw.java_hex(zxid)), ("timestamp", stamp)]
+    return [("zxid", java_hex(zxid)), ("timestamp", stamp)]
 
 
-def _set_trace_mask(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _set_trace_mask(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     mask = parse_trace_mask(kw)
     if isinstance(mask, str):
         return [("error", mask)]
@@ -329,43 +316,39 @@ def _java_long(raw: str) -> int | None:
     return n if -(2**63) <= n < 2**63 else None
 
 
-def _watch_summary(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _watch_summary(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     # DataTree.getWatchesSummary (data watches only, as wchs).
-    paths = {p for _, ps in view.data_watches for p in ps}
+    connections, paths, total = status.watch_summary(view)
     return [
-        ("num_connections", sum(1 for _, ps in view.data_watches if ps)),
-        ("num_paths", len(paths)),
-        ("num_total_watches", sum(len(ps) for _, ps in view.data_watches)),
+        ("num_connections", connections),
+        ("num_paths", paths),
+        ("num_total_watches", total),
     ]
 
 
-def _watches(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _watches(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     by_session = {str(sid): list(ps) for sid, ps in view.data_watches if ps}
     return [("session_id_to_watched_paths", by_session)]
 
 
-def _watches_by_path(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
-    by_path: dict[str, list[int]] = {}
-    for sid, ps in view.data_watches:
-        for p in ps:
-            by_path.setdefault(p, []).append(sid)
-    return [("path_to_session_ids", by_path)]
+def _watches_by_path(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    return [("path_to_session_ids", status.watches_by_path(view))]
 
 
-def _nothing(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+def _nothing(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
     return []
 
 
 def _fixed(*members: tuple[str, Any]) -> Callable[..., Members]:
-    def build(view: FourLetterView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
+    def build(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
         return list(members)
 
     return build
 
 
 def _simple(
-    fn: Callable[[FourLetterView, AdminContext], Members],
-) -> Callable[[FourLetterView, AdminContext, Mapping[str, str]], Members]:
+    fn: Callable[[StatusView, AdminContext], Members],
+) -> Callable[[StatusView, AdminContext, Mapping[str, str]], Members]:
     return lambda view, ctx, kw: fn(view, ctx)
 
 
@@ -404,7 +387,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(("leader", "lead"), _fixed(("error", "server is not initialized"))),
     Command(
         ("monitor", "mntr"),
-        _simple(lambda v, c: list(fourlw.mntr_values(v))),
+        _simple(lambda v, c: list(status.mntr_values(v))),
         server_required=False,
     ),
     Command(("observer_connection_stat_reset", "orst"), _nothing),
@@ -427,7 +410,7 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-def _digests(view: FourLetterView) -> list[dict[str, Any]]:
+def _digests(view: StatusView) -> list[dict[str, Any]]:
     # DataTree.getDigestLog: ZxidDigest beans (zxid, digest_version, digest).
     return [{"zxid": z, "digest_version": 2, "digest": d} for z, d in view.digest_log]
 
@@ -449,7 +432,7 @@ def command_links(command_url: str) -> str:
 
 def run_command(
     name: str,
-    view: FourLetterView | None,
+    view: StatusView | None,
     ctx: AdminContext,
     kwargs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -461,7 +444,7 @@ def run_command(
     if command is None:
         return _to_map(name, f"Unknown command: {name}", [])
     if command.server_required and (view is None or not view.serving):
-        return _to_map(name, NOT_SERVING, [])
+        return _to_map(name, status.NOT_SERVING, [])
     if view is None:
         raise ValueError(f"{name} needs a view")
     return _to_map(command.primary, None, command.build(view, ctx, kw))
@@ -505,7 +488,7 @@ def _json_value(v: Any, depth: int) -> str:
         return str(v)
     if isinstance(v, float):
         # Jackson writes non-finite doubles as strings ("NaN") unless asked otherwise.
-        text = fourlw.java_double(v)
+        text = java_double(v)
         return text if math.isfinite(v) else f'"{text}"'
     if isinstance(v, str):
         return _json_string(v)
@@ -531,45 +514,6 @@ def jackson_json(obj: Mapping[str, Any]) -> str:
 
 
 # -- HTTP routing (pure) --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class HttpAnswer:
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-    #: Set when the answer comes from a command: its name (as asked) and keyword arguments.
-    command: str | None = None
-    kwargs: Mapping[str, str] = field(default_factory=dict)
-
-
-_REASONS = {403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed"}
-
-
-def error_page(status: int, path: str, message: str) -> HttpAnswer:
-    # Jetty's ErrorHandler page, in short.
-    body = (
-        "<html>\n<head>\n"
-        '<meta http-equiv="Content-Type" content="text/html;charset=ISO-8859-1"/>\n'
-        f"<title>Error {status} {message}</title>\n</head>\n"
-        f"<body><h2>HTTP ERROR {status} {message}</h2>\n<table>\n"
-        f"<tr><th>URI:</th><td>{_html(path)}</td></tr>\n"
-        f"<tr><th>STATUS:</th><td>{status}</td></tr>\n"
-        f"<tr><th>MESSAGE:</th><td>{message}</td></tr>\n"
-        "</table>\n</body>\n</html>\n"
-    )
-    return HttpAnswer(
-        status,
-        (
-            ("Cache-Control", "must-revalidate,no-cache,no-store"),
-            ("Content-Type", "text/html;charset=iso-8859-1"),
-        ),
-        body.encode("latin-1", "replace"),
-    )
-
-
-def _html(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def route(method: str, target: str, command_url: str) -> HttpAnswer:
@@ -602,7 +546,7 @@ class AdminHooks:
     serving), the four-letter words' side effects (``crst``/``srst``/``stmk`` with its 8-byte
     argument), and the last snapshot file taken or loaded."""
 
-    view: Callable[[], FourLetterView | None]
+    view: Callable[[], StatusView | None]
     act: Callable[[str, bytes], None]
     last_snapshot: Callable[[], Path | None] = lambda: None
     #: The server's system properties (its config's ``properties``).
@@ -633,7 +577,7 @@ def _context(hooks: AdminHooks, name: str, snap_dir: str | None = None) -> Admin
 
 
 def _system_properties(config_properties: Mapping[str, str]) -> dict[str, str]:
-    props = dict(fourlw.process_environment())
+    props = dict(status.process_environment())
     props.update(
         {
             "file.encoding": "UTF-8",
@@ -666,85 +610,6 @@ def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> Htt
     ctx = _context(hooks, name, view.snap_dir if view is not None else None)
     body = jackson_json(run_command(name, view, ctx, a.kwargs))
     return HttpAnswer(a.status, a.headers, body.encode())
-
-
-#: ``respond(method, target)``: the answer, or an awaitable of it (a responder that waits on
-#: the server, as the test controls' ``expire`` does)
-Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
-
-
-async def handle_http(stream: trio.SocketStream, respond: Responder, idle_timeout_ms: int) -> None:
-    """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
-    client closes, ``idle_timeout_ms`` passes without a request, or the request bound."""
-    import h11  # here, not at the top: a server that is never asked over HTTP never loads it
-
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
-    idle = max(idle_timeout_ms, 1) / 1000
-    try:
-        for _ in range(MAX_REQUESTS_PER_CONNECTION):
-            request: h11.Request | None = None
-            with trio.move_on_after(idle):
-                while True:
-                    event = conn.next_event()
-                    if event is h11.NEED_DATA:
-                        data = await stream.receive_some(64 * 1024)
-                        conn.receive_data(data)
-                        continue
-                    if isinstance(event, h11.Request):
-                        request = event
-                        continue
-                    if isinstance(event, h11.EndOfMessage) and request is not None:
-                        break
-                    if isinstance(event, (h11.ConnectionClosed, h11.PAUSED)):
-                        return
-            if request is None or conn.our_state is not h11.SEND_RESPONSE:
-                return  # idle timeout (Jetty closes idle connections) or nothing to answer
-            method = request.method.decode("ascii", "replace")
-            target = request.target.decode("latin-1")
-            answered = respond(method, target)
-            result = await answered if inspect.isawaitable(answered) else answered
-            headers = [
-                ("Date", formatdate(usegmt=True)),
-                *result.headers,
-                ("Content-Length", str(len(result.body))),
-                ("Server", SERVER_HEADER),
-            ]
-            reason = _REASONS.get(result.status, "OK").encode()
-            await stream.send_all(
-                conn.send(h11.Response(status_code=result.status, headers=headers, reason=reason))
-                or b""
-            )
-            if method != "HEAD":
-                await stream.send_all(conn.send(h11.Data(data=result.body)) or b"")
-            await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
-            if conn.our_state is h11.MUST_CLOSE:
-                return
-            conn.start_next_cycle()
-    except h11.RemoteProtocolError as e:
-        log.debug("bad HTTP request on the AdminServer: %s", e)
-        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            try:
-                body = b"Bad Request"
-                await stream.send_all(
-                    conn.send(
-                        h11.Response(
-                            status_code=e.error_status_hint,
-                            headers=[("Content-Length", str(len(body))), ("Connection", "close")],
-                        )
-                    )
-                    or b""
-                )
-                await stream.send_all(conn.send(h11.Data(data=body)) or b"")
-            except (h11.LocalProtocolError, trio.BrokenResourceError, OSError):
-                pass
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass
-    except Exception:
-        # A bug costs this request only: the server and the other probes go on.
-        log.exception("HTTP server: internal error")
-    finally:
-        with trio.CancelScope(shield=True):
-            await stream.aclose()
 
 
 async def serve_admin(
@@ -780,36 +645,6 @@ async def serve_admin(
         settings.idle_timeout_ms,
         on_error=f"Problem starting AdminServer on {where}",
         on_started=started,
+        logger=log,
         task_status=task_status,
     )
-
-
-async def serve_http(
-    host: str,
-    port: int,
-    respond: Responder,
-    idle_timeout_ms: int,
-    *,
-    on_error: str,
-    on_started: Callable[[int], None] = lambda port: None,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Listen on ``host:port`` and serve ``respond`` until cancelled; ``task_status.started``
-    with the bound port (after ``on_started(port)``), or None when the port cannot be bound:
-    logged as ``on_error``, the server carries on without this listener."""
-    try:
-        listeners = await trio.open_tcp_listeners(port, host=host)
-    except OSError as e:
-        reason = "address in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
-        log.error("%s: %s; carrying on without it", on_error, reason)
-        task_status.started(None)
-        return
-    bound = int(listeners[0].socket.getsockname()[1])
-    on_started(bound)
-
-    async def handler(stream: trio.SocketStream) -> None:
-        await handle_http(stream, respond, idle_timeout_ms)
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, handler, listeners)
-        task_status.started(bound)

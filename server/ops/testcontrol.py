@@ -19,7 +19,7 @@ Three layers, pure to impure:
 2. :class:`Controls` — performs an action on a running :class:`~trizk.server.shell.app.TrizkServer`
    and returns the JSON-able answer; the one implementation both ways above use.
 3. :func:`serve_controls` — the HTTP listener: the AdminServer's h11 plumbing
-   (:func:`trizk.server.ops.admin.serve_http`), with :meth:`Controls.answer` as its responder.
+   (:func:`trizk.server.ops.http.serve_http`), with :meth:`Controls.answer` as its responder.
 
 The endpoints (JSON answers; errors are ``{"error": text}`` with status 400/404/405)::
 
@@ -53,8 +53,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trizk.server.ops.http import HttpAnswer, serve_http
+
 if TYPE_CHECKING:
-    from trizk.server.ops.admin import HttpAnswer
     from trizk.server.shell.app import TrizkServer
 
 __all__ = [
@@ -330,8 +331,6 @@ class Controls:
 
     async def answer(self, method: str, target: str) -> HttpAnswer:
         """One HTTP request's answer (the responder :func:`serve_controls` runs)."""
-        from trizk.server.ops.admin import HttpAnswer
-
         action = parse(method, target)
         reply = action if isinstance(action, Reply) else await self.perform(action)
         if isinstance(reply.body, str):
@@ -351,7 +350,6 @@ async def serve_controls(
 ) -> None:
     """Serve the test controls over HTTP until cancelled; ``task_status.started(port)``, or
     None when the port cannot be bound (logged; the server carries on without them)."""
-    from trizk.server.ops.admin import serve_http
 
     def started(bound: int) -> None:
         log.warning(
@@ -369,5 +367,6 @@ async def serve_controls(
         IDLE_TIMEOUT_MS,
         on_error=f"Problem starting the test controls on {host}:{port}",
         on_started=started,
+        logger=log,
         task_status=task_status,
     )

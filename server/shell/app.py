@@ -52,7 +52,7 @@ from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.frontend.connection import ClientConnection, State
 from trizk.server.frontend.core import FrontEnd
-from trizk.server.ops import fourlw
+from trizk.server.ops import fourlw, status
 from trizk.server.roles.standalone import Standalone
 from trizk.server.shell.persistence import Persistence, PersistenceSettings
 from trizk.server.shell.poller import Poller, SockPeer
@@ -134,7 +134,7 @@ class TrizkServer:
         )
         #: ServerMetrics (one per server: every role of an ensemble member adds to it)
         self.server_metrics = ServerMetrics(
-            prometheus=fourlw.prometheus_configured(config), now=self._now()
+            prometheus=status.prometheus_configured(config), now=self._now()
         )
         self.persistence.metrics = self.server_metrics
         loaded = self.persistence.load()
@@ -201,7 +201,7 @@ class TrizkServer:
         self.trace_mask = 306  # ZooTrace's default mask
         self.containers = ContainerSettings.from_properties(config.properties)
         self.sessionless_timeout = _positive_int_property(
-            config, "zookeeper.nio.sessionlessCnxnTimeout", fourlw.CONNECTION_EXPIRY_INTERVAL_MS
+            config, "zookeeper.nio.sessionlessCnxnTimeout", status.CONNECTION_EXPIRY_INTERVAL_MS
         )
         #: plain client sockets, one task over a selector; None: one task pair per connection
         self.poller: Poller | None = None
@@ -368,7 +368,7 @@ class TrizkServer:
                 # timeout as soon as its ConnectRequest is read: a handshake waiting for its
                 # createSession to commit is not sessionless any more.
                 timeout = c.session_timeout or interval
-                if not c.closed and fourlw.expiry_bucket(c.last_io, timeout, interval) <= now:
+                if not c.closed and status.expiry_bucket(c.last_io, timeout, interval) <= now:
                     p.core.close(c, f"connection expired (no traffic for {timeout} ms)")
                     self.server_metrics.sessionless_connections_expired += c.state is not State.OPEN
             if self.poller is not None:
@@ -709,7 +709,7 @@ class TrizkServer:
             for p in self.peers.values():
                 p.conn.reset_stats()
 
-    def _view(self, asking: ClientConnection | None) -> fourlw.SimpleView:
+    def _view(self, asking: ClientConnection | None) -> status.SimpleView:
         core = self.core
         st = core.stats
         wall_offset = self._wall() - self._now()
@@ -717,7 +717,7 @@ class TrizkServer:
         for p in self.peers.values():
             c = p.conn
             conns.append(
-                fourlw.ConnectionInfo(
+                status.ConnectionInfo(
                     host=c.remote[0],
                     port=c.remote[1],
                     interest_ops=0 if c is asking else 1,
@@ -735,10 +735,10 @@ class TrizkServer:
                     min_latency=max(c.min_latency, 0),
                     avg_latency=c.total_latency // c.latency_count if c.latency_count else 0,
                     max_latency=c.max_latency,
-                    expire_at_ms=fourlw.expiry_bucket(
+                    expire_at_ms=status.expiry_bucket(
                         c.last_io,
-                        c.session_timeout or fourlw.CONNECTION_EXPIRY_INTERVAL_MS,
-                        fourlw.CONNECTION_EXPIRY_INTERVAL_MS,
+                        c.session_timeout or status.CONNECTION_EXPIRY_INTERVAL_MS,
+                        status.CONNECTION_EXPIRY_INTERVAL_MS,
                     )
                     + wall_offset,
                 )
@@ -748,7 +748,7 @@ class TrizkServer:
         for s in tracked.values():
             eph = core.tree.ephemerals.get(s.id)
             sessions.append(
-                fourlw.SessionInfo(
+                status.SessionInfo(
                     s.id, s.expiry + wall_offset, tuple(eph) if eph is not None else None
                 )
             )
@@ -760,17 +760,17 @@ class TrizkServer:
                 by_conn.setdefault(w.session_id, []).append(path if path is not None else "null")
         data_dir = Path(self.config.data_dir) / "version-2"
         log_dir = Path(self.config.data_log_dir) / "version-2"
-        return fourlw.SimpleView(
+        return status.SimpleView(
             config=self.config,
             client_port=self.port,
-            metrics={**st.view_metrics(), **fourlw.fd_gauges()},
+            metrics={**st.view_metrics(), **status.fd_gauges()},
             server_metrics=self.server_metrics,
             now_ms=self._now(),
             serving=core.serving,
             server_state=self.peer.state if self.peer is not None else "standalone",
             role_metrics=self.peer.role_metrics() if self.peer is not None else (),
             proposal_sizes=self.peer.proposal_sizes() if self.peer is not None else (-1, -1, -1),
-            latency=fourlw.LatencyStats(
+            latency=status.LatencyStats(
                 st.latency_count, st.total_latency, max(st.min_latency, 0), st.max_latency
             ),
             packets_received=st.packets_received,
@@ -793,7 +793,7 @@ class TrizkServer:
             log_dir=str(log_dir.absolute()),
             data_dir_size=_dir_size(data_dir),
             log_dir_size=_dir_size(log_dir),
-            environment=fourlw.process_environment(),
+            environment=status.process_environment(),
             trace_mask=self.trace_mask,
         )
 

@@ -69,9 +69,13 @@ from trizk.quorum.zab.zabwire import (
     epoch_of,
 )
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.common.metricregistry import (
+    LEARNER_HANDLER_QP_SIZE,
+    LEARNER_HANDLER_QP_TIME_MS,
+    MNTR_ORDER,
+)
 from trizk.server.common.servermetrics import Summary
 from trizk.server.frontend.core import FrontEnd
-from trizk.server.ops import fourlw
 from trizk.server.shell.cnxmanager import ElectionPort
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.server.writes.committer import Proposal
@@ -533,11 +537,11 @@ class QuorumPeer:
         """The ``learner_handler_qp`` summary sets, after every other mntr line as in
         ZooKeeper (keys in ConcurrentHashMap order; ``write_per_namespace``, which ZooKeeper
         prints between the two sets, is not measured here)."""
-        last = fourlw.last_mntr_name()
+        last = MNTR_ORDER[-1]
         out: list[tuple[str, str, int | float | str]] = []
         for name, table in (
-            ("learner_handler_qp_size", self.qp_sizes),
-            ("learner_handler_qp_time_ms", self.qp_times),
+            (LEARNER_HANDLER_QP_SIZE.name, self.qp_sizes),
+            (LEARNER_HANDLER_QP_TIME_MS.name, self.qp_times),
         ):
             for key in JavaHashSet(16, table):
                 for k, v in table[key].mntr_values(f"{key}_{name}"):
@@ -547,9 +551,9 @@ class QuorumPeer:
     def queue_meter(self, sid: int) -> QueueMeter:
         key = str(sid)
         return QueueMeter(
-            # as ServerMetrics registers them: the size set basic, the time set with percentiles
-            self.qp_sizes.setdefault(key, Summary(False, None)),
-            self.qp_times.setdefault(key, Summary(True, None)),
+            # at the levels ServerMetrics registers them (the metric registry)
+            self.qp_sizes.setdefault(key, Summary(LEARNER_HANDLER_QP_SIZE.advanced, None)),
+            self.qp_times.setdefault(key, Summary(LEARNER_HANDLER_QP_TIME_MS.advanced, None)),
         )
 
     def proposal_sizes(self) -> tuple[int, int, int]:

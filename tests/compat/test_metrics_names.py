@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from trizk.compat.capture import zookeeper_metrics as zkm
 from trizk.compat.procs import servers
-from trizk.server.ops import metrics
+from trizk.server.ops import status
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",')
@@ -68,7 +68,7 @@ def prometheus_trizk(extra: dict[str, str]) -> Iterator[tuple[servers.Server, in
     """A trizk process with the Prometheus provider on a free loopback port: (server, port)."""
     port = servers.free_port()
     cfg = {
-        "metricsProvider.className": metrics.PROMETHEUS_PROVIDER,
+        "metricsProvider.className": status.PROMETHEUS_PROVIDER,
         "metricsProvider.httpHost": "127.0.0.1",
         "metricsProvider.httpPort": str(port),
         **extra,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trizk.server.config.zoocfg import (
+    FOUR_LETTER_WORDS,
     KEYS,
     ConfigError,
     ServerConfig,
@@ -20,7 +21,6 @@ from trizk.server.config.zoocfg import (
     parse_properties,
     parse_property_option,
 )
-from trizk.server.ops.fourlw import FOUR_LETTER_WORDS
 
 BASE = "dataDir=/var/zk\nclientPort=2181\n"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from trizk.server.config.zoocfg import ServerConfig
-from trizk.server.ops import admin, fourlw
+from trizk.server.ops import admin, fourlw, status
 
 CTX = admin.AdminContext()
 
 
-def view(tmp_path: Path, **kw: object) -> fourlw.SimpleView:
-    return fourlw.SimpleView(config=ServerConfig.create(tmp_path, clientPort=2181), **kw)  # type: ignore[arg-type]
+def view(tmp_path: Path, **kw: object) -> status.SimpleView:
+    return status.SimpleView(config=ServerConfig.create(tmp_path, clientPort=2181), **kw)  # type: ignore[arg-type]
 
 
 def test_settings_defaults_and_java_parsing(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_to_map_order_and_errors(tmp_path: Path) -> None:
 
 
 def test_monitor_is_mntr_typed(tmp_path: Path) -> None:
-    v = view(tmp_path, latency=fourlw.LatencyStats(5, 11, 0, 5))
+    v = view(tmp_path, latency=status.LatencyStats(5, 11, 0, 5))
     m = admin.run_command("mntr", v, CTX)
     text = fourlw.respond("mntr", v).decode()
     keys = [line.split("\t")[0].removeprefix("zk_") for line in text.splitlines()]
@@ -157,9 +157,9 @@ def test_route_keyword_arguments_first_value_wins() -> None:
 
 def test_dump_uses_monotonic_buckets(tmp_path: Path) -> None:
     sessions = [
-        fourlw.SessionInfo(7, 10_500, ("/a",)),
-        fourlw.SessionInfo(8, 10_500),
-        fourlw.SessionInfo(9, 12_500, ()),
+        status.SessionInfo(7, 10_500, ("/a",)),
+        status.SessionInfo(8, 10_500),
+        status.SessionInfo(9, 12_500, ()),
     ]
     d = admin.run_command(
         "dump", view(tmp_path, sessions=sessions), admin.AdminContext(wall_minus_monotonic_ms=500)

@@ -18,24 +18,23 @@ from types import SimpleNamespace
 import pytest
 from kazoo.client import KazooClient
 
-from trizk.server.config.zoocfg import ServerConfig
-from trizk.server.ops import fourlw
+from trizk.server.config.zoocfg import FOUR_LETTER_WORDS, ServerConfig, parse_whitelist
+from trizk.server.ops import status
 from trizk.server.ops.fourlw import (
-    FOUR_LETTER_WORDS,
-    FULL_VERSION,
     TELNET_CLOSE,
+    allowed,
+    command_name,
+    is_known,
+    not_whitelisted,
+    respond,
+)
+from trizk.server.ops.javatext import java_double, java_socket_address
+from trizk.server.ops.status import (
+    FULL_VERSION,
     ConnectionInfo,
     LatencyStats,
     SessionInfo,
     SimpleView,
-    allowed,
-    command_name,
-    is_known,
-    java_double,
-    java_socket_address,
-    not_whitelisted,
-    parse_whitelist,
-    respond,
 )
 
 DATA = Path(__file__).parents[1] / "data" / "fourlw"
@@ -331,14 +330,14 @@ def test_envi() -> None:
 
 
 def test_envi_from_this_process_has_zookeepers_keys_in_order() -> None:
-    keys = [k for k, _ in fourlw.process_environment()]
+    keys = [k for k, _ in status.process_environment()]
     zk_keys = [line.split("=", 1)[0] for line in golden("fresh_envi").strip().split("\n")[2:]]
     assert keys == zk_keys
 
 
 def test_kazoo_server_version_parses_envi() -> None:
     # kazoo's own parser (KazooClient.server_version) over trizk's envi answer.
-    text = respond("envi", view(environment=fourlw.process_environment())).decode()
+    text = respond("envi", view(environment=status.process_environment())).decode()
     assert len(text.encode()) < 8192  # kazoo reads the answer with one recv(8192)
     fake = SimpleNamespace(command=lambda cmd=b"ruok": text)
     version = KazooClient.server_version(fake)
@@ -350,7 +349,7 @@ def _mntr_case(name: str) -> tuple[str, SimpleView]:
     expected = golden(name)
     pairs = [line.split("\t", 1) for line in expected.rstrip("\n").split("\n")]
     values = {k.removeprefix("zk_"): v for k, v in pairs}
-    idle = fourlw._MNTR_IDLE
+    idle = status._MNTR_IDLE
     explicit = {
         "version", "server_state", "ephemerals_count", "num_alive_connections", "avg_latency",
         "min_latency", "max_latency", "outstanding_requests", "znode_count", "global_sessions",
@@ -479,10 +478,10 @@ def test_latency_average_rounds_like_bigdecimal_half_up() -> None:
 
 def test_expiry_bucket_rounds_up_to_the_next_interval() -> None:
     # ExpiryQueue.roundToNextInterval((now + timeout)): always strictly after now + timeout.
-    assert fourlw.expiry_bucket(1_000, 10_000, 2_000) == 12_000
-    assert fourlw.expiry_bucket(1_999, 10_000, 2_000) == 12_000
-    assert fourlw.expiry_bucket(2_000, 10_000, 2_000) == 14_000
-    assert fourlw.expiry_bucket(5, 0, fourlw.CONNECTION_EXPIRY_INTERVAL_MS) == 10_000
+    assert status.expiry_bucket(1_000, 10_000, 2_000) == 12_000
+    assert status.expiry_bucket(1_999, 10_000, 2_000) == 12_000
+    assert status.expiry_bucket(2_000, 10_000, 2_000) == 14_000
+    assert status.expiry_bucket(5, 0, status.CONNECTION_EXPIRY_INTERVAL_MS) == 10_000
 
 
 def test_java_socket_address() -> None:

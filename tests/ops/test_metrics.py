@@ -7,23 +7,24 @@ import math
 from pathlib import Path
 
 from trizk.quorum.zab.zabwire import PacketType
+from trizk.server.common.metricregistry import MNTR_ORDER
 from trizk.server.common.servermetrics import Summary
 from trizk.server.config.zoocfg import ServerConfig
-from trizk.server.ops import admin, fourlw, metrics
+from trizk.server.ops import admin, fourlw, metrics, status
 from trizk.server.shell.ensemble import QueueMeter
 
-PROM = {"metricsProvider.className": metrics.PROMETHEUS_PROVIDER}
+PROM = {"metricsProvider.className": status.PROMETHEUS_PROVIDER}
 
 
-def _view(tmp_path: Path, **kw: object) -> fourlw.SimpleView:
+def _view(tmp_path: Path, **kw: object) -> status.SimpleView:
     cfg = ServerConfig.create(tmp_path, clientPort=2181, **PROM)
-    return fourlw.SimpleView(config=cfg, **kw)  # type: ignore[arg-type]
+    return status.SimpleView(config=cfg, **kw)  # type: ignore[arg-type]
 
 
 def test_text_format_is_simpleclient_004() -> None:
     fams = [
-        metrics.Family("c", "counter", (("c", (), 3.0),)),
-        metrics.Family(
+        status.Family("c", "counter", (("c", (), 3.0),)),
+        status.Family(
             "s",
             "summary",
             (
@@ -31,7 +32,7 @@ def test_text_format_is_simpleclient_004() -> None:
                 ("s_count", (("key", 'a"b'),), 0.0),
             ),
         ),
-        metrics.Family("g", "gauge", (("g", (), 4.3220992e7),), "Some\nhelp"),
+        status.Family("g", "gauge", (("g", (), 4.3220992e7),), "Some\nhelp"),
     ]
     assert metrics.text_format(fams) == (
         "# HELP c c\n# TYPE c counter\nc 3.0\n"
@@ -40,7 +41,7 @@ def test_text_format_is_simpleclient_004() -> None:
         's_count{key="a\\"b",} 0.0\n'
         "# HELP g Some\\nhelp\n# TYPE g gauge\ng 4.3220992E7\n"
     )
-    assert metrics.dump_pairs(fams)[1][0] == 's{key="a"b",quantile="0.5"}'
+    assert status.dump_pairs(fams)[1][0] == 's{key="a"b",quantile="0.5"}'
 
 
 def test_families_from_the_view(tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ def test_families_from_the_view(tmp_path: Path) -> None:
         quota_gauges=[("abc_quota_count_limit_per_namespace", 3)],
         quota_counters=[("abc_quota_exceeded_error_per_namespace", 2)],
     )
-    fams = {f.name: f for f in metrics.families(v)}
+    fams = {f.name: f for f in status.families(v)}
     assert fams["znode_count"].type == "gauge"
     assert fams["znode_count"].samples == (("znode_count", (), 7.0),)
     assert fams["proposal_count"].type == "counter"
@@ -79,7 +80,7 @@ def test_mntr_changes_shape_with_the_provider(tmp_path: Path) -> None:
     mon = admin.run_command("monitor", v, admin.AdminContext())
     assert mon["znode_count"] == 5.0 and isinstance(mon["znode_count"], float)
     # without the provider: the default provider's shape
-    plain = fourlw.SimpleView(config=ServerConfig.create(tmp_path, clientPort=2181))
+    plain = status.SimpleView(config=ServerConfig.create(tmp_path, clientPort=2181))
     assert "zk_znode_count\t5" in fourlw.respond("mntr", plain).decode().splitlines()
 
 
@@ -87,7 +88,7 @@ def test_no_process_families_without_export_jvm_info(tmp_path: Path) -> None:
     cfg = ServerConfig.create(
         tmp_path, clientPort=2181, **PROM, **{"metricsProvider.exportJvmInfo": "false"}
     )
-    v = fourlw.SimpleView(config=cfg)
+    v = status.SimpleView(config=cfg)
     assert not metrics.MetricsSettings.from_config(cfg).export_jvm_info
     mntr = fourlw.respond("mntr", v).decode().splitlines()
     assert not any(line.startswith("zk_process_") for line in mntr)
@@ -107,14 +108,14 @@ def test_learner_queue_summary_sets_from_the_view(tmp_path: Path) -> None:
     for n in (3, 1, 0):
         sizes.add(n)
     times.add(7)
-    last = fourlw.last_mntr_name()
+    last = MNTR_ORDER[-1]
     role = [(k, last, v) for k, v in sizes.mntr_values("2_learner_handler_qp_size")]
     role += [(k, last, v) for k, v in times.mntr_values("2_learner_handler_qp_time_ms")]
     v = _view(tmp_path, role_metrics=role)
-    assert [k for k, _ in fourlw.mntr_values(v, provider_dump=False)][-14:] == [
+    assert [k for k, _ in status.mntr_values(v, provider_dump=False)][-14:] == [
         k for k, _, _ in role
     ]
-    fams = {f.name: f for f in metrics.families(v)}
+    fams = {f.name: f for f in status.families(v)}
     qp = fams["learner_handler_qp_size"].samples
     assert [(s[0], dict(s[1]).get("key"), s[2]) for s in qp[1:]] == [
         ("learner_handler_qp_size_count", "2", 3.0),

@@ -18,7 +18,7 @@ from trizk.jute import records as r
 from trizk.jute.codes import Code, OpCode
 from trizk.server.common.ratelog import RateLogger
 from trizk.server.config.zoocfg import ServerConfig
-from trizk.server.ops import fourlw
+from trizk.server.ops import fourlw, status
 from trizk.server.writes.prep import (
     PendingChanges,
     PrepContext,
@@ -410,7 +410,7 @@ def test_quota_gauges_and_their_place_in_mntr() -> None:
         ("abc_quota_bytes_usage_per_namespace", 2),
         ("t_quota_bytes_usage_per_namespace", 2),
     ]
-    view = fourlw.SimpleView(
+    view = status.SimpleView(
         config=ServerConfig.create("/tmp", clientPort=2181),
         quota_gauges=gauges,
         quota_counters=[("t_quota_exceeded_error_per_namespace", 2)],

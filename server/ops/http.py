@@ -1,0 +1,211 @@
+"""The small HTTP/1.1 server that the AdminServer, ``/metrics`` and the test controls share.
+
+Theory of operation
+===================
+Each of the three answers plain requests from probes, scrapers and test code with one pure
+function ``respond(method, target) -> HttpAnswer`` (or an awaitable of one, for an answer that
+waits on the server); this module is the Trio shell around it: :func:`serve_http` listens,
+one task per connection (:func:`handle_http`) runs h11 (the sans-IO HTTP/1.1 state machine),
+keeps the connection alive between requests and closes it after ``idle_timeout_ms`` without
+one or :data:`MAX_REQUESTS_PER_CONNECTION` requests. A request head larger than
+:data:`MAX_REQUEST_HEAD` or malformed gets h11's status hint and the connection is closed. A
+port that cannot be bound is logged and the server carries on without that listener.
+
+:func:`error_page` is Jetty's error page (ZooKeeper's AdminServer and simpleclient's servlet
+answer 404/405 with it).
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from typing import Any
+
+import trio
+
+import trizk
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "MAX_REQUESTS_PER_CONNECTION",
+    "MAX_REQUEST_HEAD",
+    "SERVER_HEADER",
+    "HttpAnswer",
+    "Responder",
+    "error_page",
+    "handle_http",
+    "serve_http",
+]
+
+log = logging.getLogger("trizk.server.ops.http")
+
+#: Jetty's (``admin.idleTimeout``) default: a keep-alive connection idle this long is closed.
+DEFAULT_IDLE_TIMEOUT = 30_000
+#: Bound on one request's head (h11 buffers at most this much of an incomplete event).
+MAX_REQUEST_HEAD = 16 * 1024
+#: At most this many requests are read on one keep-alive connection.
+MAX_REQUESTS_PER_CONNECTION = 1000
+SERVER_HEADER = f"trizk/{trizk.__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """One response: status, headers (Date, Content-Length and Server are added) and body."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    #: Set when the answer comes from a command: its name (as asked) and keyword arguments.
+    command: str | None = None
+    kwargs: Mapping[str, str] = field(default_factory=dict)
+
+
+_REASONS = {403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+def error_page(status: int, path: str, message: str) -> HttpAnswer:
+    # Jetty's ErrorHandler page, in short.
+    body = (
+        "<html>\n<head>\n"
+        '<meta http-equiv="Content-Type" content="text/html;charset=ISO-8859-1"/>\n'
+        f"<title>Error {status} {message}</title>\n</head>\n"
+        f"<body><h2>HTTP ERROR {status} {message}</h2>\n<table>\n"
+        f"<tr><th>URI:</th><td>{_html(path)}</td></tr>\n"
+        f"<tr><th>STATUS:</th><td>{status}</td></tr>\n"
+        f"<tr><th>MESSAGE:</th><td>{message}</td></tr>\n"
+        "</table>\n</body>\n</html>\n"
+    )
+    return HttpAnswer(
+        status,
+        (
+            ("Cache-Control", "must-revalidate,no-cache,no-store"),
+            ("Content-Type", "text/html;charset=iso-8859-1"),
+        ),
+        body.encode("latin-1", "replace"),
+    )
+
+
+def _html(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+#: ``respond(method, target)``: the answer, or an awaitable of it (a responder that waits on
+#: the server, as the test controls' ``expire`` does)
+Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
+
+
+async def handle_http(
+    stream: trio.SocketStream,
+    respond: Responder,
+    idle_timeout_ms: int,
+    *,
+    logger: logging.Logger = log,
+) -> None:
+    """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
+    client closes, ``idle_timeout_ms`` passes without a request, or the request bound.
+    ``logger``: the service's (a bad request at debug level, an internal error)."""
+    import h11  # here, not at the top: a server that is never asked over HTTP never loads it
+
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
+    idle = max(idle_timeout_ms, 1) / 1000
+    try:
+        for _ in range(MAX_REQUESTS_PER_CONNECTION):
+            request: h11.Request | None = None
+            with trio.move_on_after(idle):
+                while True:
+                    event = conn.next_event()
+                    if event is h11.NEED_DATA:
+                        data = await stream.receive_some(64 * 1024)
+                        conn.receive_data(data)
+                        continue
+                    if isinstance(event, h11.Request):
+                        request = event
+                        continue
+                    if isinstance(event, h11.EndOfMessage) and request is not None:
+                        break
+                    if isinstance(event, (h11.ConnectionClosed, h11.PAUSED)):
+                        return
+            if request is None or conn.our_state is not h11.SEND_RESPONSE:
+                return  # idle timeout (Jetty closes idle connections) or nothing to answer
+            method = request.method.decode("ascii", "replace")
+            target = request.target.decode("latin-1")
+            answered = respond(method, target)
+            result = await answered if inspect.isawaitable(answered) else answered
+            headers = [
+                ("Date", formatdate(usegmt=True)),
+                *result.headers,
+                ("Content-Length", str(len(result.body))),
+                ("Server", SERVER_HEADER),
+            ]
+            reason = _REASONS.get(result.status, "OK").encode()
+            await stream.send_all(
+                conn.send(h11.Response(status_code=result.status, headers=headers, reason=reason))
+                or b""
+            )
+            if method != "HEAD":
+                await stream.send_all(conn.send(h11.Data(data=result.body)) or b"")
+            await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+            if conn.our_state is h11.MUST_CLOSE:
+                return
+            conn.start_next_cycle()
+    except h11.RemoteProtocolError as e:
+        logger.debug("bad HTTP request: %s", e)
+        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            try:
+                body = b"Bad Request"
+                await stream.send_all(
+                    conn.send(
+                        h11.Response(
+                            status_code=e.error_status_hint,
+                            headers=[("Content-Length", str(len(body))), ("Connection", "close")],
+                        )
+                    )
+                    or b""
+                )
+                await stream.send_all(conn.send(h11.Data(data=body)) or b"")
+            except (h11.LocalProtocolError, trio.BrokenResourceError, OSError):
+                pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+    except Exception:
+        # A bug costs this request only: the server and the other probes go on.
+        logger.exception("HTTP server: internal error")
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+async def serve_http(
+    host: str,
+    port: int,
+    respond: Responder,
+    idle_timeout_ms: int,
+    *,
+    on_error: str,
+    on_started: Callable[[int], None] = lambda port: None,
+    logger: logging.Logger = log,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on ``host:port`` and serve ``respond`` until cancelled; ``task_status.started``
+    with the bound port (after ``on_started(port)``), or None when the port cannot be bound:
+    logged as ``on_error`` on ``logger``, the server carries on without this listener."""
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as e:
+        reason = "address in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        logger.error("%s: %s; carrying on without it", on_error, reason)
+        task_status.started(None)
+        return
+    bound = int(listeners[0].socket.getsockname()[1])
+    on_started(bound)
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await handle_http(stream, respond, idle_timeout_ms, logger=logger)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, handler, listeners)
+        task_status.started(bound)
