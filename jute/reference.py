@@ -12,14 +12,11 @@ vectors are count-prefixed, -1 meaning null and any other negative count empty.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
 import construct as cs
 
-from trizk.jute.primitives import _LIMITS_VAR, JuteDecodeError
-
-if TYPE_CHECKING:
-    from trizk.jute.primitives import Record
+from trizk.jute.limits import _LIMITS_VAR, JuteDecodeError
 
 __all__ = ["Nullable", "NullableVector", "RecordAdapter", "build", "fixed", "parse", "struct_of"]
 
@@ -99,6 +96,15 @@ class NullableVector(cs.Construct):
 
     def _sizeof(self, context: Any, path: Any) -> int:
         raise cs.SizeofError(path=path)
+
+
+class Record(Protocol):
+    """What this codec reads of a record (:class:`trizk.jute.primitives.Record`, which loads
+    this module on first use): its declaration and its Struct."""
+
+    #: (name, JuteType) in declaration order; each type gives its ``subcon()``
+    FIELDS: ClassVar[Any]
+    construct: ClassVar[Any]
 
 
 class RecordAdapter(cs.Adapter):

@@ -44,6 +44,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from trizk.testing_base import IN_PROCESS, PROCESS, ServerError
+
 if TYPE_CHECKING:
     from trizk.testing_ensemble import Ensemble
 
@@ -59,13 +61,6 @@ __all__ = [
 
 #: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.config.main)
 READY_PREFIX = "trizk-server ready"
-
-IN_PROCESS = "in-process"
-PROCESS = "process"
-
-
-class ServerError(RuntimeError):
-    """The server did not start (or stop) as asked."""
 
 
 class NotSupported(ServerError):

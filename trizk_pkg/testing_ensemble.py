@@ -44,7 +44,7 @@ from trizk.compat.procs.ensemble import ProcessMember, member_mode, wait_serving
 from trizk.compat.procs.javaquorum import allocate
 from trizk.compat.procs.linkproxy import REFUSE, LinkNet, LoopThread
 from trizk.compat.procs.servers import stop_process
-from trizk.testing import IN_PROCESS, PROCESS, ServerError
+from trizk.testing_base import IN_PROCESS, PROCESS, ServerError
 
 __all__ = ["AsyncEnsemble", "Ensemble"]
 

@@ -1,0 +1,1 @@
+../../trizk_pkg/testing_base.py
