@@ -29,6 +29,11 @@ persistence); the quantile window is a function of those times only.
 
 Summary sets (``read_per_namespace``...) keep one summary per key; the default provider prints
 each as ``<avg|min|max|cnt|sum>_<key>_<name>`` after the plain summaries.
+
+Which metrics a :class:`ServerMetrics` holds, and each summary's level (percentiles or not),
+is the metric registry's (:mod:`trizk.server.common.metricregistry`, the rows marked
+``measured``): the constructor builds one attribute per row, and mntr and ``/metrics`` list
+the same rows in ZooKeeper's order.
 """
 
 from __future__ import annotations

@@ -434,9 +434,6 @@ def mntr_values(
         }
     )
     values.update(view.metrics)
-    names = list(registry.MNTR_ORDER)
-    known = _MNTR_NAMES
-    names += [k for k in view.metrics if k not in known]
     # DefaultMetricsProvider.dump: gauges, then gauge sets, then counters, then counter sets.
     extra = {_LAST_GAUGE: view.quota_gauges, _LAST_COUNTER: view.quota_counters}
     # An ensemble member's gauges sit among the others where ZooKeeper 3.8.0's gauge map puts
@@ -448,7 +445,7 @@ def mntr_values(
     last = registry.MNTR_ORDER[-1]
     # the summary sets, kept by the server (namespaces, ack latency) or by a leader's role
     # (learner queues), come after every other line, in ZooKeeper's order of the sets
-    sets = [(k, values[k]) for k in names if k not in known]
+    sets = [(k, v) for k, v in view.metrics.items() if k not in _MNTR_NAMES]
     for name in registry.MNTR_ORDER:
         out.append((name, values[name]))
         if name == last:
