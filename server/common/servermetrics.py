@@ -32,8 +32,8 @@ each as ``<avg|min|max|cnt|sum>_<key>_<name>`` after the plain summaries.
 
 Which metrics a :class:`ServerMetrics` holds, and each summary's level (percentiles or not),
 is the metric registry's (:mod:`trizk.server.common.metricregistry`, the rows marked
-``measured``): the constructor builds one attribute per row, and mntr and ``/metrics`` list
-the same rows in ZooKeeper's order.
+``measured``): the constructor assigns one attribute per row, at the row's level, and
+``srst``, mntr and ``/metrics`` walk the rows in ZooKeeper's order.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ __all__ = [
     "SummarySet",
 ]
 
+#: DetailLevel.ADVANCED of each measured summary and summary set, by name
+_LEVELS: dict[str, bool] = {
+    m.name: m.advanced for m in (*MEASURED_SUMMARIES, *MEASURED_SUMMARY_SETS)
+}
 #: ``DataTree.STAT_OVERHEAD_BYTES``: what a read adds to ``read_per_namespace`` beyond the
 #: path and data lengths (6 longs + 5 ints of the Stat).
 STAT_OVERHEAD_BYTES = 6 * 8 + 5 * 4
@@ -191,74 +195,75 @@ class SummarySet:
 
 class ServerMetrics:
     """The measured ``ServerMetrics`` of one server: one attribute per metric the registry
-    marks ``measured`` (:mod:`trizk.server.common.metricregistry`), built from its row, so
-    the cores update a counter with one attribute increment (``m.commit_count += 1``) and
-    observe a summary through its attribute (``m.fsynctime.add(ms)``); ``prometheus``: built
-    for the Prometheus provider."""
-
-    # -- counters (ServerMetrics.getCounter)
-    bytes_received_count: int
-    response_bytes: int
-    watch_bytes: int
-    connection_request_count: int
-    connection_revalidate_count: int
-    connection_rejected: int
-    connection_drop_count: int
-    sessionless_connections_expired: int
-    stale_sessions_expired: int
-    prep_processor_request_queued: int
-    sync_processor_request_queued: int
-    outstanding_changes_queued: int
-    outstanding_changes_removed: int
-    proposal_count: int
-    commit_count: int
-    learner_proposal_received_count: int
-    learner_commit_received_count: int
-    snap_count: int
-    diff_count: int
-    looking_count: int
-    revalidate_count: int
-    unrecoverable_error_count: int
-    digest_mismatches_count: int
-    unsuccessful_handshake: int
-    # -- summaries (getSummary)
-    readlatency: Summary
-    updatelatency: Summary
-    fsynctime: Summary
-    snapshottime: Summary
-    propagation_latency: Summary
-    node_created_watch_count: Summary
-    node_deleted_watch_count: Summary
-    node_changed_watch_count: Summary
-    node_children_watch_count: Summary
-    proposal_latency: Summary
-    commit_propagation_latency: Summary
-    quorum_ack_latency: Summary
-    dbinittime: Summary
-    startup_snap_load_time: Summary
-    startup_txns_loaded: Summary
-    startup_txns_load_time: Summary
-    connection_token_deficit: Summary
-    election_time: Summary
-    unavailable_time: Summary
-    leader_unavailable_time: Summary
-    follower_sync_time: Summary
-    observer_sync_time: Summary
-    # -- summary sets (getSummarySet)
-    read_per_namespace: SummarySet
-    write_per_namespace: SummarySet
-    ack_latency: SummarySet
+    marks ``measured`` (:mod:`trizk.server.common.metricregistry`; a test holds the two to the
+    same names), each summary at its registered level. The cores update a counter with one
+    attribute increment (``m.commit_count += 1``) and observe a summary through its attribute
+    (``m.fsynctime.add(ms)``); every attribute is assigned here, so compiled code reads it
+    without a check. ``prometheus``: built for the Prometheus provider."""
 
     def __init__(self, *, prometheus: bool = False, now: int = 0) -> None:
         self.prometheus = prometheus
         self.clock = MetricsClock(now)
         clock = self.clock if prometheus else None
-        for name in MEASURED_COUNTERS:
-            setattr(self, name, 0)
-        for m in MEASURED_SUMMARIES:
-            setattr(self, m.name, Summary(m.advanced, clock))
-        for m in MEASURED_SUMMARY_SETS:
-            setattr(self, m.name, SummarySet(m.advanced, clock))
+
+        def summary(name: str) -> Summary:
+            return Summary(_LEVELS[name], clock)
+
+        def summary_set(name: str) -> SummarySet:
+            return SummarySet(_LEVELS[name], clock)
+
+        # -- counters (ServerMetrics.getCounter)
+        self.bytes_received_count = 0
+        self.response_bytes = 0
+        self.watch_bytes = 0
+        self.connection_request_count = 0
+        self.connection_revalidate_count = 0
+        self.connection_rejected = 0
+        self.connection_drop_count = 0
+        self.sessionless_connections_expired = 0
+        self.stale_sessions_expired = 0
+        self.prep_processor_request_queued = 0
+        self.sync_processor_request_queued = 0
+        self.outstanding_changes_queued = 0
+        self.outstanding_changes_removed = 0
+        self.proposal_count = 0
+        self.commit_count = 0
+        self.learner_proposal_received_count = 0
+        self.learner_commit_received_count = 0
+        self.snap_count = 0
+        self.diff_count = 0
+        self.looking_count = 0
+        self.revalidate_count = 0
+        self.unrecoverable_error_count = 0
+        self.digest_mismatches_count = 0
+        self.unsuccessful_handshake = 0
+        # -- summaries (getSummary)
+        self.readlatency = summary("readlatency")
+        self.updatelatency = summary("updatelatency")
+        self.fsynctime = summary("fsynctime")
+        self.snapshottime = summary("snapshottime")
+        self.propagation_latency = summary("propagation_latency")
+        self.node_created_watch_count = summary("node_created_watch_count")
+        self.node_deleted_watch_count = summary("node_deleted_watch_count")
+        self.node_changed_watch_count = summary("node_changed_watch_count")
+        self.node_children_watch_count = summary("node_children_watch_count")
+        self.proposal_latency = summary("proposal_latency")
+        self.commit_propagation_latency = summary("commit_propagation_latency")
+        self.quorum_ack_latency = summary("quorum_ack_latency")
+        self.dbinittime = summary("dbinittime")
+        self.startup_snap_load_time = summary("startup_snap_load_time")
+        self.startup_txns_loaded = summary("startup_txns_loaded")
+        self.startup_txns_load_time = summary("startup_txns_load_time")
+        self.connection_token_deficit = summary("connection_token_deficit")
+        self.election_time = summary("election_time")
+        self.unavailable_time = summary("unavailable_time")
+        self.leader_unavailable_time = summary("leader_unavailable_time")
+        self.follower_sync_time = summary("follower_sync_time")
+        self.observer_sync_time = summary("observer_sync_time")
+        # -- summary sets (getSummarySet)
+        self.read_per_namespace = summary_set("read_per_namespace")
+        self.write_per_namespace = summary_set("write_per_namespace")
+        self.ack_latency = summary_set("ack_latency")
         #: ``ServerStats.authFailedCntr`` (a gauge; srst leaves it)
         self.auth_failed_count = 0
 
