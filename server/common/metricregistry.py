@@ -101,7 +101,7 @@ def _summary(name: str, advanced: bool = BASIC, measured: bool = False) -> Metri
 _M: Final = True  # measured
 
 #: ``registerGauge`` names of a standalone ZooKeeperServer, in mntr order (quorum members add
-#: their role's gauges among these: the four-letter words' view places them).
+#: their role's gauges among these: the status view places them).
 GAUGES: tuple[Metric, ...] = (
     _gauge("ephemerals_count"),
     _gauge("num_alive_connections"),

@@ -131,7 +131,7 @@ class AdminSettings:
         )
 
 
-# -- what the commands read besides the 4lw view --------------------------------------------
+# -- what the commands read besides the status view -----------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,7 +542,7 @@ def route(method: str, target: str, command_url: str) -> HttpAnswer:
 
 @dataclass(frozen=True, slots=True)
 class AdminHooks:
-    """What the server hands the AdminServer: the four-letter words' view (None while not
+    """What the server hands the AdminServer: the status view (None while not
     serving), the four-letter words' side effects (``crst``/``srst``/``stmk`` with its 8-byte
     argument), and the last snapshot file taken or loaded."""
 
