@@ -39,7 +39,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -54,11 +53,12 @@ from trizk.compat.oracle.rawclient import (
     RawClient,
     Reply,
     WireTimeout,
-    handshake_ok,
 )
-from trizk.compat.procs.servers import free_port, stop_process
 from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode
+from trizk.testing.ports import free_port
+from trizk.testing.probes import handshake_ok
+from trizk.testing.processes import kill_process, stop_process
 
 OPEN_ACL = (R.ACL(31, R.Id("world", "anyone")),)
 SESSION_TIMEOUT_MS = 30000
@@ -240,9 +240,8 @@ class ServerProc:
             time.sleep(0.02)  # polling interval of a bounded readiness loop
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
+        if self.proc is not None:
+            kill_process(self.proc, 30)
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -18,12 +18,12 @@ from kazoo.client import KazooClient
 
 from tests.conftest import ThreadedServer, free_port, make_config
 from trizk.compat.oracle.rawclient import RawClient
-from trizk.compat.procs.ensemble import four_letter
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.quorum.zab.zab import Timing
 from trizk.server.shell.ensemble import EnsembleSpec, Member
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
+from trizk.testing.probes import four_letter
 
 DEADLINE = 30.0
 TIMING = Timing(tick_ms=100, init_limit=20, sync_limit=10)
