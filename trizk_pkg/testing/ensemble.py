@@ -38,6 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import trio
+
 from trizk.testing.linkproxy import REFUSE, LinkNet
 from trizk.testing.loop import LoopThread
 from trizk.testing.ports import allocate
@@ -66,8 +68,6 @@ class _Run:
     """An in-process member's run: its server, cancel scope and a stopped event."""
 
     def __init__(self) -> None:
-        import trio
-
         self.scope: trio.CancelScope | None = None
         self.server: Any = None
         self.stopped = trio.Event()
@@ -107,8 +107,6 @@ class _InProcessMembers(MemberSet):
         self._runs[sid] = run = self.loop.run_sync(_Run)
 
         async def run_member(task_status: Any) -> None:
-            import trio
-
             from trizk.server.config.zoocfg import load_config
             from trizk.server.shell.app import TrizkServer
 
@@ -139,7 +137,6 @@ class _InProcessMembers(MemberSet):
         run = self._runs.get(sid)
         if run is None or run.scope is None or self.loop is None:
             return
-        import trio
 
         async def halt() -> None:
             if run.scope is not None:
