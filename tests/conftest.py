@@ -1,26 +1,22 @@
 """Shared fixtures: a trizk server on a free loopback port, run in its own thread with its own
-Trio loop, so blocking clients (kazoo, the raw client) can talk to it from the test thread."""
+Trio loop (trizk.testing.loop.LoopThread), so blocking clients (kazoo, the raw client) can talk
+to it from the test thread."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.shell.app import TrizkServer
 from trizk.server.shell.ensemble import EnsembleSpec
+from trizk.testing.loop import LoopThread
+from trizk.testing.ports import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["ThreadedServer", "free_port", "make_config"]
 
 
 class ThreadedServer:
@@ -31,45 +27,34 @@ class ThreadedServer:
         self.ensemble = ensemble
         self.port = 0
         self.server: TrizkServer | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._scope: trio.CancelScope | None = None
-        self._token: Any = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._loop = LoopThread("trizk-test-server")
 
-    def _run(self) -> None:
-        async def main() -> None:
-            with trio.CancelScope() as scope:
-                self._scope = scope
-                self._token = trio.lowlevel.current_trio_token()
-                self.server = TrizkServer(self.config, self.ensemble)
-                async with trio.open_nursery() as nursery:
-                    self.port = await nursery.start(self.server.run)
-                    self._ready.set()
-
-        try:
-            trio.run(main)
-        except BaseException as e:  # surfaced by start()/stop()
-            self._error = e
-            self._ready.set()
+    async def _serve(self, *, task_status: Any) -> None:
+        self.server = TrizkServer(self.config, self.ensemble)
+        await self.server.run(task_status=task_status)
 
     def start(self) -> ThreadedServer:
-        self._thread.start()
-        if not self._ready.wait(10) or self._error is not None:
-            raise RuntimeError(f"trizk did not start: {self._error!r}")
+        try:
+            self._loop.start(10)
+            self.port = self._loop.start_task(self._serve, timeout=10)
+        except BaseException as e:
+            if self._loop.alive:
+                self._loop.stop(10)
+            raise RuntimeError(f"trizk did not start: {e!r}") from e
         return self
 
     def call(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(*args)`` inside the server's Trio thread (to inspect its state safely)."""
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        return self._loop.run_sync(fn, *args)
+
+    def call_async(self, fn: Any, *args: Any) -> Any:
+        """``await fn(*args)`` inside the server's Trio thread; its result here."""
+        return self._loop.run(fn, *args)
 
     def stop(self) -> None:
-        if self._scope is not None and self._thread.is_alive():
-            trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "trizk server thread did not stop"
-        if self._error is not None:
-            raise self._error
+        self._loop.stop(10)
+        if self._loop.error is not None:
+            raise self._loop.error
 
     @property
     def hosts(self) -> str:

@@ -1,12 +1,12 @@
-"""Helpers for tests of process ensembles (compat/procs/ensemble.py): kazoo clients and whole-tree
-comparisons through every member."""
+"""Helpers for tests of process ensembles (any trizk.testing.processes.MemberSet, such as
+compat's ProcessEnsemble): kazoo clients and whole-tree comparisons through every member."""
 
 from __future__ import annotations
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
-from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.testing.processes import MemberSet
 
 DEADLINE = 60.0
 
@@ -40,10 +40,10 @@ def tree(zk: KazooClient, path: str = "/", config: bool = True) -> dict[str, tup
     return out
 
 
-def views(ens: ProcessEnsemble) -> dict[int, dict[str, tuple[bytes, object]]]:
+def views(ens: MemberSet) -> dict[int, dict[str, tuple[bytes, object]]]:
     out = {}
-    for sid, m in ens.members.items():
-        if not m.alive():
+    for sid in ens.members:
+        if not ens.running(sid):
             continue
         zk = client(ens.hosts([sid]))
         try:
@@ -55,7 +55,7 @@ def views(ens: ProcessEnsemble) -> dict[int, dict[str, tuple[bytes, object]]]:
     return out
 
 
-def assert_identical(ens: ProcessEnsemble) -> dict[str, tuple[bytes, object]]:
+def assert_identical(ens: MemberSet) -> dict[str, tuple[bytes, object]]:
     v = views(ens)
     first = next(iter(v.values()))
     for sid, t in v.items():

@@ -41,7 +41,7 @@ import pytest
 from trizk.testing import IN_PROCESS, PROCESS, Server
 
 if TYPE_CHECKING:
-    from trizk.testing_ensemble import Ensemble
+    from trizk.testing.ensemble import Ensemble
 
 __all__ = [
     "Chroot",
@@ -138,7 +138,7 @@ def trizk_ensemble(
     ``trizk_ensemble`` marker says otherwise; ~0.5 s in-process, ~3 s as child processes),
     serving with a leader when the test starts; every member, proxy and directory is gone
     after the test."""
-    from trizk.testing_ensemble import Ensemble
+    from trizk.testing.ensemble import Ensemble
 
     marker = request.node.get_closest_marker("trizk_ensemble")
     kwargs = dict(marker.kwargs) if marker is not None else {}

@@ -44,8 +44,8 @@ from multiprocessing.synchronize import Event as EventT
 from kazoo.client import KazooClient
 
 from trizk.compat.bench.load import BlockingSession, get_frame, open_many_sessions, req
-from trizk.compat.procs.launcher import handshake_bytes
 from trizk.compat.procs.servers import Server, start
+from trizk.testing.probes import handshake_bytes
 
 _OPEN_ACL = (
     struct.pack(">i", 1)

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from trizk.compat.procs.launcher import handshake_bytes
 from trizk.jute.framing import frame
 from trizk.jute.records import (
     ACL,
@@ -47,6 +46,7 @@ from trizk.jute.records import (
     RequestHeader,
     SetDataRequest,
 )
+from trizk.testing.probes import handshake_bytes
 
 OPEN_ACL_UNSAFE = (ACL(perms=31, id=Id(scheme="world", id="anyone")),)
 _REPLY = struct.Struct(">iiqi")  # frame length, xid, zxid, err

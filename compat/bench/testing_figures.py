@@ -39,9 +39,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import trizk
-from trizk.compat.procs.launcher import probe, start_server
+from trizk.compat.procs.launcher import start_server
 from trizk.compat.procs.servers import zookeeper_available
 from trizk.testing import Server
+from trizk.testing.probes import probe
 
 SUITE_TEST = """
 import pytest

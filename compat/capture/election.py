@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from trizk.compat.procs.javaquorum import allocate, config_string, start_java_member, wait_log
+from trizk.compat.procs.javaquorum import start_java_member, wait_log
 from trizk.quorum.election.messages import (
     FrameDecoder,
     Notification,
@@ -32,6 +32,7 @@ from trizk.quorum.election.messages import (
     encode_initial_message,
     parse_initial_message,
 )
+from trizk.testing.ports import allocate, config_string
 
 
 async def _capture(out: Path) -> None:

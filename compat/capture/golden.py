@@ -61,6 +61,7 @@ from typing import Any
 from trizk.compat.oracle.rawclient import RESPONSE_TYPES
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
+from trizk.testing.ports import free_port
 
 ZK_JARS = (
     "/usr/share/java/zookeeper.jar",
@@ -73,12 +74,6 @@ CLI_MT = "/usr/lib/zookeeper/bin/cli_mt"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "golden_frames.json"
 
 # --------------------------------------------------------------------------------- the server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def zk_version() -> str:

@@ -380,21 +380,3 @@ class RawClient:
             self.sock.close()
         except OSError:
             pass
-
-
-def handshake_ok(host: str, port: int, timeout: float = 2.0) -> bool:
-    """True if a session can be established (and is then closed cleanly)."""
-    try:
-        c = RawClient(host, port, io_timeout=timeout)
-    except OSError:
-        return False
-    try:
-        resp = c.connect(timeout_ms=30000)
-        if resp is None or resp.sessionId == 0:
-            c.close()
-            return False
-        c.close_session()
-        return True
-    except (OSError, WireTimeout, ConnectionClosed, JuteDecodeError):
-        c.close()
-        return False

@@ -39,13 +39,13 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,18 @@ from trizk.compat.oracle.rawclient import (
     RawClient,
     Reply,
     WireTimeout,
-    handshake_ok,
 )
-from trizk.compat.procs.servers import free_port, stop_process
 from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode
+from trizk.testing.ports import free_port
+from trizk.testing.probes import handshake_ok
+from trizk.testing.processes import (
+    kill_process,
+    poll_ready,
+    spawn,
+    stop_process,
+    trizk_command,
+)
 
 OPEN_ACL = (R.ACL(31, R.Id("world", "anyone")),)
 SESSION_TIMEOUT_MS = 30000
@@ -218,31 +225,20 @@ class ServerProc:
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start {self.starts} =====\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "trizk.server", str(self.cfg)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
+        self.proc = spawn(trizk_command(self.cfg), self.workdir, self.log_path)
+        ready = partial(handshake_ok, "127.0.0.1", self.port, timeout=2.0)
+        if poll_ready(self.proc, ready, timeout, 0.02):
+            return
+        if self.proc.poll() is not None:
+            raise CrashTestFailure(
+                f"the server exited with {self.proc.returncode} at start {self.starts}:\n"
+                + self.log_tail()
             )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise CrashTestFailure(
-                    f"the server exited with {self.proc.returncode} at start {self.starts}:\n"
-                    + self.log_tail()
-                )
-            if handshake_ok("127.0.0.1", self.port, timeout=2.0):
-                return
-            if time.monotonic() > deadline:
-                raise CrashTestFailure(f"server not ready after {timeout}s\n{self.log_tail()}")
-            time.sleep(0.02)  # polling interval of a bounded readiness loop
+        raise CrashTestFailure(f"server not ready after {timeout}s\n{self.log_tail()}")
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
+        if self.proc is not None:
+            kill_process(self.proc, 30)
 
     def stop(self) -> None:
         if self.proc is not None:

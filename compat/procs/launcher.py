@@ -10,7 +10,8 @@ listens on 127.0.0.1 on a port found by binding port 0, and is stopped by its PI
 
 "Started" means *a real request was answered*: ZooKeeper answers ``ruok`` before it accepts
 sessions, so readiness is a full session handshake followed by an ``exists /`` reply, polled
-with a hard deadline. The wall time from ``Popen`` to that reply is the start-up figure.
+with a hard deadline (trizk.testing.probes.probe). The wall time from ``Popen`` to that reply
+is the start-up figure.
 
 zoo.cfg choices (identical for every server kind):
 
@@ -27,17 +28,17 @@ import os
 import shlex
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 
-from trizk.jute.framing import frame
-from trizk.jute.records import ConnectRequest, ConnectResponse, ExistsRequest, RequestHeader
+from trizk.testing.ports import free_port
+from trizk.testing.probes import probe
+from trizk.testing.processes import cfg_text, poll_ready, spawn
 
 ZK_CLASSPATH = ":".join(
     [
@@ -67,13 +68,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def free_port() -> int:
-    """A loopback port that was free a moment ago (bind port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def zoo_cfg(data_dir: str, port: int, extra: dict[str, str] | None = None) -> str:
     lines = {
         "tickTime": "2000",
@@ -87,7 +81,7 @@ def zoo_cfg(data_dir: str, port: int, extra: dict[str, str] | None = None) -> st
         "4lw.commands.whitelist": "*",
     }
     lines.update(extra or {})
-    return "".join(f"{k}={v}\n" for k, v in lines.items())
+    return cfg_text(lines)
 
 
 def zookeeper_cmd(cfg: str, workdir: str) -> list[str]:
@@ -127,64 +121,6 @@ def command_for(kind: str) -> object:
     return template_cmd(kind)
 
 
-def handshake_bytes(
-    timeout_ms: int = 30000, session_id: int = 0, passwd: bytes = b"\0" * 16, last_zxid: int = 0
-) -> bytes:
-    """A ConnectRequest frame as ZooKeeper 3.8 clients send it (with the readOnly byte)."""
-    req = ConnectRequest(
-        protocolVersion=0,
-        lastZxidSeen=last_zxid,
-        timeOut=timeout_ms,
-        sessionId=session_id,
-        passwd=passwd,
-    )
-    return frame(req.encode() + b"\0")
-
-
-def _recv_frame(sock: socket.socket) -> bytes:
-    hdr = _recv_exact(sock, 4)
-    (n,) = struct.unpack(">i", hdr)
-    if n < 0 or n > 0xFFFFF:
-        raise ConnectionError(f"bad frame length {n}")
-    return _recv_exact(sock, n)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
-
-
-def probe(host: str, port: int, timeout: float = 2.0) -> bool:
-    """One handshake + ``exists /``: True when the server answered both."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(handshake_bytes())
-            resp = ConnectResponse.decode_from(_recv_frame(s), 0)[0]
-            if resp.sessionId == 0:
-                return False
-            body = (
-                RequestHeader(xid=1, type=3).encode()
-                + ExistsRequest(path="/", watch=False).encode()
-            )
-            s.sendall(frame(body))
-            reply = _recv_frame(s)
-            ok = struct.unpack_from(">i", reply, 0)[0] == 1
-            # closeSession so the probe session does not linger until its timeout
-            s.sendall(frame(RequestHeader(xid=2, type=-11).encode()))
-            try:
-                _recv_frame(s)
-            except (ConnectionError, OSError):
-                pass
-            return ok
-    except (OSError, ConnectionError, ValueError):
-        return False
-
-
 def _stat_fields(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (field 3 on), None if ``pid`` is
     gone."""
@@ -220,7 +156,6 @@ class Server:
     started_at: float
     startup_s: float = float("nan")
     host: str = "127.0.0.1"
-    _log: object = field(default=None, repr=False)
 
     @property
     def pid(self) -> int:
@@ -232,16 +167,11 @@ class Server:
 
     def wait_ready(self, deadline_s: float = 60.0) -> float:
         """Poll until a request is answered; return seconds since Popen. Fails loudly."""
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.label} exited with {self.proc.returncode}: {self.tail()}"
-                )
-            if probe(self.host, self.port, timeout=1.0):
-                self.startup_s = time.monotonic() - self.started_at
-                return self.startup_s
-            time.sleep(0.01)
+        if poll_ready(self.proc, partial(probe, self.host, self.port, 1.0), deadline_s, 0.01):
+            self.startup_s = time.monotonic() - self.started_at
+            return self.startup_s
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.label} exited with {self.proc.returncode}: {self.tail()}")
         raise TimeoutError(f"{self.label} did not answer within {deadline_s}s: {self.tail()}")
 
     def _pids(self) -> list[int]:
@@ -296,8 +226,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout)
-        if self._log is not None:
-            self._log.close()  # type: ignore[attr-defined]
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -318,12 +246,9 @@ def start_server(
         f.write(zoo_cfg(data_dir, port, extra_cfg))
     build = command_for(kind)
     argv: Sequence[str] = build(cfg, workdir)  # type: ignore[operator]
-    log = open(os.path.join(workdir, "stdout.log"), "wb")
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir
-    )
-    srv = Server(kind, label or kind, proc, port, workdir, cfg, t0, _log=log)
+    proc = spawn(list(argv), workdir, os.path.join(workdir, "stdout.log"), append=False)
+    srv = Server(kind, label or kind, proc, port, workdir, cfg, t0)
     if wait:
         try:
             srv.wait_ready(deadline_s)

@@ -33,16 +33,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from trizk.compat.oracle.rawclient import handshake_ok
+from trizk.testing.ports import free_port
+from trizk.testing.probes import handshake_ok
+from trizk.testing.processes import cfg_text, poll_ready, spawn, stop_process
 
 ZK_JARS = (
     "/usr/share/java/zookeeper.jar",
@@ -82,12 +83,6 @@ def zookeeper_available() -> bool:
     return all(os.path.exists(j) for j in ZK_JARS) and shutil.which("java") is not None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def make_cfg(port: int, data_dir: str, extra: Mapping[str, str] | None = None) -> str:
     """The zoo.cfg text both kinds of server are started with."""
     cfg = dict(BASE_CFG)
@@ -96,19 +91,7 @@ def make_cfg(port: int, data_dir: str, extra: Mapping[str, str] | None = None) -
     cfg["clientPortAddress"] = "127.0.0.1"
     for k, v in (extra or {}).items():
         cfg[k] = str(v)
-    return "".join(f"{k}={v}\n" for k, v in cfg.items())
-
-
-def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Terminate a process we started (by its PID), wait at most ``timeout`` s, then kill it
-    and wait as long again."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+    return cfg_text(cfg)
 
 
 @dataclass
@@ -197,29 +180,14 @@ def start(
         data_dir = workdir / "data"
         data_dir.mkdir()
         port = free_port()
-        cfg_text = make_cfg(port, str(data_dir), extra_cfg)
+        text = make_cfg(port, str(data_dir), extra_cfg)
         cfg_path = workdir / "zoo.cfg"
-        cfg_path.write_text(cfg_text)
-        log = open(workdir / "server.log", "wb")
-        try:
-            proc = subprocess.Popen(
-                _command(kind, cfg_path, workdir, heap),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-            )
-        finally:
-            log.close()
-        cfg = dict(line.split("=", 1) for line in cfg_text.splitlines())
+        cfg_path.write_text(text)
+        proc = spawn(_command(kind, cfg_path, workdir, heap), workdir, workdir / "server.log")
+        cfg = dict(line.split("=", 1) for line in text.splitlines())
         srv = Server(kind, port, workdir, proc, cfg, keep_dir)
-        deadline = time.monotonic() + ready_timeout
-        while time.monotonic() < deadline:
-            if not srv.alive():
-                break
-            if handshake_ok(srv.host, port, timeout=2.0):
-                return srv
-            time.sleep(0.05)  # polling interval of a bounded readiness loop
+        if poll_ready(proc, partial(handshake_ok, srv.host, port, timeout=2.0), ready_timeout):
+            return srv
         last_err = (
             f"{kind} on port {port} not ready within {ready_timeout}s "
             f"(exit={srv.proc.poll()})\n{srv.log_tail()}"
@@ -235,25 +203,11 @@ def restart(srv: Server, *, ready_timeout: float = 30.0) -> Server:
     too (``keep_dir``): the caller removes it."""
     if srv.alive():
         raise ServerStartError(f"{srv.kind} on port {srv.port} is still running")
-    log = open(srv.workdir / "server.log", "ab")
-    try:
-        proc = subprocess.Popen(
-            _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=srv.workdir,
-        )
-    finally:
-        log.close()
+    cmd = _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir)
+    proc = spawn(cmd, srv.workdir, srv.workdir / "server.log")
     new = Server(srv.kind, srv.port, srv.workdir, proc, dict(srv.cfg), keep_dir=True)
-    deadline = time.monotonic() + ready_timeout
-    while time.monotonic() < deadline:
-        if not new.alive():
-            break
-        if handshake_ok(new.host, new.port, timeout=2.0):
-            return new
-        time.sleep(0.05)  # polling interval of a bounded readiness loop
+    if poll_ready(proc, partial(handshake_ok, new.host, new.port, timeout=2.0), ready_timeout):
+        return new
     new.stop()
     raise ServerStartError(f"{srv.kind} did not restart on port {srv.port}\n{new.log_tail()}")
 

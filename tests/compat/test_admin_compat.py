@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 
 from trizk.compat.procs import servers
 from trizk.server.ops import admin
+from trizk.testing.ports import free_port
 
 #: Values compared exactly (after session ids are numbered in order of appearance).
 EXACT = {
@@ -127,7 +128,7 @@ def _collect(srv: servers.Server, port: int) -> dict[str, tuple[int, str | None,
 
 
 def _start(kind: str) -> tuple[servers.Server, int]:
-    port = servers.free_port()
+    port = free_port()
     cfg = {
         "admin.enableServer": "true",
         "admin.serverAddress": "127.0.0.1",

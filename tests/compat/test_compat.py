@@ -177,7 +177,7 @@ def test_trizk_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
 
 
 def _check_fixture_server(srv: servers.Server) -> None:
-    from trizk.compat.oracle.rawclient import handshake_ok
+    from trizk.testing.probes import handshake_ok
 
     assert srv.host == "127.0.0.1" and srv.cfg["clientPortAddress"] == "127.0.0.1"
     assert srv.cfg["tickTime"] == "200" and srv.cfg["admin.enableServer"] == "false"

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ensemble_helpers import client
-from trizk.compat.procs.ensemble import ProcessEnsemble, four_letter
+from trizk.compat.procs.ensemble import ProcessEnsemble
 from trizk.compat.procs.servers import zookeeper_available
+from trizk.testing.probes import four_letter
 
 pytestmark = pytest.mark.skipif(
     not zookeeper_available(), reason="Apache ZooKeeper is not installed"

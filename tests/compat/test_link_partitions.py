@@ -1,5 +1,5 @@
 """Partitions of chosen links in real process ensembles: every member reaches every other
-through the link proxies of compat/procs/linkproxy.py (no root needed), and the test cuts links.
+through the link proxies of trizk.testing.linkproxy (no root needed), and the test cuts links.
 
 * A follower that loses only its link to the leader (it still reaches the other follower)
   stops serving -- the other follower's FOLLOWING vote alone does not let it follow a leader it
@@ -8,7 +8,7 @@ through the link proxies of compat/procs/linkproxy.py (no root needed), and the 
   writes; after the heal every member agrees, tree for tree.
 
 The second runs with three trizk members and with an Apache ZooKeeper member among two trizk
-ones (per-member server lines are fine for ZooKeeper: see compat/procs/linkproxy.py); when the trizk
+ones (per-member server lines are fine for ZooKeeper: see trizk.testing.linkproxy); when the trizk
 member 3 leads first, as it usually does, the ZooKeeper member leads the new epoch and the old
 leader rejoins it.
 """
@@ -23,8 +23,8 @@ import pytest
 
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
 from trizk.compat.procs.ensemble import ProcessEnsemble
-from trizk.compat.procs.linkproxy import LinkNet
 from trizk.compat.procs.servers import zookeeper_available
+from trizk.testing.linkproxy import LinkNet
 
 TRIZK = {1: "trizk", 2: "trizk", 3: "trizk"}
 MIXED = {1: "trizk", 2: "zookeeper", 3: "trizk"}

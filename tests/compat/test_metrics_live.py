@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 
 from tests.compat.test_metrics_names import prometheus_trizk
 from trizk.compat.procs import servers
-from trizk.compat.procs.ensemble import four_letter
+from trizk.testing.probes import four_letter
 
 #: where the connections counted against maxClientCnxns come from (mntr comes from 127.0.0.1)
 SOURCE = ("127.0.0.2", 0)

@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from trizk.compat.capture import zookeeper_metrics as zkm
 from trizk.compat.procs import servers
 from trizk.server.ops import status
+from trizk.testing.ports import free_port
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",')
@@ -66,7 +67,7 @@ def _fourlw(srv: servers.Server, word: str) -> str:
 @contextlib.contextmanager
 def prometheus_trizk(extra: dict[str, str]) -> Iterator[tuple[servers.Server, int]]:
     """A trizk process with the Prometheus provider on a free loopback port: (server, port)."""
-    port = servers.free_port()
+    port = free_port()
     cfg = {
         "metricsProvider.className": status.PROMETHEUS_PROVIDER,
         "metricsProvider.httpHost": "127.0.0.1",

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not netns.available(), reason="needs root and ne
 def _serving_inside(lab: netns.NetnsLab, ens: ProcessEnsemble, sid: int) -> bool:
     """Whether member ``sid`` serves, asked from inside its own (cut off) host."""
     code = (
-        "from trizk.compat.procs.ensemble import four_letter;"
+        "from trizk.testing.probes import four_letter;"
         f"print(repr(four_letter(2181, 'srvr', host={ens.host(sid)!r})))"
     )
     return "Mode: " in lab.run_python(sid, code)

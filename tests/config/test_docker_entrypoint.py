@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from trizk.compat.oracle.rawclient import handshake_ok
-from trizk.compat.procs.servers import free_port
 from trizk.server.config import docker
 from trizk.server.config.zoocfg import load_config
+from trizk.testing.ports import free_port
+from trizk.testing.probes import handshake_ok
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:

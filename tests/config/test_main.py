@@ -24,6 +24,7 @@ import trio
 
 from trizk.server.config.main import build_parser, main
 from trizk.server.config.zoocfg import ServerConfig, load_config
+from trizk.testing.ports import free_port
 
 HAVE_APP = importlib.util.find_spec("trizk.server.shell.app") is not None
 
@@ -268,12 +269,6 @@ class _deadline:
 
 
 # -- the real server in a subprocess --------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ask(port: int, word: bytes) -> bytes:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from trizk.compat.procs.servers import _command, free_port
+from trizk.compat.procs.servers import _command
 from trizk.jute.records import QuorumPacket
 from trizk.quorum.zab.zabwire import (
     PacketType,
@@ -39,6 +39,7 @@ from trizk.quorum.zab.zabwire import (
     encode_learner_info,
     packet,
 )
+from trizk.testing.ports import free_port
 
 P = PacketType
 

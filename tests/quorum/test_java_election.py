@@ -14,17 +14,12 @@ import re
 import pytest
 import trio
 
-from trizk.compat.procs.javaquorum import (
-    allocate,
-    config_string,
-    start_java_member,
-    wait_log,
-    zookeeper_available,
-)
+from trizk.compat.procs.javaquorum import start_java_member, wait_log, zookeeper_available
 from trizk.compat.procs.servers import Server
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState
 from trizk.server.shell.cnxmanager import ElectionPort
+from trizk.testing.ports import allocate, config_string
 
 pytestmark = pytest.mark.skipif(
     not zookeeper_available(), reason="java or /usr/share/java/zookeeper.jar missing"

@@ -19,8 +19,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.retry import KazooRetry
 
-from trizk.compat.oracle.rawclient import handshake_ok
 from trizk.compat.procs import servers
+from trizk.testing.ports import free_port
+from trizk.testing.probes import handshake_ok
 
 #: the tmpfs: room for the filler plus ~3 MB of data
 FS_SIZE = "8m"
@@ -81,7 +82,7 @@ def test_full_disk_stops_the_server_and_loses_no_acknowledged_write(
     data.mkdir()
     filler = small_fs / "filler"
     filler.write_bytes(b"\0" * FILLER)
-    port = servers.free_port()
+    port = free_port()
     cfg = tmp_path / "zoo.cfg"
     cfg.write_text(
         servers.make_cfg(port, str(data), {"preAllocSize": "16", "snapCount": "1000000"})

@@ -281,9 +281,7 @@ def test_separate_data_log_dir_and_purge(tmp_path: Path) -> None:
         async def purge() -> list[Path]:
             return await persistence.purge()
 
-        import trio
-
-        gone = trio.from_thread.run(purge, trio_token=srv._token)
+        gone = srv.call_async(purge)
         # the newest three (at least) stay; everything older is gone, logs included
         assert gone and all(not p.exists() for _, p in snaps_before[:-3])
         assert len(files.list_snapshots(tmp_path / "data" / "version-2")) >= 3

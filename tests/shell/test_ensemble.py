@@ -16,14 +16,15 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from tests.conftest import ThreadedServer, free_port, make_config
+from tests.conftest import ThreadedServer, make_config
 from trizk.compat.oracle.rawclient import RawClient
-from trizk.compat.procs.ensemble import four_letter
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.quorum.zab.zab import Timing
 from trizk.server.shell.ensemble import EnsembleSpec, Member
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
+from trizk.testing.ports import allocate
+from trizk.testing.probes import four_letter
 
 DEADLINE = 30.0
 TIMING = Timing(tick_ms=100, init_limit=20, sync_limit=10)
@@ -35,11 +36,12 @@ class Ensemble:
         #: more zoo.cfg keys for every member
         self.keys = keys
         ids = range(1, n + observers + 1)
+        addrs = allocate(list(ids), frozenset(range(n + 1, n + observers + 1)))
         self.members = {
-            i: Member(i, ("127.0.0.1", free_port()), ("127.0.0.1", free_port()), observer=i > n)
-            for i in ids
+            i: Member(i, (a.host, a.quorum_port), (a.host, a.election_port), observer=a.observer)
+            for i, a in addrs.items()
         }
-        self.ports = {i: free_port() for i in ids}
+        self.ports = {i: a.client_port for i, a in addrs.items()}
         self.servers: dict[int, ThreadedServer] = {}
         for i in ids:
             self.start(i)

@@ -25,10 +25,10 @@ from kazoo.client import KazooClient
 
 from tests.conftest import ThreadedServer, make_config
 from trizk.compat.oracle.rawclient import RawClient
-from trizk.compat.procs.launcher import handshake_bytes
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
+from trizk.testing.probes import handshake_bytes
 
 DEADLINE = 20.0
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import struct
 
 import pytest
@@ -19,18 +18,7 @@ from trizk.quorum.election.messages import (
     parse_initial_message,
 )
 from trizk.server.shell.cnxmanager import ElectionPort
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+from trizk.testing.ports import free_ports
 
 
 def make_ports(

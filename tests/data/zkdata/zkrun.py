@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from trizk.testing.ports import free_port
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -44,12 +45,6 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 
 def java_available() -> bool:
     return ZOOKEEPER_JAR.exists() and shutil.which("java") is not None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ZkServer:

@@ -1,6 +1,5 @@
-"""The link proxies (compat/procs/linkproxy.py) on their own, between fake members on loopback:
-bytes
-carried both ways, the election header's address rewritten to the reverse proxy, cuts closing
+"""The link proxies (trizk.testing.linkproxy) on their own, between fake members on loopback:
+bytes carried both ways, the election header's address rewritten to the reverse proxy, cuts closing
 established connections and refusing or blackholing new ones, heals, per-member server lines."""
 
 from __future__ import annotations
@@ -12,15 +11,15 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from trizk.compat.procs.javaquorum import MemberAddrs
-from trizk.compat.procs.linkproxy import (
+from trizk.quorum.election.messages import encode_initial_message, parse_initial_message
+from trizk.testing.linkproxy import (
     BLACKHOLE,
     ELECTION,
     QUORUM,
     LinkNet,
     rewrite_initial_message,
 )
-from trizk.quorum.election.messages import encode_initial_message, parse_initial_message
+from trizk.testing.ports import MemberAddrs
 
 
 def test_rewrite_initial_message() -> None:
@@ -181,8 +180,8 @@ def test_no_proxy_takes_a_port_a_member_was_given(monkeypatch: pytest.MonkeyPatc
     proxy takes another port."""
     import socket
 
-    from trizk.compat.procs import linkproxy
-    from trizk.compat.procs.javaquorum import allocate
+    from trizk.testing import linkproxy
+    from trizk.testing.ports import allocate
 
     addrs = allocate([1, 2])
     given = addrs[1].quorum_port  # free again: what the kernel may hand out next

@@ -13,10 +13,13 @@ one API (``trizk.testing.Ensemble`` re-exports it):
 * ``mode="process"``: every member is a real ``python -m trizk.server zoo.cfg`` child;
   ``kill(sid)`` is SIGKILL, ``stop(sid)`` SIGTERM.
 
-Members reach each other only through the link proxies of :mod:`trizk.compat.procs.linkproxy`
-(one
-per
-directed pair of members, quorum and election ports; each member's zoo.cfg lists its own
+The members, their directories, zoo.cfg files, processes and link proxies are a
+:class:`trizk.testing.processes.MemberSet` (the harness compat's process ensembles share);
+in-process, a subclass of it runs each member as tasks of the one loop thread
+(:class:`trizk.testing.loop.LoopThread`) instead of a process.
+
+Members reach each other only through the link proxies of :mod:`trizk.testing.linkproxy` (one
+per directed pair of members, quorum and election ports; each member's zoo.cfg lists its own
 address and the proxies towards the others), so a test chooses which links fail:
 ``cut(1, 3)``, ``isolate(2)``, ``partition({1, 2}, {3})``, ``heal()``. Clients connect to the
 members directly (``connect_string`` lists every member, as kazoo wants it).
@@ -30,39 +33,23 @@ gives up on a silent leader after 1 s, and a new leader is elected within a seco
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from trizk.compat.procs.ensemble import ProcessMember, member_mode, wait_serving
-from trizk.compat.procs.javaquorum import allocate
-from trizk.compat.procs.linkproxy import REFUSE, LinkNet, LoopThread
-from trizk.compat.procs.servers import stop_process
-from trizk.testing_base import IN_PROCESS, PROCESS, ServerError
+import trio
+
+from trizk.testing.linkproxy import REFUSE, LinkNet
+from trizk.testing.loop import LoopThread
+from trizk.testing.ports import allocate
+from trizk.testing.probes import member_mode
+from trizk.testing.processes import MemberSet
+from trizk.testing.server import IN_PROCESS, PROCESS, ServerError
 
 __all__ = ["AsyncEnsemble", "Ensemble"]
 
 log = logging.getLogger("trizk.testing")
-
-
-@dataclass
-class _Member(ProcessMember):
-    """A member's directory (``workdir``: zoo.cfg, data/, server.log) and what runs it: a child
-    process, or in-process its server, cancel scope and a stopped event."""
-
-    scope: Any = None
-    server: Any = None
-    stopped: Any = None
-
-    @property
-    def data_dir(self) -> Path:
-        return self.workdir / "data"
 
 
 class _Started:
@@ -75,6 +62,106 @@ class _Started:
     def started(self, value: Any = None) -> None:
         self.done = True
         self.task_status.started(value)
+
+
+class _Run:
+    """An in-process member's run: its server, cancel scope and a stopped event."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None
+        self.server: Any = None
+        self.stopped = trio.Event()
+
+
+class _ProcessMembers(MemberSet):
+    """The members as ``trizk-server`` children (MemberSet as it is)."""
+
+    def close_member(self, sid: int) -> None:
+        self.kill(sid)  # a throwaway ensemble: no clean shutdown needed
+
+
+class _InProcessMembers(MemberSet):
+    """The members as Trio tasks of one loop thread, which also serves the link proxies."""
+
+    def __init__(self, kinds: Mapping[int, str], **kwargs: Any) -> None:
+        self.loop: LoopThread | None = None
+        self._runs: dict[int, _Run] = {}
+        super().__init__(kinds, links=True, serve_links=False, **kwargs)
+        try:
+            assert self.links is not None
+            self.loop = LoopThread("trizk-ensemble").start(self.timeout)
+            self.loop.start_task(self.links.serve)
+        except BaseException:
+            self.close()
+            raise
+
+    def running(self, sid: int) -> bool:
+        run = self._runs.get(sid)
+        return run is not None and run.scope is not None
+
+    def start(self, sid: int) -> None:
+        if self.running(sid):
+            raise ServerError(f"member {sid} is running")
+        assert self.loop is not None
+        m = self.members[sid]
+        self._runs[sid] = run = self.loop.run_sync(_Run)
+
+        async def run_member(task_status: Any) -> None:
+            from trizk.server.config.zoocfg import load_config
+            from trizk.server.shell.app import TrizkServer
+
+            started = _Started(task_status)
+            try:
+                with trio.CancelScope() as scope:
+                    run.server = TrizkServer(load_config(m.cfg_path))
+                    run.scope = scope
+                    await run.server.run(task_status=started)
+            except Exception:
+                if not started.done:
+                    raise  # nursery.start raises it in start_member
+                # a member that fails while it runs is down, like a crashed process; the
+                # other members (and the loop they share) carry on
+                log.exception("ensemble member %d failed", sid)
+            finally:
+                run.scope = None
+                run.stopped.set()
+
+        try:
+            self.loop.start_task(run_member)
+        except BaseException as e:
+            raise ServerError(f"member {sid} did not start: {e!r}") from e
+
+    def kill(self, sid: int) -> None:
+        """Cancel the member's tasks where they stand: its sockets close, nothing more is
+        written."""
+        run = self._runs.get(sid)
+        if run is None or run.scope is None or self.loop is None:
+            return
+
+        async def halt() -> None:
+            if run.scope is not None:
+                run.scope.cancel()
+            with trio.fail_after(self.timeout):
+                await run.stopped.wait()
+
+        self.loop.run(halt)
+
+    def stop(self, sid: int) -> None:
+        self.kill(sid)
+
+    def close_member(self, sid: int) -> None:
+        self.kill(sid)
+
+    def close_links(self) -> None:
+        try:
+            if self.loop is not None:
+                loop, self.loop = self.loop, None
+                loop.stop(self.timeout)
+        finally:
+            super().close_links()
+
+    def tails(self) -> str:
+        return "(in-process members log through the logging module)"
 
 
 class Ensemble:
@@ -121,24 +208,26 @@ class Ensemble:
         self.observers: tuple[int, ...] = tuple(sids[n:])
         self.root: Path | None = None
         self.links: LinkNet | None = None
-        self._loop: LoopThread | None = None
-        self._members: dict[int, _Member] = {}
+        self._set: MemberSet | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Ensemble:
         """Start every member and wait until the ensemble serves (:meth:`wait_for_quorum`)."""
         if self.root is not None:
             raise ServerError("the ensemble was already started")
-        self.root = Path(tempfile.mkdtemp(prefix="trizk-ensemble-", dir=self.base_dir))
+        kinds = dict.fromkeys(self.members, "trizk")
+        common: dict[str, Any] = {
+            "addrs": self._addrs,
+            "extra": self.cfg,
+            "base_dir": self.base_dir,
+            "timeout": self.start_timeout,
+        }
+        if self.mode == IN_PROCESS:
+            self._set = _InProcessMembers(kinds, **common)
+        else:
+            self._set = _ProcessMembers(kinds, links=True, **common)
+        self.root, self.links = self._set.root, self._set.links
         try:
-            self.links = LinkNet(self._addrs)
-            if self.mode == IN_PROCESS:
-                self._loop = LoopThread("trizk-ensemble").start(self.start_timeout)
-                self._loop.start_task(self.links.serve)
-            else:
-                self.links.start_thread(self.start_timeout)
-            for sid in self.members:
-                self._write_member(sid)
             for sid in self.members:
                 self._start(sid)
             self.wait_for_quorum()
@@ -149,20 +238,8 @@ class Ensemble:
 
     def close(self) -> None:
         """Stop every member and the proxies, and delete the ensemble's directory."""
-        try:
-            for sid, m in self._members.items():
-                if self._running(m):
-                    self.kill(sid)
-        finally:
-            try:
-                if self._loop is not None:
-                    loop, self._loop = self._loop, None
-                    loop.stop(self.start_timeout)
-                if self.links is not None:
-                    self.links.close()
-            finally:
-                if self.root is not None:
-                    shutil.rmtree(self.root, ignore_errors=True)
+        if self._set is not None:
+            self._set.close()
 
     def __enter__(self) -> Ensemble:
         return self.start()
@@ -172,72 +249,16 @@ class Ensemble:
     ) -> None:
         self.close()
 
-    def _write_member(self, sid: int) -> None:
-        assert self.root is not None and self.links is not None
-        a = self._addrs[sid]
-        m = _Member(sid, "trizk", a, self.root / f"m{sid}")
-        m.data_dir.mkdir(parents=True)
-        (m.data_dir / "myid").write_text(f"{sid}\n")
-        cfg = {
-            "dataDir": str(m.data_dir),
-            "clientPort": str(a.client_port),
-            "clientPortAddress": a.host,
-            **({"peerType": "observer"} if a.observer else {}),
-            **self.cfg,
-            **self.links.server_lines(sid),
-        }
-        m.cfg_path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
-        self._members[sid] = m
-
-    def _running(self, m: _Member) -> bool:
-        if self.mode == IN_PROCESS:
-            return m.scope is not None
-        return m.alive()
+    def _members(self) -> MemberSet:
+        if self._set is None:
+            raise ServerError("the ensemble was never started")
+        return self._set
 
     def _start(self, sid: int) -> None:
-        m = self._members[sid]
-        if self._running(m):
+        members = self._members()
+        if members.running(sid):
             raise ServerError(f"member {sid} is running")
-        if self.mode == PROCESS:
-            with open(m.log_path, "ab") as out:
-                m.proc = subprocess.Popen(
-                    [sys.executable, "-m", "trizk.server", str(m.cfg_path)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    cwd=m.workdir,
-                )
-            return
-        assert self._loop is not None
-        loop = self._loop
-
-        async def run_member(task_status: Any) -> None:
-            import trio
-
-            from trizk.server.config.zoocfg import load_config
-            from trizk.server.shell.app import TrizkServer
-
-            started = _Started(task_status)
-            m.stopped = trio.Event()
-            try:
-                with trio.CancelScope() as scope:
-                    m.server = TrizkServer(load_config(m.cfg_path))
-                    m.scope = scope
-                    await m.server.run(task_status=started)
-            except Exception:
-                if not started.done:
-                    raise  # nursery.start raises it in start_member
-                # a member that fails while it runs is down, like a crashed process; the
-                # other members (and the loop they share) carry on
-                log.exception("ensemble member %d failed", sid)
-            finally:
-                m.scope = None
-                m.stopped.set()
-
-        try:
-            loop.start_task(run_member)
-        except BaseException as e:
-            raise ServerError(f"member {sid} did not start: {e!r}") from e
+        members.start(sid)
 
     def start_member(self, sid: int) -> None:
         """Start a stopped (or killed) member again: same ports, same data (no wait)."""
@@ -246,39 +267,17 @@ class Ensemble:
     def kill(self, sid: int) -> None:
         """Stop member ``sid`` with no clean shutdown: SIGKILL out of process; in-process its
         tasks are cancelled where they stand (its sockets close, nothing more is written)."""
-        self._halt(sid, kill=True)
+        self._members().kill(sid)
 
     def stop(self, sid: int) -> None:
         """Stop member ``sid`` (SIGTERM out of process; in-process as :meth:`kill`)."""
-        self._halt(sid, kill=False)
+        self._members().stop(sid)
 
     def restart(self, sid: int) -> None:
         """Stop member ``sid`` and start it again on the same ports with the same data (no
         wait: follow with :meth:`wait_for_quorum`)."""
         self.stop(sid)
         self._start(sid)
-
-    def _halt(self, sid: int, *, kill: bool) -> None:
-        m = self._members[sid]
-        if self.mode == PROCESS:
-            if m.proc is not None and m.proc.poll() is None:
-                if kill:
-                    m.proc.kill()
-                    m.proc.wait(self.start_timeout)
-                else:
-                    stop_process(m.proc, self.start_timeout)
-            return
-        if m.scope is None or self._loop is None:
-            return
-        import trio
-
-        async def halt() -> None:
-            if m.scope is not None:
-                m.scope.cancel()
-            with trio.fail_after(self.start_timeout):
-                await m.stopped.wait()
-
-        self._loop.run(halt)
 
     # ------------------------------------------------------------------ views
     def port(self, sid: int) -> int:
@@ -295,10 +294,10 @@ class Ensemble:
         return self.hosts()
 
     def data_dir(self, sid: int) -> Path:
-        return self._members[sid].data_dir
+        return self._members().members[sid].data_dir
 
     def running(self, sid: int) -> bool:
-        return self._running(self._members[sid])
+        return self._members().running(sid)
 
     def mode_of(self, sid: int) -> str:
         """``leader``, ``follower`` or ``observer`` (``srvr``'s Mode), or '' when member
@@ -307,10 +306,7 @@ class Ensemble:
 
     def leader(self) -> int | None:
         """The sid of the member that says it leads, or None."""
-        for sid, m in self._members.items():
-            if self._running(m) and self.mode_of(sid) == "leader":
-                return sid
-        return None
+        return None if self._set is None else self._set.leader()
 
     def wait_for_quorum(
         self, members: Iterable[int] | None = None, timeout: float | None = None
@@ -318,19 +314,8 @@ class Ensemble:
         """Wait until every running member (or those of ``members``) has a role and accepts a
         session, exactly one of them the leader; returns sid -> mode. Bounded by ``timeout``
         (default ``start_timeout``): a TimeoutError with the modes seen."""
-        chosen = set(self.members if members is None else members)
-        addrs = {
-            s: ("127.0.0.1", self.port(s))
-            for s, m in self._members.items()
-            if s in chosen and self._running(m)
-        }
-
-        def tails() -> str:
-            if self.mode == IN_PROCESS:
-                return "(in-process members log through the logging module)"
-            return "\n".join(f"--- member {s}\n{m.log_tail()}" for s, m in self._members.items())
-
-        return wait_serving(addrs, self.start_timeout if timeout is None else timeout, tails)
+        wait = self.start_timeout if timeout is None else timeout
+        return self._members().wait_serving(wait, members)
 
     # ------------------------------------------------------------------ partitions
     def _net(self) -> LinkNet:

@@ -5,7 +5,7 @@ Theory
 Member ``i`` reaches member ``j`` (quorum port and election port) only through the proxies of the
 directed pair ``(i, j)``, so a test can cut the links it chooses -- ``cut(1, 3)``,
 ``isolate(2)``, ``partition({1, 2}, {3})`` -- and ``heal()`` them, where a network namespace
-(compat/procs/netns.py) can only cut whole hosts.
+(trizk.compat.procs.netns) can only cut whole hosts.
 
 Each member therefore has its **own** configuration (:meth:`LinkNet.server_lines`): its own
 ``server.i`` line is its real bind address, every other ``server.j`` line names the proxies
@@ -54,23 +54,23 @@ from __future__ import annotations
 import logging
 import socket
 import struct
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import trio
 
-from trizk.compat.procs.javaquorum import MemberAddrs, server_lines
 from trizk.quorum.election.messages import (
     ElectionWireError,
     encode_initial_message,
     parse_initial_message,
 )
+from trizk.testing.loop import LoopThread
+from trizk.testing.ports import MemberAddrs, listener_avoiding, server_lines
 
-__all__ = ["BLACKHOLE", "REFUSE", "LinkNet", "LoopThread", "Pipe"]
+__all__ = ["BLACKHOLE", "REFUSE", "LinkNet", "Pipe"]
 
-log = logging.getLogger("trizk.compat.procs.linkproxy")
+log = logging.getLogger("trizk.testing.linkproxy")
 
 REFUSE = "refuse"
 BLACKHOLE = "blackhole"
@@ -237,93 +237,9 @@ class Pipe:
             done.cancel()
 
 
-class LoopThread:
-    """One daemon thread running one Trio loop, with a nursery that other threads start tasks
-    into (:meth:`run` ``(nursery.start, fn)``) -- the link proxies' home in synchronous tests,
-    and trizk.testing's in-process ensembles'."""
-
-    def __init__(self, name: str) -> None:
-        self.token: Any = None
-        self.nursery: Any = None
-        self._scope: trio.CancelScope | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def _run(self) -> None:
-        async def main() -> None:
-            with trio.CancelScope() as scope:
-                self._scope = scope
-                self.token = trio.lowlevel.current_trio_token()
-                async with trio.open_nursery() as nursery:
-                    self.nursery = nursery
-                    self._ready.set()
-                    await trio.sleep_forever()
-
-        try:
-            trio.run(main)
-        except BaseException as e:
-            self._error = e
-        finally:
-            self._ready.set()
-
-    def start(self, timeout: float = 10.0) -> LoopThread:
-        self._thread.start()
-        if not self._ready.wait(timeout) or self._error is not None:
-            raise RuntimeError(f"the Trio loop thread did not start: {self._error!r}")
-        return self
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``await fn(*args)`` in the loop; its result (or exception) here."""
-        return trio.from_thread.run(fn, *args, trio_token=self.token)
-
-    def start_task(self, fn: Callable[..., Any]) -> Any:
-        """``nursery.start(fn)`` in the loop: returns once ``fn`` said it started."""
-
-        async def start() -> Any:
-            return await self.nursery.start(fn)
-
-        return self.run(start)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Cancel everything in the loop and join the thread (bounded)."""
-        if self._thread.is_alive() and self._scope is not None:
-            try:
-                trio.from_thread.run_sync(self._scope.cancel, trio_token=self.token)
-            except trio.RunFinishedError:
-                pass
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise RuntimeError("the Trio loop thread did not stop")
-
-
 def _each(pipes: list[Pipe], method: Callable[..., None], *args: Any) -> None:
     for p in pipes:
         method(p, *args)
-
-
-def _listener(host: str, avoid: set[int], set_aside: list[socket.socket]) -> socket.socket:
-    """A listening socket on a kernel-chosen port of ``host`` that is not in ``avoid``; the
-    sockets that got such a port are appended to ``set_aside`` (still bound: the kernel does
-    not hand that port out again while they are held)."""
-    for _ in range(_BIND_TRIES):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, 0))
-        except BaseException:
-            s.close()
-            raise
-        if s.getsockname()[1] in avoid:
-            set_aside.append(s)
-            continue
-        s.listen(64)
-        return s
-    raise OSError(f"no free port on {host} outside the members' own in {_BIND_TRIES} tries")
-
-
-#: attempts to find a proxy port that no member uses itself
-_BIND_TRIES = 100
 
 
 class LinkNet:
@@ -338,7 +254,7 @@ class LinkNet:
         self._token: Any = None
         self._loop: LoopThread | None = None
         socks: dict[tuple[int, int, str], socket.socket] = {}
-        # The members' own ports were found free and given up (javaquorum.allocate); the
+        # The members' own ports were found free and given up (ports.allocate); the
         # kernel may hand one of them to a proxy here, and the member could not bind it
         # (seen in CI as "election port of server.2 conflicts with quorum port of server.1").
         # Such a socket is set aside, held until every proxy has its port, then closed.
@@ -351,7 +267,7 @@ class LinkNet:
                     if src == dst:
                         continue
                     for kind in (QUORUM, ELECTION):
-                        socks[src, dst, kind] = _listener(host, theirs, set_aside)
+                        socks[src, dst, kind] = listener_avoiding(host, theirs, set_aside)
         except BaseException:
             for s in socks.values():
                 s.close()

@@ -1,4 +1,4 @@
-"""trizk in other people's tests: a throwaway ZooKeeper-compatible server with test controls.
+"""A throwaway ZooKeeper-compatible server with test controls (``trizk.testing.Server``).
 
 :class:`Server` is a sync context manager around one trizk server on a free 127.0.0.1 port with
 its own temporary data directory; everything it started (thread or child process, directory) is
@@ -37,22 +37,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-
-from trizk.testing_base import IN_PROCESS, PROCESS, ServerError
-
-if TYPE_CHECKING:
-    from trizk.testing_ensemble import Ensemble
+from typing import Any
 
 __all__ = [
     "READY_PREFIX",
     "AsyncServer",
-    "Ensemble",
     "NotSupported",
     "Server",
     "ServerError",
@@ -61,6 +54,13 @@ __all__ = [
 
 #: the stdout line ``trizk-server`` prints once it accepts clients (see trizk.server.config.main)
 READY_PREFIX = "trizk-server ready"
+
+IN_PROCESS = "in-process"
+PROCESS = "process"
+
+
+class ServerError(RuntimeError):
+    """The server did not start (or stop) as asked."""
 
 
 class NotSupported(ServerError):
@@ -116,71 +116,58 @@ def _http_control(base_url: str, action: Any, timeout: float) -> Any:
 
 
 class _Thread:
-    """One run of a TrizkServer in a daemon thread with its own Trio loop."""
+    """One run of a TrizkServer in a loop thread of its own (:class:`LoopThread`)."""
 
     def __init__(self, config: Any) -> None:
         self.config = config
         self.server: Any = None
         self.port = 0
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._scope: Any = None
-        self._token: Any = None
         self.controls: Any = None
-        self._thread = threading.Thread(target=self._run, name="trizk-testing", daemon=True)
+        from trizk.testing.loop import LoopThread  # (Trio is imported when a server starts)
 
-    def _run(self) -> None:
-        import trio
+        self._loop = LoopThread("trizk-testing")
 
+    @property
+    def alive(self) -> bool:
+        return self._loop.alive
+
+    async def _serve(self, *, task_status: Any) -> None:
         from trizk.server.ops.testcontrol import Controls
         from trizk.server.shell.app import TrizkServer
 
-        async def main() -> None:
-            with trio.CancelScope() as scope:
-                self._scope = scope
-                self._token = trio.lowlevel.current_trio_token()
-                self.server = TrizkServer(self.config)
-                self.controls = Controls(self.server)
-                async with trio.open_nursery() as nursery:
-                    self.port = await nursery.start(self.server.run)
-                    self._ready.set()
-
-        try:
-            trio.run(main)
-        except BaseException as e:
-            self._error = e
-        finally:
-            self._ready.set()
+        self.server = TrizkServer(self.config)
+        self.controls = Controls(self.server)
+        await self.server.run(task_status=task_status)
 
     def start(self, timeout: float) -> int:
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise ServerError(f"trizk did not start within {timeout} s")
-        if self._error is not None or not self._thread.is_alive():
-            raise ServerError(f"trizk did not start: {self._error!r}") from self._error
+        import trio
+
+        try:
+            self._loop.start(timeout)
+            self.port = self._loop.start_task(self._serve, timeout=timeout)
+        except trio.TooSlowError as e:
+            self._loop.stop(timeout)
+            raise ServerError(f"trizk did not start within {timeout} s") from e
+        except BaseException as e:
+            if self._loop.alive:
+                self._loop.stop(timeout)
+            raise ServerError(f"trizk did not start: {e!r}") from e
         return self.port
 
     def call_async(self, fn: Any, *args: Any) -> Any:
-        import trio
-
-        if not self._thread.is_alive():
+        if not self._loop.alive:
             raise ServerError("the server is not running")
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
+        return self._loop.run(fn, *args)
 
     def stop(self, timeout: float) -> None:
-        import trio
-
-        if self._thread.is_alive() and self._scope is not None:
-            try:
-                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise ServerError("the trizk server thread did not stop")
-        if self._error is not None and self._ready.is_set() and self.port:
+        try:
+            self._loop.stop(timeout)
+        except RuntimeError as e:
+            raise ServerError("the trizk server thread did not stop") from e
+        error = self._loop.error
+        if error is not None and self.port:
             # the server failed while it ran: the test should hear of it
-            raise ServerError(f"the trizk server failed: {self._error!r}") from self._error
+            raise ServerError(f"the trizk server failed: {error!r}") from error
 
 
 class _Base:
@@ -400,7 +387,7 @@ class Server(_Base):
     @property
     def running(self) -> bool:
         if self._thread is not None:
-            return self._thread._thread.is_alive()
+            return self._thread.alive
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> Server:
@@ -593,7 +580,7 @@ class AsyncServer(_Base):
         if self.mode == IN_PROCESS:
             return self._done is not None and not self._done.is_set()
         if self.mode == THREAD:
-            return self._thread is not None and self._thread._thread.is_alive()
+            return self._thread is not None and self._thread.alive
         return self._proc is not None and self._proc.returncode is None
 
     async def start(self) -> AsyncServer:
@@ -787,13 +774,3 @@ class AsyncServer(_Base):
                 _create_all, self.connect_string, wanted, self.start_timeout
             )
         )
-
-
-def __getattr__(name: str) -> Any:
-    # Ensemble (trizk/testing_ensemble.py: members, link proxies) is imported on first use, so
-    # that a test using Server alone imports none of it
-    if name in ("Ensemble", "AsyncEnsemble"):
-        from trizk import testing_ensemble
-
-        return getattr(testing_ensemble, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

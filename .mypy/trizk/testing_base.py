@@ -1,1 +1,0 @@
-../../trizk_pkg/testing_base.py
