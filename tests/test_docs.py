@@ -1,4 +1,4 @@
-"""README.md and docs/*.md say only what is true of this tree.
+"""README.md, docs/*.md and compat/README.md say only what is true of this tree.
 
 Checked, page by page:
 
@@ -34,7 +34,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-PAGES = [README, *DOCS]
+#: compat/README.md is the compatibility suite's page, linked from README.md
+PAGES = [README, *DOCS, ROOT / "compat" / "README.md"]
 EXAMPLES = ROOT / "docs" / "examples"
 
 FRESH_MACHINE = "python -m pip install . && trizk-server"
