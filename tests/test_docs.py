@@ -14,7 +14,7 @@ Checked, page by page:
   docs/;
 * README.md stays the front door (at most 250 lines), its install-and-start command for a fresh
   machine is there, and the test command after ``<!-- test-command -->`` is the line
-  ``.ci/run`` extracts and runs;
+  ``.ci/run`` extracts and runs; its ensemble zoo.cfg is read as a member's (and an observer's);
 * every code block of docs/testing.md is a file of docs/examples/ (marked
   ``<!-- example: PATH -->`` just before it) shown verbatim, and every such file is shown;
   ``tests/testing/test_examples.py`` runs them.
@@ -249,3 +249,20 @@ def test_testing_page_shows_the_example_files() -> None:
         shown.append(name)
     files = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*") if p.is_file())
     assert sorted(shown) == files
+
+
+def test_readme_ensemble_config_is_a_member_of_three() -> None:
+    """The README's zoo.cfg is read as member 1 of a 3-voter ensemble (with the observer line
+    uncommented, as member 4: an observer)."""
+    from trizk.server.config.zoocfg import parse_config
+
+    (cfg,) = [body for _, body in fenced(README.read_text()) if "server.1=" in body]
+    member = parse_config(cfg, myid="1")
+    assert member.is_quorum and member.client_port == 2181 and not member.warnings
+    assert member.my_server is not None and member.my_server.type.name == "PARTICIPANT"
+    lines = cfg.splitlines()
+    (commented,) = [i for i, line in enumerate(lines) if line.startswith("# server.4=")]
+    lines[commented] = lines[commented].removeprefix("# ").split()[0]  # without the comment
+    observer = parse_config("\n".join([*lines, "peerType=observer"]), myid="4")
+    assert observer.my_server is not None and observer.my_server.type.name == "OBSERVER"
+    assert not observer.warnings
