@@ -367,8 +367,9 @@ def racy(data: bytes) -> bool:
 
 def _known(t: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """The raw transcript without the documented intended difference: a successful check
-    outside a multi, which ZooKeeper 3.8.0 never answers and trizk answers (README). Taken out
-    before the zxids are ranked: its zxid appears in no ZooKeeper transcript."""
+    outside a multi, which ZooKeeper 3.8.0 never answers and trizk answers
+    (docs/compatibility.md). Taken out before the zxids are ranked: its zxid appears in no
+    ZooKeeper transcript."""
     return {
         k: [e for e in es if not (e.get("op") == "CHECK" and e.get("err") == "OK")]
         for k, es in t.items()

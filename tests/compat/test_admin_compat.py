@@ -40,7 +40,7 @@ EXACT = {
 #: Member names whose values are ZooKeeper's JVM (compared as "string map" only).
 JVM_KEYED = {"system_properties", "sysp"}
 #: monitor's per-namespace summary sets (``<ns>_read_per_namespace``...) appear after traffic
-#: in ZooKeeper; trizk does not keep them (README: metrics not measured).
+#: in ZooKeeper; trizk does not keep them (docs/operations.md: metrics not measured).
 PER_NAMESPACE = re.compile(r"^(avg|min|max|cnt|sum)_.*_(read|write)_per_namespace$")
 
 

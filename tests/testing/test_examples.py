@@ -1,14 +1,14 @@
-"""The README's "Use trizk in your tests" examples are run as written: each python block becomes
-a test module of a child pytest run; the shell blocks run in bash (the readiness line parsed
-and the controls called exactly as shown, a kazoo session in between). With
-``TRIZK_TEST_RECIPES=1`` (compilers are slow: ~10-20 s each), and where ``javac`` and ``go``
-are installed, the Java example is also compiled and run against ZooKeeper's own client and
-the Go helper is compiled and run with a test of its own."""
+"""The examples of ``docs/testing.md`` are run as written. Each is a file under
+``docs/examples/`` that the page shows verbatim (``tests/test_docs.py`` holds the page's code
+blocks equal to the files): the Python files are test modules of a child pytest run; the shell
+files run in bash (the readiness line parsed and the controls called exactly as shown, a kazoo
+session in between). With ``TRIZK_TEST_RECIPES=1`` (compilers are slow: ~10-20 s each), and
+where ``javac`` and ``go`` are installed, the Java example is also compiled and run against
+ZooKeeper's own client and the Go helper is compiled and run with its test."""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,14 +22,21 @@ from trizk.compat.procs.servers import ZK_JARS
 
 pytest_plugins = ["pytester"]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 WAIT = 20.0
 
+#: The Python examples and how many tests each holds.
+PYTHON_EXAMPLES = {
+    "test_fixtures.py": 2,
+    "test_unittest.py": 2,
+    "test_kazoo_harness.py": 1,
+    "test_ensemble.py": 2,
+    "test_trio.py": 1,
+}
 
-def blocks(lang: str) -> list[str]:
-    text = README.read_text()
-    section = text.split("## Use trizk in your tests", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+def example(name: str) -> str:
+    return (EXAMPLES / name).read_text()
 
 
 def env_with_trizk_server() -> dict[str, str]:
@@ -39,27 +46,34 @@ def env_with_trizk_server() -> dict[str, str]:
     return env
 
 
-def test_readme_has_the_examples() -> None:
-    found = blocks("python")
-    assert len(found) == 5
-    assert "trizk_chroot" in found[0] and "unittest" in found[1] and "kazoo_harness" in found[2]
-    assert "trizk_ensemble" in found[3] and "AsyncServer" in found[4]
-    assert len(blocks("sh")) == 2 and len(blocks("java")) == 2 and len(blocks("go")) == 1
+def test_every_example_is_run_here() -> None:
+    """A new example file needs a test here (and a block in docs/testing.md)."""
+    run_here = {f"python/{name}" for name in PYTHON_EXAMPLES} | {
+        "shell/start-server.sh",
+        "shell/controls.sh",
+        "java/TrizkTestServer.java",
+        "java/SessionExpiryTest.java",
+        "go/go.mod",
+        "go/trizk.go",
+        "go/trizk_test.go",
+    }
+    found = {p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*") if p.is_file()}
+    assert found == run_here
 
 
-def test_readme_examples_pass(pytester: pytest.Pytester) -> None:
-    for i, code in enumerate(blocks("python")):
-        pytester.makepyfile(**{f"test_readme_{i}": code})
+def test_python_examples_pass(pytester: pytest.Pytester) -> None:
+    for name in PYTHON_EXAMPLES:
+        pytester.makepyfile(**{name.removesuffix(".py"): example(f"python/{name}")})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=sum(PYTHON_EXAMPLES.values()))
 
 
-def test_readme_wire_recipe(tmp_path: Path) -> None:
-    """The shell recipe: start and parse the readiness line (block 1), then the curl commands
-    (block 2) against a kazoo session made in between."""
+def test_shell_recipe(tmp_path: Path) -> None:
+    """The shell recipe: start and parse the readiness line (start-server.sh), then the curl
+    commands (controls.sh) against a kazoo session made in between."""
     if shutil.which("curl") is None or shutil.which("bash") is None:
         pytest.skip("needs bash and curl")
-    start, controls = blocks("sh")
+    start, controls = example("shell/start-server.sh"), example("shell/controls.sh")
     script = f'{start}\necho "READY $PORT $TESTING"\nread SESSION_ID\n{controls}\necho DONE\n'
     proc = subprocess.Popen(
         ["bash", "-eu", "-c", script],
@@ -106,16 +120,17 @@ recipes = pytest.mark.skipif(
 
 
 @recipes
-def test_readme_java_recipe(tmp_path: Path) -> None:
+def test_java_recipe(tmp_path: Path) -> None:
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None or not all(os.path.exists(j) for j in ZK_JARS):
         pytest.skip("needs javac, java and ZooKeeper's jars")
-    helper, example = blocks("java")
-    (tmp_path / "TrizkTestServer.java").write_text(helper)
-    (tmp_path / "SessionExpiryTest.java").write_text(example)
+    sources = [
+        EXAMPLES / "java" / "TrizkTestServer.java",
+        EXAMPLES / "java" / "SessionExpiryTest.java",
+    ]
     cp = ":".join(ZK_JARS)
     subprocess.run(
-        [javac, "-cp", cp, "-d", str(tmp_path), *map(str, tmp_path.glob("*.java"))],
+        [javac, "-cp", cp, "-d", str(tmp_path), *map(str, sources)],
         check=True,
         timeout=120,
     )
@@ -136,43 +151,18 @@ def test_readme_java_recipe(tmp_path: Path) -> None:
     assert run.stdout.strip() == "ok"
 
 
-GO_TEST = """package trizktest
-
-import (
-	"strings"
-	"testing"
-)
-
-func TestRecipe(t *testing.T) {
-	s := StartTrizk(t)
-	if !strings.HasPrefix(s.Addr, "127.0.0.1:") {
-		t.Fatal(s.Addr)
-	}
-	s.Advance(t, 60)
-	s.DropConnections(t)
-	if s.ExpireSession(t, 12345) {
-		t.Fatal("an unknown session was expired")
-	}
-	if !strings.Contains(s.Dump(t), `"/zookeeper"`) {
-		t.Fatal("no tree in the dump")
-	}
-}
-"""
-
-
 @recipes
-def test_readme_go_recipe(tmp_path: Path) -> None:
+def test_go_recipe(tmp_path: Path) -> None:
     go = shutil.which("go")
     if go is None:
         pytest.skip("needs go")
-    (tmp_path / "go.mod").write_text("module trizktest\n\ngo 1.19\n")
-    (tmp_path / "trizk.go").write_text(blocks("go")[0])
-    (tmp_path / "trizk_test.go").write_text(GO_TEST)
+    module = tmp_path / "trizktest"
+    shutil.copytree(EXAMPLES / "go", module)  # go builds in the module's own directory
     env = env_with_trizk_server()
     env.update(GOFLAGS="-mod=mod", GOPROXY="off", GOTOOLCHAIN="local")
     run = subprocess.run(
         [go, "test", "-count=1", "./..."],
-        cwd=tmp_path,
+        cwd=module,
         env=env,
         capture_output=True,
         text=True,

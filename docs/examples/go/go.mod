@@ -1,0 +1,3 @@
+module trizktest
+
+go 1.19
