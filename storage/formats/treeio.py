@@ -37,11 +37,11 @@ straight from the node's fields.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trizk.jute import records as r
+from trizk.jute.primitives import fixed_struct
 from trizk.storage.formats import snapshot as snap
 from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
 from trizk.storage.formats.txnlog import TxnEntry
@@ -68,7 +68,7 @@ __all__ = [
     "tree_from_snapshot",
 ]
 
-_STAT = struct.Struct(">qqqqiiiqq")  # StatPersisted, packed without making the record
+_STAT = fixed_struct(r.StatPersisted)  # packed from a node without making the record
 _FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 

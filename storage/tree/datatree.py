@@ -43,6 +43,7 @@ from typing import Any, Final
 
 from trizk.jute import records as r
 from trizk.jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError, OpCode
+from trizk.jute.primitives import fixed_struct
 from trizk.storage.formats.snapshot import calculate_digest, to_java_long
 from trizk.storage.tree import quota
 from trizk.storage.tree.javahash import JavaHashSet
@@ -70,7 +71,7 @@ _NODECREATED, _NODEDELETED = EventType.NODECREATED, EventType.NODEDELETED
 _NODEDATACHANGED, _NODECHILDRENCHANGED = EventType.NODEDATACHANGED, EventType.NODECHILDRENCHANGED
 _CREATE, _CREATETTL, _CREATECONTAINER = OpCode.CREATE, OpCode.CREATETTL, OpCode.CREATECONTAINER
 
-_STAT_WIRE = struct.Struct(">qqqqiiiqiiq")  # Stat: czxid ... pzxid, 68 bytes
+_STAT_WIRE: Final = fixed_struct(r.Stat)  # czxid ... pzxid, 68 bytes
 _INT = struct.Struct(">i")
 _NULL_BUFFER = _INT.pack(-1)  # a null Jute buffer
 #: largest data whose getData reply body a node caches (DataNode.read_wire)
