@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trizk.jute.javalang import LONG_MAX, LONG_MIN, parse_long
-from trizk.storage.disk.files import UnrecoverableDataDir
+from trizk.storage.disk.files import UnrecoverableDataDir, fsync_dir
 
 __all__ = [
     "ACCEPTED_EPOCH",
@@ -134,11 +134,7 @@ def write_epoch(snap_dir: str | os.PathLike[str], name: str, value: int) -> None
         # AtomicFileOutputStream.close: a failed write deletes the tmp file.
         tmp.unlink(missing_ok=True)
         raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(directory)
 
 
 def load_epochs(snap_dir: str | os.PathLike[str], last_zxid: int) -> Epochs:
