@@ -240,18 +240,7 @@ def _check(tree: DataTree, expected: int, zxid: int, res: ReplayResult, enabled:
 
 
 def _encode_node(path: str, node: DataNode, ref: int) -> bytes:
-    stat = _STAT.pack(
-        node.czxid,
-        node.mzxid,
-        node.ctime,
-        node.mtime,
-        node.version,
-        node.cversion,
-        node.aversion,
-        node.ephemeral_owner,
-        node.pzxid,
-    )
-    return snap.encode_node(path, node.data, ref, stat)
+    return snap.encode_node(path, node.data, ref, _STAT.pack(*node.persisted_fields()))
 
 
 class FuzzySnapshot:

@@ -248,8 +248,9 @@ class DataNode:
             self._world = w
         return w
 
-    def stat_persisted(self) -> r.StatPersisted:
-        return r.StatPersisted(
+    def persisted_fields(self) -> tuple[int, int, int, int, int, int, int, int, int]:
+        """The StatPersisted's fields, in its order (``DataNode.serialize`` writes them)."""
+        return (
             self.czxid,
             self.mzxid,
             self.ctime,
@@ -260,6 +261,9 @@ class DataNode:
             self.ephemeral_owner,
             self.pzxid,
         )
+
+    def stat_persisted(self) -> r.StatPersisted:
+        return r.StatPersisted(*self.persisted_fields())
 
     def child_names(self) -> list[str]:
         return list(self.children) if self.children is not None else []
