@@ -32,6 +32,7 @@ STAGE = Path("build") / "mypyc-src"
 #: The modules compiled, by import name: the request path of a client's read and write.
 COMPILED = (
     "trizk.jute.framing",
+    "trizk.jute.multi",
     "trizk.server.writes.committer",
     "trizk.server.frontend.connection",
     "trizk.server.frontend.core",

@@ -71,6 +71,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from trizk.jute.javalang import java_split, parse_int, parse_long
 from trizk.storage.tree.javahash import java_string_hash
 
 __all__ = [
@@ -86,9 +87,6 @@ __all__ = [
     "parse_server",
 ]
 
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
-_JAVA_HEX_LONG = re.compile(r"[+-]?[0-9a-fA-F]+\Z")
 
 #: Upper bound on a config string trizk parses (a peer's notification or NEWLEADER carries
 #: one). ZooKeeper bounds it only by the packet size; 1 MiB is far beyond any ensemble.
@@ -174,28 +172,6 @@ class QuorumServer:
 
 
 # -- Java helpers ---------------------------------------------------------------------------
-
-
-def _java_split(s: str, sep: str) -> list[str]:
-    """``String.split`` with a literal one-character separator: no match → ``[s]``; trailing
-    empty strings removed (so ``"a:"`` → ``["a"]`` and ``":"`` → ``[]``)."""
-    parts = s.split(sep)
-    if len(parts) == 1:
-        return parts
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
-def _java_int(text: str) -> int | None:
-    """``Integer.parseInt`` or ``None`` (NumberFormatException)."""
-    if not _JAVA_INT.match(text):
-        return None
-    n = int(text)
-    return n if -(2**31) <= n <= 2**31 - 1 else None
-
-
-_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
 
 
 def _java_long_hash(n: int) -> int:
@@ -288,13 +264,13 @@ def _host_and_port(s: str) -> list[str]:
         if i + 2 == len(s):
             raise QuorumConfigError(f"{s} doesn't have a port after colon")
         if i + 2 < len(s):
-            return [s[1:i], *_java_split(s[i + 2 :], ":")]
+            return [s[1:i], *java_split(s[i + 2 :], ":")]
         return [s.replace("[", "").replace("]", "")]
-    return _java_split(s, ":")
+    return java_split(s, ":")
 
 
 def _port(host: str, text: str) -> int:
-    n = _java_int(text)
+    n = parse_int(text)  # Integer.parseInt
     if n is None:
         # QuorumServer: "Address unresolved: " + host + ":" + port (NumberFormatException);
         # for a client port the host it prints is the unset field ``hostname``: "null".
@@ -347,7 +323,7 @@ def parse_server(sid: int, value: str) -> QuorumServer:
     """``new QuorumServer(sid, value)``: ``host:qport:eport[:type][;[clientHost:]clientPort]``.
 
     The checks run in ZooKeeper's order so the first problem reported is the same one."""
-    server_client = _java_split(value, ";")
+    server_client = java_split(value, ";")
     server_part = server_client[0] if server_client else ""
     client_addr: Address | None = None
     if len(server_client) == 2:
@@ -357,7 +333,7 @@ def parse_server(sid: int, value: str) -> QuorumServer:
         client_host = client_parts[0] if len(client_parts) == 2 else "0.0.0.0"
         client_port = _port("null", client_parts[-1])
         client_addr = Address(java_host_string(client_host), client_port)
-    server_addresses = _java_split(server_part, "|")
+    server_addresses = java_split(server_part, "|")
     if len(server_addresses) > 1:
         raise QuorumConfigError(
             "Multiple address feature is disabled, but multiple addresses were specified "
@@ -388,9 +364,9 @@ def parse_server(sid: int, value: str) -> QuorumServer:
 def _parse_sid(key: str) -> int:
     # QuorumMaj: Long.parseLong(key.substring(key.indexOf('.') + 1)); NumberFormatException.
     text = key[key.index(".") + 1 :]
-    if not _JAVA_LONG.match(text) or not _LONG_MIN <= int(text) <= _LONG_MAX:
+    sid = parse_long(text)
+    if sid is None:
         raise QuorumConfigError(f'For input string: "{text}"')
-    sid = int(text)
     if sid < 0:
         raise QuorumConfigError(f"{key}: a server id must not be negative")
     return sid
@@ -398,9 +374,10 @@ def _parse_sid(key: str) -> int:
 
 def _parse_version(text: str) -> int:
     # QuorumMaj: Long.parseLong(value, 16), a signed long; NumberFormatException.
-    if not _JAVA_HEX_LONG.match(text) or not _LONG_MIN <= int(text, 16) <= _LONG_MAX:
+    version = parse_long(text, 16)
+    if version is None:
         raise QuorumConfigError(f'For input string: "{text}" under radix 16')
-    return int(text, 16)
+    return version
 
 
 # -- the verifier ---------------------------------------------------------------------------

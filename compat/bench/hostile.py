@@ -43,16 +43,19 @@ from multiprocessing.synchronize import Event as EventT
 
 from kazoo.client import KazooClient
 
-from trizk.compat.bench.load import BlockingSession, get_frame, open_many_sessions, req
+from trizk.compat.bench.load import (
+    OPEN_ACL_UNSAFE,
+    BlockingSession,
+    get_frame,
+    open_many_sessions,
+    req,
+)
 from trizk.compat.procs.servers import Server, start
+from trizk.jute.codes import OpCode
+from trizk.jute.multi import encode_request
+from trizk.jute.records import CreateRequest
 from trizk.testing.probes import handshake_bytes
 
-_OPEN_ACL = (
-    struct.pack(">i", 1)
-    + struct.pack(">i", 31)
-    + (struct.pack(">i", 5) + b"world" + struct.pack(">i", 6) + b"anyone")
-)
-_MULTI_HDR = struct.Struct(">i?i")
 #: local addresses the generator connects from, in turn (ephemeral ports per address)
 SOURCES = tuple(f"127.0.0.{i}" for i in range(2, 10))
 #: the file descriptors the generator (and the servers, its children) may hold
@@ -170,13 +173,11 @@ def _loads(args: argparse.Namespace, fd_limit: int) -> dict[str, Callable[[Serve
 
     def multi(srv: Server) -> None:
         sess = BlockingSession(srv.host, srv.port, timeout=120, session_ms=120_000)
-        body = bytearray()
-        for i in range(args.multi):
-            p = f"/m{i}".encode()
-            body += _MULTI_HDR.pack(1, False, -1) + struct.pack(">i", len(p)) + p
-            body += struct.pack(">i", 0) + _OPEN_ACL + struct.pack(">i", 0)
-        body += _MULTI_HDR.pack(-1, True, -1)
-        sess.call(req(1, 14, bytes(body)))
+        body = encode_request(
+            (OpCode.CREATE, CreateRequest(f"/m{i}", b"", OPEN_ACL_UNSAFE, 0))
+            for i in range(args.multi)
+        )
+        sess.call(req(1, OpCode.MULTI, body))
         sess.close()
 
     def big_frame(srv: Server) -> None:

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from trizk.compat.oracle.rawclient import RESPONSE_TYPES
+from trizk.jute import multi
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.testing.ports import free_port
@@ -769,12 +770,14 @@ def _walk(payload: bytes, names: list[str], pos: int, cls: type[R.Record]) -> tu
 
 def _walk_multi(payload: bytes, names: list[str], pos: int, table: dict[int, Any]) -> int:
     while True:
-        mh, pos = _walk(payload, names, pos, R.MultiHeader)
-        if mh.done:
+        typ, done, _, rec, pos = multi.read_op(payload, pos, table)
+        names.append("MultiHeader")
+        if done:
             return pos
-        body = table[mh.type]
-        if body is not None:
-            _, pos = _walk(payload, names, pos, body)
+        if typ not in table:
+            raise AnnotationError(f"no record for multi op type {typ}")
+        if rec is not None:
+            names.append(type(rec).__name__)
 
 
 @dataclass

@@ -15,9 +15,9 @@ Invariants
   decoded with the response type of the opcode its xid was sent with (the client keeps
   ``xid -> opcode``, as ``ClientCnxn`` keeps its pending queue). Bytes that do not decode are
   kept as ``raw`` (hex) next to the decoded part, never dropped.
-* Multi requests and replies use ZooKeeper's framing: ``MultiHeader{type, done=false, err=-1}``
-  before each op, ``MultiHeader{-1, true, -1}`` at the end (``MultiOperationRecord``); replies
-  are ``MultiHeader`` + op result until ``done`` (``MultiResponse``).
+* Multi requests and replies are written and read with the one multi codec,
+  :mod:`trizk.jute.multi` (``MultiOperationRecord``, ``MultiResponse``); a reply's results are
+  :class:`~trizk.jute.multi.MultiResult`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from trizk.jute import multi
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode, Xid
 from trizk.jute.framing import FrameDecoder, frame
@@ -75,20 +76,6 @@ RESPONSE_TYPES: dict[int, type[Record] | None] = {
     OpCode.WHOAMI: R.WhoAmIResponse,
 }
 
-#: Result record of each op inside a multi reply (MultiResponse.deserialize).
-MULTI_RESULT_TYPES: dict[int, type[Record] | None] = {
-    OpCode.CREATE: R.CreateResponse,
-    OpCode.CREATE2: R.Create2Response,
-    OpCode.CREATECONTAINER: R.Create2Response,
-    OpCode.CREATETTL: R.Create2Response,
-    OpCode.DELETE: None,
-    OpCode.SETDATA: R.SetDataResponse,
-    OpCode.CHECK: None,
-    OpCode.GETDATA: R.GetDataResponse,
-    OpCode.GETCHILDREN: R.GetChildrenResponse,
-    OpCode.ERROR: R.ErrorResponse,
-}
-
 
 @dataclass
 class Reply:
@@ -109,44 +96,12 @@ class Event:
 
 
 @dataclass
-class MultiResult:
-    type: int
-    err: int
-    body: Record | None
-
-
-@dataclass
 class _Pending:
     op: int
     sub_ops: list[int] = field(default_factory=list)
 
 
 Packet = Reply | Event
-
-
-def encode_multi(ops: list[tuple[int, Record]]) -> bytes:
-    """MultiOperationRecord: each op framed by a not-done MultiHeader, then the done marker."""
-    out = bytearray()
-    for op, rec in ops:
-        out += R.MultiHeader(type=op, done=False, err=-1).encode()
-        out += rec.encode()
-    out += R.MultiHeader(type=-1, done=True, err=-1).encode()
-    return bytes(out)
-
-
-def decode_multi(b: bytes) -> tuple[list[MultiResult], bytes]:
-    """MultiResponse: results until the done header; returns (results, undecoded tail)."""
-    results: list[MultiResult] = []
-    pos = 0
-    while True:
-        h, pos = R.MultiHeader.decode_from(b, pos)
-        if h.done:
-            return results, b[pos:]
-        cls = MULTI_RESULT_TYPES.get(h.type)
-        body = None
-        if cls is not None:
-            body, pos = cls.decode_from(b, pos)
-        results.append(MultiResult(type=h.type, err=h.err, body=body))
 
 
 class RawClient:
@@ -241,7 +196,7 @@ class RawClient:
         self.next_xid += 1
         op = OpCode.MULTIREAD if read else OpCode.MULTI
         self._pending[xid] = _Pending(op, [o for o, _ in ops])
-        self.send_raw(frame(R.RequestHeader(xid=xid, type=op).encode() + encode_multi(ops)))
+        self.send_raw(frame(R.RequestHeader(xid=xid, type=op).encode() + multi.encode_request(ops)))
         return xid
 
     def ping(self) -> int:
@@ -323,7 +278,8 @@ class RawClient:
             return reply
         try:
             if op in (OpCode.MULTI, OpCode.MULTIREAD):
-                reply.body, reply.raw = decode_multi(rest)
+                results, p = multi.decode_response(rest, 0)
+                reply.body, reply.raw = results, rest[p:]
             else:
                 cls = RESPONSE_TYPES.get(op)  # type: ignore[arg-type]
                 if cls is not None:

@@ -48,15 +48,14 @@ from typing import Any
 from trizk.compat.oracle.rawclient import (
     ConnectionClosed,
     Event,
-    MultiResult,
     Packet,
     RawClient,
     Reply,
     WireTimeout,
-    encode_multi,
 )
 from trizk.jute import records as R
 from trizk.jute.codes import Code, CreateMode, EventType, KeeperState, OpCode, Perms, Xid
+from trizk.jute.multi import MultiResult, encode_request
 from trizk.jute.primitives import JuteDecodeError, Record
 
 Step = list[Any]  # [session, op, {args}]
@@ -151,7 +150,7 @@ def _field_bytes(f: list[Any]) -> bytes:
         _code, rec = build_request(args[0], args[1] if len(args) > 1 else {})
         return rec.encode() if rec is not None else b""
     if kind == "multi":  # a well-formed MultiOperationRecord of (op, args) pairs, end marker too
-        return encode_multi([build_request(o[0], o[1] if len(o) > 1 else {}) for o in args[0]])  # type: ignore[misc]
+        return encode_request([build_request(o[0], o[1] if len(o) > 1 else {}) for o in args[0]])  # type: ignore[misc]
     raise ValueError(f"bad field {f!r}")
 
 

@@ -60,11 +60,12 @@ from typing import Any
 from trizk.compat.oracle.compare import Difference, ServerPool, Tamper, diff_transcripts
 from trizk.compat.oracle.normalise import normalise
 from trizk.compat.oracle.randomgen import BASE, VALID_PATHS, _op, shrink
-from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient, WireTimeout, encode_multi
+from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient, WireTimeout
 from trizk.compat.oracle.scenario import OPEN_ACL, Step, build_request
 from trizk.compat.procs import servers
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode, Xid
+from trizk.jute.multi import encode_request
 from trizk.jute.primitives import Record
 
 #: zoo.cfg of both servers: TTL/container opcodes on, no fsync (the fuzzer writes a lot)
@@ -133,13 +134,13 @@ def seed_frame(r: random.Random, op: str) -> bytes:
         kinds = ["create", "create2", "delete", "setData", "check"]
         subs = [_op(r, r.choice(kinds)) for _ in range(r.randint(1, 4))]
         ops = [_record(o[0], {k: v for k, v in o[1].items() if k != "wait"}) for o in subs]
-        return _frame(xid, OpCode.MULTI, encode_multi(ops))
+        return _frame(xid, OpCode.MULTI, encode_request(ops))
     if op == "multiRead":
         reads = [
             _record(r.choice(["getData", "getChildren"]), {"path": r.choice(VALID_PATHS)})
             for _ in range(r.randint(1, 3))
         ]
-        return _frame(xid, OpCode.MULTIREAD, encode_multi(reads))
+        return _frame(xid, OpCode.MULTIREAD, encode_request(reads))
     if op == "auth":
         rec = R.AuthPacket(0, r.choice(["digest", "digest", "ip", "world"]), b"alice:pw")
         return _frame(Xid.AUTH, OpCode.AUTH, rec.encode())

@@ -68,33 +68,25 @@ from typing import Any, TextIO
 import trio
 from sortedcontainers import SortedDict
 
+from trizk.jute import multi
 from trizk.jute.codes import OpCode
 from trizk.jute.framing import FrameDecoder, FrameTooLarge, frame
 from trizk.jute.primitives import JuteDecodeError
 from trizk.jute.records import (
-    CheckVersionRequest,
     ConnectRequest,
     ConnectResponse,
     Create2Response,
-    CreateRequest,
     CreateResponse,
-    CreateTTLRequest,
-    DeleteRequest,
-    ErrorResponse,
     ExistsResponse,
     GetACLResponse,
     GetAllChildrenNumberResponse,
     GetChildren2Response,
-    GetChildrenRequest,
     GetChildrenResponse,
-    GetDataRequest,
     GetDataResponse,
     GetEphemeralsResponse,
-    MultiHeader,
     ReplyHeader,
     RequestHeader,
     SetACLResponse,
-    SetDataRequest,
     SetDataResponse,
     SetWatches,
     SetWatches2,
@@ -174,44 +166,15 @@ def _asdict(rec: Any) -> Any:
 
 
 def _decode_multi(b: bytes, pos: int) -> list[dict[str, Any]]:
+    results, _ = multi.decode_response(b, pos, max_results=100_000)
     out: list[dict[str, Any]] = []
-    while True:
-        h, pos = MultiHeader.decode_from(b, pos)
-        if h.done:
-            break
-        entry: dict[str, Any] = {"type": h.type, "err": h.err}
-        body = _MULTI_BODIES.get(h.type)
-        if body is not None:
-            rec, pos = body.decode_from(b, pos)
-            entry["body"] = _asdict(rec)
+    for res in results:
+        entry: dict[str, Any] = {"type": res.type, "err": res.err}
+        if res.body is not None:
+            entry["body"] = _asdict(res.body)
         out.append(entry)
-        if len(out) > 100_000:
-            raise JuteDecodeError("multi response too long")
     return out
 
-
-_MULTI_BODIES: dict[int, Any] = {
-    -1: ErrorResponse,
-    OpCode.CREATE: CreateResponse,
-    OpCode.CREATE2: Create2Response,
-    OpCode.CREATECONTAINER: Create2Response,
-    OpCode.CREATETTL: Create2Response,
-    OpCode.SETDATA: SetDataResponse,
-    OpCode.GETDATA: GetDataResponse,
-    OpCode.GETCHILDREN: GetChildrenResponse,
-}
-
-_MULTI_REQUESTS: dict[int, Any] = {
-    OpCode.CREATE: CreateRequest,
-    OpCode.CREATE2: CreateRequest,
-    OpCode.CREATECONTAINER: CreateRequest,
-    OpCode.CREATETTL: CreateTTLRequest,
-    OpCode.DELETE: DeleteRequest,
-    OpCode.SETDATA: SetDataRequest,
-    OpCode.CHECK: CheckVersionRequest,
-    OpCode.GETCHILDREN: GetChildrenRequest,
-    OpCode.GETDATA: GetDataRequest,
-}
 
 #: Reply body record by request opcode (FinalRequestProcessor's switch); absent = empty body.
 REPLY_BODIES: dict[int, Any] = {
@@ -294,19 +257,17 @@ def _describe_multi(payload: bytes, pos: int) -> list[str]:
     ops: list[str] = []
     try:
         while len(ops) < 1000:
-            h, pos = MultiHeader.decode_from(payload, pos)
-            if h.done:
+            typ, done, _, rec, pos = multi.read_op(payload, pos, multi.REQUEST_RECORDS)
+            if done:
                 break
-            rec_t = _MULTI_REQUESTS.get(h.type)
-            if rec_t is None:
-                ops.append(f"op{h.type} ?")
+            if rec is None:
+                ops.append(f"op{typ} ?")
                 break
-            rec, pos = rec_t.decode_from(payload, pos)
             try:
-                name = OpCode(h.type).name.lower()
+                name = OpCode(typ).name.lower()
             except ValueError:
-                name = str(h.type)
-            ops.append(f"{name} {rec.path}")
+                name = str(typ)
+            ops.append(f"{name} {getattr(rec, 'path', None)}")
     except JuteDecodeError:
         ops.append("<undecodable>")
     return ops

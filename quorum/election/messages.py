@@ -38,6 +38,8 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from trizk.jute.javalang import java_split, parse_int
+
 #: QuorumCnxManager.PROTOCOL_VERSION_V1 / _V2 (ZOOKEEPER-3188 multi-address uses V2).
 PROTOCOL_VERSION_V1 = -65536
 PROTOCOL_VERSION_V2 = -65535
@@ -104,29 +106,20 @@ def encode_initial_message(sid: int, host: str, port: int) -> bytes:
     return _HEAD.pack(PROTOCOL_VERSION_V1, sid, len(addr)) + addr
 
 
-def _java_split(s: str, sep: str) -> list[str]:
-    """String.split(sep) for a one-character literal: trailing empty strings are removed."""
-    parts = s.split(sep)
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
 def _host_and_port(s: str) -> tuple[str, int]:
     # ConfigUtils.getHostAndPort, then InitialMessage.parse's checks.
     if s.startswith("["):
         i = s.find("]")
         if i < 0 or i + 2 >= len(s):
             raise ElectionWireError(f"badly formed address: {s!r}")
-        parts = [s[1:i], *_java_split(s[i + 2 :], ":")]
+        parts = [s[1:i], *java_split(s[i + 2 :], ":")]
     else:
-        parts = _java_split(s, ":")
+        parts = java_split(s, ":")
     if len(parts) != 2:
         raise ElectionWireError(f"badly formed address: {s!r}")
-    try:
-        port = int(parts[1])  # Integer.parseInt (also accepts a sign)
-    except ValueError:
-        raise ElectionWireError(f"bad port number: {parts[1]!r}") from None
+    port = parse_int(parts[1])  # Integer.parseInt
+    if port is None:
+        raise ElectionWireError(f"bad port number: {parts[1]!r}")
     if not 0 <= port <= 0xFFFF:  # InetSocketAddress refuses it
         raise ElectionWireError(f"port out of range: {port}")
     return parts[0], port
@@ -155,7 +148,7 @@ def parse_initial_message(buf: bytes | bytearray) -> tuple[InitialMessage, int] 
         return None
     text = bytes(buf[_HEAD.size : end]).decode("utf-8", errors="replace")
     addrs = []
-    for part in _java_split(text, "|"):
+    for part in java_split(text, "|"):
         host, port = _host_and_port(part)
         if host not in _WILDCARDS:
             addrs.append((host, port))

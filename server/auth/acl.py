@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 from trizk.jute import records as r
 from trizk.jute.codes import Code, JavaRuntimeError, KeeperError
+from trizk.jute.javalang import java_split, parse_int
+from trizk.storage.tree.javahash import java_string_hash
 
 log = logging.getLogger("trizk.server.auth.acl")
 
@@ -142,15 +144,6 @@ class AuthConfig:
 DEFAULT_AUTH = AuthConfig()
 
 
-def java_string_hash(s: str) -> int:
-    """``String.hashCode`` (over UTF-16 code units, 32-bit signed)."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h
-
-
 def _id_hash(ident: Id) -> int:
     """The jute-generated ``Id.hashCode``: ``37 * (37 * 17 + scheme.hash) + id.hash``."""
     h = (37 * 17 + java_string_hash(ident[0])) & 0xFFFFFFFF
@@ -205,30 +198,7 @@ def _config_of(ids: Sequence[Id]) -> AuthConfig:
     return ids.config if isinstance(ids, AuthInfo) else DEFAULT_AUTH
 
 
-# ------------------------------------------------------------------ Java string helpers
-
-
-def java_split(s: str, sep: str) -> list[str]:
-    """``s.split(sep)`` in Java (literal one-char separator): trailing empty strings removed,
-    but ``"".split(x)`` is ``[""]``."""
-    if s == "":
-        return [""]
-    parts = s.split(sep)
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
-def java_parse_int(s: str) -> int | None:
-    """``Integer.parseInt``: optional sign, decimal digits (any Unicode Nd), 32-bit range."""
-    body = s[1:] if s[:1] in ("+", "-") else s
-    if not body or not all(c.isdecimal() for c in body):
-        return None
-    try:
-        n = int(s)
-    except ValueError:
-        return None
-    return n if -(2**31) <= n < 2**31 else None
+# ------------------------------------------------------------------ Java's text of an address
 
 
 @functools.lru_cache(maxsize=4096)
@@ -257,7 +227,7 @@ def _v4_bytes(addr: str) -> bytes | None:
         return None
     out = bytearray()
     for p in parts:
-        v = java_parse_int(p)
+        v = parse_int(p)
         if v is None or not 0 <= v <= 255:
             return None
         out.append(v)
@@ -271,7 +241,7 @@ def _ip_acl(expr: str) -> tuple[bytes, int] | None:
         return None
     bits = 32
     if sep:
-        b = java_parse_int(bits_s)
+        b = parse_int(bits_s)
         if b is None or not 0 <= b <= 32:
             return None
         bits = b

@@ -79,7 +79,9 @@ Deliberate differences (each stricter than ZooKeeper, never looser)
 * ``clientPort`` must be set (> 0). ZooKeeper starts without any client listener when it is
   missing, which is useless for trizk (there is no ``secureClientPort``).
 * Integer-valued properties (``jute.maxbuffer``, ``zookeeper.globalOutstandingLimit``) must be
-  integers; ZooKeeper's ``Integer.getInteger`` silently falls back to the default.
+  integers, read as ZooKeeper's ``Integer.getInteger`` reads them (``Integer.decode``: ``0x``,
+  ``#`` and octal ``0`` prefixes); ZooKeeper silently falls back to the default on anything
+  else. The Java grammars are :mod:`trizk.jute.javalang`'s.
 * ``jute.maxbuffer`` written in zoo.cfg is honoured. In ZooKeeper the file key becomes
   ``zookeeper.jute.maxbuffer``, which the server never reads (only ``-Djute.maxbuffer`` works);
   trizk reads ``jute.maxbuffer`` first, then ``zookeeper.jute.maxbuffer``.
@@ -94,7 +96,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trizk.jute import DEFAULT_MAX_BUFFER
+from trizk.jute import DEFAULT_MAX_BUFFER, javalang
 from trizk.quorum.verifier import (
     Address,
     LearnerType,
@@ -139,10 +141,6 @@ DEFAULT_MAX_CLIENT_CNXNS = 60
 DEFAULT_GLOBAL_OUTSTANDING_LIMIT = 1000
 #: ``QuorumCnxManager``: ``Integer.getInteger("zookeeper.cnxTimeout", 5000)`` (ms).
 DEFAULT_CNX_TIMEOUT = 5000
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-# Integer.parseInt: optional sign, ASCII digits only (no "_", no "0x", no blanks).
-_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
 
 
 class ConfigError(ValueError):
@@ -495,9 +493,9 @@ class ServerConfig:
         return self.properties.get("zookeeper.DigestAuthenticationProvider.superDigest")
 
 
-def java_boolean(value: str) -> bool:
-    """``Boolean.parseBoolean``: true iff ``value`` is "true" ignoring case."""
-    return value.strip().lower() == "true"
+#: ``Boolean.parseBoolean`` (:func:`trizk.jute.javalang.parse_boolean`), under the name its
+#: importers know.
+java_boolean = javalang.parse_boolean
 
 
 # -- the four-letter words' whitelist -------------------------------------------------------
@@ -626,12 +624,19 @@ def parse_properties(text: str) -> list[Entry]:
 # -- step 2 and 3: entries -> ServerConfig ------------------------------------------------
 
 
-def _parse_int(raw: str, where: int | None, what: str, shown: str) -> int:
-    """``Integer.parseInt``; errors quote ``shown`` (the line as written, or the option)."""
-    if not _JAVA_INT.match(raw):
+def _parse_int(
+    raw: str,
+    where: int | None,
+    what: str,
+    shown: str,
+    grammar: Callable[[str], int | None] = javalang.parse_integer,
+) -> int:
+    """An int as ``Integer.parseInt`` reads it (``grammar``: ``javalang.decode_integer`` for
+    ``Integer.decode``); errors quote ``shown`` (the line as written, or the option)."""
+    n = grammar(raw)
+    if n is None:
         raise ConfigError(where, f"{shown!r}: {what} must be an integer")
-    n = int(raw)
-    if not _INT32_MIN <= n <= _INT32_MAX:
+    if not javalang.INT_MIN <= n <= javalang.INT_MAX:
         raise ConfigError(where, f"{shown!r}: {what} is out of the 32-bit integer range")
     return n
 
@@ -702,9 +707,10 @@ def config_from_entries(
         for name in names:
             if name in props:
                 e = prop_lines.get(name)
-                if e is not None:
-                    return _parse_int(props[name], e.line_no or None, e.key, e.text)
-                return _parse_int(props[name], None, name, f"-D {name}={props[name]}")
+                shown = f"-D {name}={props[name]}" if e is None else e.text
+                where = None if e is None else e.line_no or None
+                what = name if e is None else e.key
+                return _parse_int(props[name], where, what, shown, javalang.decode_integer)
         return default
 
     if "dataDir" not in fields:
@@ -861,14 +867,12 @@ def _parse_myid(text: str, path: Path) -> int:
     # QuorumPeerConfig.setupMyId: Long.parseLong(first line); BufferedReader.readLine gives
     # null (printed "null") for an empty file.
     first = re.split(r"\r\n|\r|\n", text, maxsplit=1)[0] if text else "null"
-    if not _JAVA_LONG.match(first) or not -(2**63) <= int(first) < 2**63:
+    myid = javalang.parse_long(first)
+    if myid is None:
         raise ConfigError(None, f"serverid {first} is not a number (in {path})")
-    if int(first) < 0:
+    if myid < 0:
         raise ConfigError(None, f"serverid {first} is negative (in {path})")
-    return int(first)
-
-
-_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
+    return myid
 
 
 def _quorum_settings(
@@ -925,9 +929,9 @@ def _quorum_settings(
     parsed: dict[int, QuorumServer] = {}
     for key, e in servers.items():
         sid_text = key[len("server.") :]
-        if not _JAVA_LONG.match(sid_text) or not 0 <= int(sid_text) < 2**63:
+        sid = javalang.parse_long(sid_text)
+        if sid is None or sid < 0:
             raise ConfigError(_where(e), f"{key}: the server id must be a number >= 0")
-        sid = int(sid_text)
         if sid in by_sid:
             raise ConfigError(_where(e), f"{key} and {by_sid[sid].key} both configure server {sid}")
         try:

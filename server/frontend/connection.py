@@ -100,16 +100,10 @@ class ClientConnection:
         """ReplyHeader and, only when there is a response record, its body. Returns the
         packet's length (header + body: ``ServerCnxn.sendResponse``'s response size)."""
         if body is None:
-            self.out += _REPLY_HDR.pack(16, xid, zxid, err)
-            self.packets_sent += 1
-            return 16
+            return self.send_reply_bytes(xid, zxid, err, b"")
         parts: list[bytes] = []
         body._encode_into(parts)
-        payload = b"".join(parts)
-        self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)
-        self.out += payload
-        self.packets_sent += 1
-        return 16 + len(payload)
+        return self.send_reply_bytes(xid, zxid, err, b"".join(parts))
 
     def send_reply_bytes(self, xid: int, zxid: int, err: int, payload: bytes) -> int:
         self.out += _REPLY_HDR.pack(16 + len(payload), xid, zxid, err)

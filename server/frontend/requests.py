@@ -1,4 +1,4 @@
-"""Request bodies as ZooKeeper reads them, and the multi / multiRead codec. Pure.
+"""Request bodies as ZooKeeper reads them, and the server side of multi / multiRead. Pure.
 
 Theory
 ------
@@ -8,19 +8,14 @@ end-of-record check), so a request with trailing bytes is answered as if they we
 :func:`decode_body` does the same; a body too short for its record (or with a bad length) is a
 :class:`JuteDecodeError`, answered MARSHALLINGERROR as ZooKeeper's IOException is.
 
-A multi and a multiRead carry the same ``MultiOperationRecord`` (``MultiHeader`` before each op,
-a ``done`` header at the end). :func:`parse_multi` reads it as
-``MultiOperationRecord.deserialize`` does:
-
-* the op types it knows are create, create2, createContainer, createTTL, delete, setData, check
-  (write kind) and getChildren, getData (read kind); any other type, a truncated record, or a
-  missing end marker is a decode error (``IOException("Invalid type of op")`` / EOF);
-* ops of both kinds in one record are a decode error ("Mixing different kind of ops");
-* bytes after the end marker are ignored;
-* a create op's type comes from its flags (``Op.create(path, data, acl, flags)``), so a
-  create2 header answers as a create, flags 4 make it a createContainer and TTL flags a
-  createTTL *without* a TTL record, which prep then fails as ZooKeeper's ClassCastException;
-* the read ops carry ``watch = false`` whatever the wire says (``Op.getData(path)``).
+A multi and a multiRead carry the same ``MultiOperationRecord``; :func:`parse_multi` reads it
+with the one multi codec, :func:`trizk.jute.multi.decode_request` (the rules of
+``MultiOperationRecord.deserialize`` are written there: known op types only, no mixing of read
+and write ops, bytes after the end marker ignored, a create op's type from its flags, read ops
+unwatched). A
+createTTL op it makes from TTL flags has no TTL record, which prep then fails as ZooKeeper's
+ClassCastException. The MultiResponse is written with the same codec's
+:func:`~trizk.jute.multi.encode_result` / :func:`~trizk.jute.multi.encode_error`.
 
 What ZooKeeper 3.8.0 answers (checked against the real server, ``compat/scenarios/malformed.json``):
 
@@ -43,18 +38,18 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from trizk.jute import multi
 from trizk.jute import records as r
-from trizk.jute.codes import Code, CreateMode, JavaRuntimeError, KeeperError, OpCode
+from trizk.jute.codes import Code, JavaRuntimeError, KeeperError, OpCode
 from trizk.jute.primitives import JuteDecodeError
 from trizk.storage.tree.datatree import ApplyResult
 
 R = TypeVar("R", bound=r.Record)
 
-_MULTI_HDR = struct.Struct(">i?i")
 _ERR = struct.Struct(">i")
 _HEADER_LEN = 8  # RequestHeader: xid, type
 #: a MultiResponse with no results: just the done header
-EMPTY_MULTI_RESPONSE = _MULTI_HDR.pack(-1, True, -1)
+EMPTY_MULTI_RESPONSE = multi.END
 
 
 def decode_body(cls: type[R], frame: bytes) -> R:
@@ -63,63 +58,13 @@ def decode_body(cls: type[R], frame: bytes) -> R:
     return rec
 
 
-#: MultiOperationRecord.deserialize: op type -> request record
-MULTI_RECORDS: dict[int, type[r.Record]] = {
-    OpCode.CREATE: r.CreateRequest,
-    OpCode.CREATE2: r.CreateRequest,
-    OpCode.CREATECONTAINER: r.CreateRequest,
-    OpCode.CREATETTL: r.CreateTTLRequest,
-    OpCode.DELETE: r.DeleteRequest,
-    OpCode.SETDATA: r.SetDataRequest,
-    OpCode.CHECK: r.CheckVersionRequest,
-    OpCode.GETCHILDREN: r.GetChildrenRequest,
-    OpCode.GETDATA: r.GetDataRequest,
-}
-#: Op.OpKind.READ; every other op of MULTI_RECORDS is TRANSACTION
-READ_KIND = frozenset({OpCode.GETCHILDREN, OpCode.GETDATA})
-_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL})
-
-MultiOp = tuple[int, r.Record]
-
-
-def _op_type(typ: int, rec: Any) -> int:
-    """The type ``Op.create`` gives a create op: from its flags (unknown flags: PERSISTENT)."""
-    if typ not in _CREATES:
-        return typ
-    try:
-        mode = CreateMode(rec.flags)
-    except ValueError:
-        mode = CreateMode.PERSISTENT
-    if mode.ttl:
-        return OpCode.CREATETTL
-    return OpCode.CREATECONTAINER if mode.container else OpCode.CREATE
+MultiOp = multi.MultiOp
 
 
 def parse_multi(frame: bytes) -> list[MultiOp]:
-    """A MultiOperationRecord after the request header; raises JuteDecodeError as
-    ``MultiOperationRecord.deserialize`` throws IOException."""
-    buf = memoryview(frame)
-    pos = _HEADER_LEN
-    ops: list[MultiOp] = []
-    kind: bool | None = None  # True: read ops
-    while True:
-        if pos + _MULTI_HDR.size > len(buf):
-            raise JuteDecodeError("truncated multi header")
-        typ, done, _err = _MULTI_HDR.unpack_from(buf, pos)
-        pos += _MULTI_HDR.size
-        if done:
-            return ops
-        cls = MULTI_RECORDS.get(typ)
-        if cls is None:
-            raise JuteDecodeError(f"Invalid type of op {typ}")
-        rec, pos = cls.decode_from(buf, pos)
-        is_read = typ in READ_KIND
-        if kind is not None and kind != is_read:
-            raise JuteDecodeError("Mixing different kind of ops")
-        kind = is_read
-        if is_read:
-            rec = type(rec)(rec.path, False)
-        ops.append((_op_type(typ, rec), rec))
+    """A MultiOperationRecord after the request header (:func:`trizk.jute.multi.decode_request`);
+    raises JuteDecodeError as ``MultiOperationRecord.deserialize`` throws IOException."""
+    return multi.decode_request(memoryview(frame), _HEADER_LEN)
 
 
 def multi_without_txn(frame: bytes) -> bool:
@@ -131,21 +76,6 @@ def multi_without_txn(frame: bytes) -> bool:
     except JuteDecodeError:
         return False
     return any(getattr(rec, "path", "") is None for _, rec in ops)
-
-
-def encode_result(op: int, rsp: r.Record | bytes | None, out: list[bytes]) -> None:
-    """One op result of a MultiResponse: its header (err 0) and record (or its bytes)."""
-    out.append(_MULTI_HDR.pack(op, False, 0))
-    if isinstance(rsp, bytes):
-        out.append(rsp)
-    elif rsp is not None:
-        rsp._encode_into(out)
-
-
-def encode_error(code: int, out: list[bytes]) -> None:
-    """An ErrorResult: header (type error, err) and ErrorResponse."""
-    out.append(_MULTI_HDR.pack(OpCode.ERROR, False, code))
-    out.append(_ERR.pack(code))
 
 
 def _path(rc: ApplyResult) -> bytes:
@@ -183,12 +113,12 @@ def multi_response(rc: ApplyResult) -> bytes:
     out: list[bytes] = []
     for sub in rc.multi or ():
         if sub.type == OpCode.ERROR:
-            encode_error(sub.err, out)
+            multi.encode_error(sub.err, out)
             continue
         result = WRITE_RESULTS.get(sub.type)
         if result is not None:
             op, body = result
-            encode_result(op, body(sub) if body is not None else None, out)
+            multi.encode_result(op, body(sub) if body is not None else None, out)
     out.append(EMPTY_MULTI_RESPONSE)
     return b"".join(out)
 
@@ -210,11 +140,11 @@ def run_multi_read(ops: list[MultiOp], handlers: Mapping[int, ReadHandler]) -> t
         try:
             rsp = fn(req)
         except KeeperError as e:
-            encode_error(e.code, out)
+            multi.encode_error(e.code, out)
             continue
         except (JavaRuntimeError, JuteDecodeError):
             err = Code.MARSHALLINGERROR
             break
-        encode_result(op, rsp, out)
+        multi.encode_result(op, rsp, out)
     out.append(EMPTY_MULTI_RESPONSE)
     return err, b"".join(out)

@@ -60,6 +60,7 @@ from typing import Any
 
 import trio
 
+from trizk.jute.javalang import get_integer, parse_long
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.ops import status
 from trizk.server.ops.http import DEFAULT_IDLE_TIMEOUT, HttpAnswer, error_page, serve_http
@@ -98,17 +99,6 @@ Members = list[tuple[str, Any]]
 # -- settings -------------------------------------------------------------------------------
 
 
-def _java_int(value: str | None, default: int) -> int:
-    """``Integer.getInteger``: the property as a decimal int, else the default."""
-    if value is None:
-        return default
-    try:
-        n = int(value.strip(), 10)
-    except ValueError:
-        return default
-    return n if -(2**31) <= n < 2**31 else default
-
-
 @dataclass(frozen=True, slots=True)
 class AdminSettings:
     """The ``zookeeper.admin.*`` properties (zoo.cfg ``admin.*`` keys)."""
@@ -122,11 +112,12 @@ class AdminSettings:
     @classmethod
     def from_config(cls, config: ServerConfig) -> AdminSettings:
         p = config.get_property
+        props = config.properties
         return cls(
             enabled=config.admin_server_enabled,
             address=p("zookeeper.admin.serverAddress") or DEFAULT_ADDRESS,
-            port=_java_int(p("zookeeper.admin.serverPort"), DEFAULT_PORT),
-            idle_timeout_ms=_java_int(p("zookeeper.admin.idleTimeout"), DEFAULT_IDLE_TIMEOUT),
+            port=get_integer(props, "zookeeper.admin.serverPort", DEFAULT_PORT),
+            idle_timeout_ms=get_integer(props, "zookeeper.admin.idleTimeout", DEFAULT_IDLE_TIMEOUT),
             command_url=p("zookeeper.admin.commandURL") or DEFAULT_COMMAND_URL,
         )
 
@@ -301,19 +292,10 @@ def parse_trace_mask(kw: Mapping[str, str]) -> int | str:
     raw = kw.get("traceMask")
     if raw is None:
         return "setTraceMask requires long traceMask argument"
-    n = _java_long(raw)
+    n = parse_long(raw)  # Long.parseLong
     if n is None:
         return f"setTraceMask requires long traceMask argument, got {raw}"
     return n
-
-
-def _java_long(raw: str) -> int | None:
-    # Long.parseLong: optional sign, decimal digits only.
-    body = raw[1:] if raw[:1] in "+-" else raw
-    if not body or not body.isascii() or not body.isdigit():
-        return None
-    n = int(raw)
-    return n if -(2**63) <= n < 2**63 else None
 
 
 def _watch_summary(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import trizk
+from trizk.jute.javalang import decode_int, get_integer
 from trizk.jute.primitives import reset_limits, set_max_buffer
 from trizk.server.auth import acl as aclmod
 from trizk.server.auth import sasl as saslmod
@@ -265,8 +266,9 @@ class TrizkServer:
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         # jute.maxbuffer is a JVM property in ZooKeeper; here it holds for this server's tasks.
-        extra = self.config.get_property("zookeeper.jute.maxbuffer.extrasize")
-        token = set_max_buffer(self.config.jute_max_buffer, int(extra) if extra else None)
+        # BinaryInputArchive: Integer.getInteger("zookeeper.jute.maxbuffer.extrasize", maxBuffer)
+        extra = decode_int(self.config.get_property("zookeeper.jute.maxbuffer.extrasize"))
+        token = set_max_buffer(self.config.jute_max_buffer, extra)
         try:
             await self._run(task_status)
         finally:
@@ -801,13 +803,11 @@ class TrizkServer:
 def _positive_int_property(config: ServerConfig, name: str, default: int) -> int:
     """``Integer.getInteger(name, default)``: an unparsable value is the default; trizk also
     refuses values below 1 (with a warning) where ZooKeeper would divide by zero."""
-    raw = config.get_property(name)
-    try:
-        value = int(raw.strip()) if raw is not None else default
-    except ValueError:
-        value = default
+    value = get_integer(config.properties, name, default)
     if value < 1:
-        log.warning("%s=%s is not a positive number; using %d", name, raw, default)
+        log.warning(
+            "%s=%s is not a positive number; using %d", name, config.get_property(name), default
+        )
         value = default
     return value
 

@@ -79,8 +79,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_long
 from trizk.server.common.servermetrics import ServerMetrics
-from trizk.server.config.zoocfg import ServerConfig, java_boolean
+from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.writes.committer import Proposal
 from trizk.storage.disk import files, fsyncd
 from trizk.storage.formats import snapshot, treeio, txnlog
@@ -115,15 +116,18 @@ class StorageFailure(OSError):
     """Writing the txn log failed; the server stops (the state on disk is unknown)."""
 
 
-def _int_property(config: ServerConfig, name: str, default: int) -> int:
-    raw = config.get_property(name)
+def _prealloc_kb(config: ServerConfig) -> int:
+    """FileTxnLog / FilePadding: ``Long.parseLong(zookeeper.preAllocSize)`` (KiB), with a warning
+    and the default when it is not a long."""
+    raw = config.get_property("zookeeper.preAllocSize")
+    default = txnlog.DEFAULT_PREALLOC_SIZE // 1024
     if raw is None:
         return default
-    try:
-        return int(raw.strip())
-    except ValueError:
-        log.warning("%s is not a valid value for %s; using %d", raw, name, default)
+    kb = parse_long(raw)
+    if kb is None:
+        log.warning("%s is not a valid value for preAllocSize; using %d", raw, default)
         return default
+    return kb
 
 
 @dataclass(frozen=True)
@@ -150,14 +154,14 @@ class PersistenceSettings:
     @classmethod
     def from_config(cls, config: ServerConfig) -> PersistenceSettings:
         """The settings as ZooKeeper reads them (system properties and QuorumPeerConfig)."""
-        snap_count = _int_property(config, "zookeeper.snapCount", DEFAULT_SNAP_COUNT)
+        props = config.properties
+        # ZooKeeperServer.getSnapCount: Integer.getInteger (a malformed value: the default)
+        snap_count = get_integer(props, "zookeeper.snapCount", DEFAULT_SNAP_COUNT)
         if snap_count < 2:
             # ZooKeeperServer: "SnapCount should be 2 or more. Now, snapCount is reset to 2"
             log.warning("snapCount should be 2 or more; using 2")
             snap_count = 2
-        prealloc_kb = _int_property(
-            config, "zookeeper.preAllocSize", txnlog.DEFAULT_PREALLOC_SIZE // 1024
-        )
+        prealloc_kb = _prealloc_kb(config)
         method = (config.get_property("zookeeper.snapshot.compression.method") or "").strip()
         if method not in ("", "gz", "snappy"):
             method = ""  # SnapStream.getStreamMode: anything else is the plain CHECKED stream
@@ -175,9 +179,11 @@ class PersistenceSettings:
             snap_count=snap_count,
             prealloc_size=max(prealloc_kb, 0) * 1024,
             force_sync=(config.get_property("zookeeper.forceSync", "yes") or "").strip() != "no",
-            digest_enabled=java_boolean(config.get_property("zookeeper.digest.enabled") or "true"),
+            # ZooKeeperServer: Boolean.parseBoolean(getProperty(..., "true"))
+            digest_enabled=parse_boolean(props.get("zookeeper.digest.enabled", "true")),
             compression=method,
-            trust_empty=java_boolean(config.get_property("zookeeper.snapshot.trust.empty") or ""),
+            # FileTxnSnapLog: Boolean.getBoolean
+            trust_empty=get_boolean(props, "zookeeper.snapshot.trust.empty"),
             snap_retain_count=retain,
             purge_interval_hours=config.purge_interval,
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from trizk.jute.javalang import get_integer, get_long
 from trizk.storage.tree.datatree import DataTree, EphemeralKind, ephemeral_kind, ttl_of
 from trizk.storage.tree.javahash import JavaHashSet
 
@@ -37,17 +38,11 @@ class ContainerSettings:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ContainerSettings:
-        def get(name: str, default: int) -> int:
-            v = props.get(name)
-            try:
-                return int(v) if v is not None else default
-            except ValueError:
-                return default  # Integer.getInteger: a malformed value means the default
-
+        # ZooKeeperServerMain: Integer.getInteger, Integer.getInteger, Long.getLong.
         return cls(
-            get("znode.container.checkIntervalMs", 60_000),
-            get("znode.container.maxPerMinute", 10_000),
-            get("znode.container.maxNeverUsedIntervalMs", 0),
+            get_integer(props, "znode.container.checkIntervalMs", 60_000),
+            get_integer(props, "znode.container.maxPerMinute", 10_000),
+            get_long(props, "znode.container.maxNeverUsedIntervalMs", 0),
         )
 
 

@@ -121,24 +121,24 @@ class SessionTracker:
         if new != s.expiry:
             self._move_to(s, new)
 
-    def _move_to(self, s: Session, new: int) -> None:
+    def _leave_bucket(self, s: Session) -> None:
+        """Take ``s`` out of its expiry bucket (none while its expiry is 0)."""
         if s.expiry:
             b = self._buckets.get(s.expiry)
             if b is not None:
                 b.discard(s.id)
                 if not b:
                     del self._buckets[s.expiry]
+
+    def _move_to(self, s: Session, new: int) -> None:
+        self._leave_bucket(s)
         self._buckets.setdefault(new, set()).add(s.id)
         s.expiry = new
 
     def remove(self, session_id: int) -> None:
         s = self.sessions.pop(session_id, None)
-        if s is not None and s.expiry:
-            b = self._buckets.get(s.expiry)
-            if b is not None:
-                b.discard(s.id)
-                if not b:
-                    del self._buckets[s.expiry]
+        if s is not None:
+            self._leave_bucket(s)
 
     def expired(self, now: int) -> list[Session]:
         """Sessions whose expiry bucket is due at ``now``; they are marked closing."""

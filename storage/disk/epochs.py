@@ -47,7 +47,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trizk.storage.disk.files import UnrecoverableDataDir
+from trizk.jute.javalang import LONG_MAX, LONG_MIN, parse_long
+from trizk.storage.disk.files import UnrecoverableDataDir, fsync_dir
 
 __all__ = [
     "ACCEPTED_EPOCH",
@@ -69,8 +70,6 @@ CURRENT_EPOCH = "currentEpoch"
 #: ``AtomicFileOutputStream.TMP_EXTENSION``.
 TMP_EXTENSION = ".tmp"
 
-_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 #: Longest file we read: a long is at most 20 characters; more is garbage.
 _MAX_READ = 4096
 
@@ -108,16 +107,17 @@ def read_epoch(snap_dir: str | os.PathLike[str], name: str) -> int | None:
         raise EpochError(f"cannot read {path}: {exc.strerror or exc}") from exc
     text = raw.decode("utf-8", errors="replace")
     line = re.split(r"\r\n|\r|\n", text, maxsplit=1)[0] if text else "null"
-    if not _JAVA_LONG.match(line) or not _LONG_MIN <= int(line) <= _LONG_MAX:
+    epoch = parse_long(line)
+    if epoch is None:
         raise EpochError(f"Found {line} in {path}")
-    return int(line)
+    return epoch
 
 
 def write_epoch(snap_dir: str | os.PathLike[str], name: str, value: int) -> None:
     """``writeLongToFile``: ``value`` in decimal, no newline, atomically (``.tmp``, fsync,
     rename, then fsync of the directory). ``OSError`` propagates: the caller must not act
     on an epoch it could not persist."""
-    if not _LONG_MIN <= value <= _LONG_MAX:
+    if not LONG_MIN <= value <= LONG_MAX:
         raise ValueError(f"epoch {value} is not a Java long")
     directory = Path(snap_dir)
     path = directory / name
@@ -134,11 +134,7 @@ def write_epoch(snap_dir: str | os.PathLike[str], name: str, value: int) -> None
         # AtomicFileOutputStream.close: a failed write deletes the tmp file.
         tmp.unlink(missing_ok=True)
         raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(directory)
 
 
 def load_epochs(snap_dir: str | os.PathLike[str], last_zxid: int) -> Epochs:

@@ -22,6 +22,11 @@ Big-endian Jute encoding (see :mod:`trizk.jute.primitives`), of the *uncompresse
                    digest-less. The second Seal's
                    checksum covers everything before it, first Seal included.
 
+Written by :func:`encode_head` (FileHeader Sessions AclCache), :func:`encode_node` (one entry
+of Nodes), :data:`NODES_END` and :func:`seal` (both Seals and the Digest section): the one
+encoder of this grammar, used by :func:`serialize` and by the incremental writer
+(:class:`trizk.storage.formats.treeio.FuzzySnapshot`).
+
 Compression (``zookeeper.snapshot.compression.method``) wraps the whole stream and shows in the
 file name: ``snapshot.<hex zxid>`` plain, ``.gz`` gzip, ``.snappy`` snappy-java framing
 (magic ``\\x82SNAPPY\\x00``, two ints, then blocks of ``length:int`` + raw snappy). We read all
@@ -46,7 +51,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trizk.jute.primitives import JuteDecodeError, Record
@@ -67,6 +72,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 #: Seal terminator: ustring "/".
 _SLASH = b"\x00\x00\x00\x01/"
+_NULL = b"\xff\xff\xff\xff"  # a null buffer
 
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -432,42 +438,68 @@ def plausible_tail(data: bytes) -> bool:
 # --------------------------------------------------------------------------- serialize
 
 
+def encode_head(
+    sessions: Mapping[int, int],
+    acls: Iterable[tuple[int, Sequence[ACL]]],
+    dbid: int = SNAP_DBID,
+) -> bytes:
+    """FileHeader, Sessions (id -> timeout ms) and AclCache (ref, ACL list), in that order."""
+    out: list[bytes] = [FileHeader(SNAP_MAGIC, SNAP_VERSION, dbid).encode()]
+    out.append(_I.pack(len(sessions)))
+    out.extend(_QI.pack(sid, to) for sid, to in sessions.items())
+    acls = list(acls)
+    out.append(_I.pack(len(acls)))
+    for ref, acl in acls:
+        out.append(_Q.pack(ref))
+        out.append(_I.pack(len(acl)))
+        out.extend(a.encode() for a in acl)
+    return b"".join(out)
+
+
+def encode_node(path: str, data: bytes | None, acl: int, stat: bytes) -> bytes:
+    """One entry of Nodes: its path (the root's is ""), then Node with ``stat`` the encoded
+    StatPersisted."""
+    p = path.encode("utf-8")
+    if data is None:
+        return b"".join((_I.pack(len(p)), p, _NULL, _Q.pack(acl), stat))
+    return b"".join((_I.pack(len(p)), p, _I.pack(len(data)), data, _Q.pack(acl), stat))
+
+
+#: The end of Nodes: the ustring "/".
+NODES_END = _SLASH
+
+
+def seal(parts: list[bytes], digest: SnapshotDigest | None = None) -> list[bytes]:
+    """Append the Seal and, for a ``digest``, the Digest section with its Seal to ``parts``
+    (the stream so far, through :data:`NODES_END`); returns ``parts``. The checksums run over
+    the parts in order, so no part is copied."""
+    crc = 1  # Adler32 of nothing
+    for part in parts:
+        crc = zlib.adler32(part, crc)
+    parts.append(_Q.pack(crc) + _SLASH)
+    if digest is None:
+        return parts
+    crc = zlib.adler32(parts[-1], crc)
+    if digest.version < 2:
+        s = f"{digest.digest & 0xFFFFFFFFFFFFFFFF:x}".encode()
+        tail = _Q.pack(digest.zxid) + _I.pack(digest.version) + _I.pack(len(s)) + s
+    else:
+        tail = _QIQ.pack(digest.zxid, digest.version, to_java_long(digest.digest))
+    crc = zlib.adler32(tail, crc)
+    parts.append(tail + _Q.pack(crc) + _SLASH)
+    return parts
+
+
 def serialize(content: SnapshotContent, *, compression: str = "") -> bytes:
     """The snapshot bytes for ``content``; ``compression`` '' or 'gz'.
 
     Nodes must be in an order where every parent precedes its children (ZooKeeper's
     deserialiser looks each parent up); the root's path is "".
     """
-    out: list[bytes] = [FileHeader(SNAP_MAGIC, SNAP_VERSION, content.dbid).encode()]
-    out.append(_I.pack(len(content.sessions)))
-    out.extend(_QI.pack(sid, to) for sid, to in content.sessions.items())
-    out.append(_I.pack(len(content.acls)))
-    for ref, acls in content.acls.items():
-        out.append(_Q.pack(ref))
-        out.append(_I.pack(len(acls)))
-        out.extend(a.encode() for a in acls)
-    for n in content.nodes:
-        p = n.path.encode("utf-8")
-        out.append(_I.pack(len(p)))
-        out.append(p)
-        if n.data is None:
-            out.append(_I.pack(-1))
-        else:
-            out.append(_I.pack(len(n.data)))
-            out.append(n.data)
-        out.append(_Q.pack(n.acl))
-        out.append(n.stat.encode())
-    out.append(_SLASH)
-    body = b"".join(out)
-    body += _Q.pack(zlib.adler32(body)) + _SLASH
-    if content.digest is not None:
-        d = content.digest
-        if d.version < 2:
-            s = f"{d.digest & 0xFFFFFFFFFFFFFFFF:x}".encode()
-            body += _Q.pack(d.zxid) + _I.pack(d.version) + _I.pack(len(s)) + s
-        else:
-            body += _QIQ.pack(d.zxid, d.version, to_java_long(d.digest))
-        body += _Q.pack(zlib.adler32(body)) + _SLASH
+    parts = [encode_head(content.sessions, content.acls.items(), content.dbid)]
+    parts.extend(encode_node(n.path, n.data, n.acl, n.stat.encode()) for n in content.nodes)
+    parts.append(NODES_END)
+    body = b"".join(seal(parts, content.digest))
     if compression == "gz":
         return gzip.compress(body, mtime=0)
     if compression:

@@ -28,18 +28,20 @@ was written is left to the replay. ACL lists get cache refs in order of first us
 meets them (OPEN_ACL_UNSAFE is ref -1 and never stored), so the ACL section, which precedes
 the nodes in the file, is only known once the walk is over: :meth:`FuzzySnapshot.finish`
 assembles header, sessions, ACL cache, the node bytes, the seal and the digest section.
-The bytes are exactly what :func:`trizk.storage.formats.snapshot.serialize` produces for the same
-content.
+Every piece is written by the snapshot grammar's own encoders (``encode_head``,
+``encode_node``, ``seal`` in :mod:`trizk.storage.formats.snapshot`, which
+:func:`~trizk.storage.formats.snapshot.serialize` uses too), so the bytes are exactly what
+``serialize`` produces for the same content; only the StatPersisted of a node is packed here,
+straight from the node's fields.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trizk.jute import records as r
+from trizk.jute.primitives import fixed_struct
 from trizk.storage.formats import snapshot as snap
 from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
 from trizk.storage.formats.txnlog import TxnEntry
@@ -66,14 +68,8 @@ __all__ = [
     "tree_from_snapshot",
 ]
 
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
-_QI = struct.Struct(">qi")
-_QIQ = struct.Struct(">qiq")
-_STAT = struct.Struct(">qqqqiiiqq")  # StatPersisted
-_NULL = _I.pack(-1)
-_SLASH = b"\x00\x00\x00\x01/"
-_FILE_HEADER = struct.Struct(">iiq")  # FileHeader: magic, version, dbid
+_STAT = fixed_struct(r.StatPersisted)  # packed from a node without making the record
+_FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 
 class SnapshotLoadError(ValueError):
@@ -244,28 +240,7 @@ def _check(tree: DataTree, expected: int, zxid: int, res: ReplayResult, enabled:
 
 
 def _encode_node(path: str, node: DataNode, ref: int) -> bytes:
-    p = path.encode("utf-8")
-    d = node.data
-    return b"".join(
-        (
-            _I.pack(len(p)),
-            p,
-            _NULL if d is None else _I.pack(len(d)),
-            b"" if d is None else d,
-            _Q.pack(ref),
-            _STAT.pack(
-                node.czxid,
-                node.mzxid,
-                node.ctime,
-                node.mtime,
-                node.version,
-                node.cversion,
-                node.aversion,
-                node.ephemeral_owner,
-                node.pzxid,
-            ),
-        )
-    )
+    return snap.encode_node(path, node.data, ref, _STAT.pack(*node.persisted_fields()))
 
 
 class FuzzySnapshot:
@@ -335,28 +310,9 @@ class FuzzySnapshot:
     def finish(self) -> list[bytes]:
         """The uncompressed snapshot stream, as a list of byte strings to write in order."""
         assert self._done, "finish() before the walk is complete"
-        head = [
-            r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode(),
-            _I.pack(len(self.sessions)),
-        ]
-        head.extend(_QI.pack(sid, to) for sid, to in self.sessions.items())
-        head.append(_I.pack(len(self._acl_refs)))
-        for acl, ref in self._acl_refs.items():
-            head.append(_Q.pack(ref))
-            head.append(_I.pack(len(acl)))
-            head.extend(a.encode() for a in acl)
-        parts = [b"".join(head), *self._chunks, _SLASH]
-        crc = 1
-        for p in parts:
-            crc = zlib.adler32(p, crc)
-        parts.append(_Q.pack(crc) + _SLASH)
-        crc = zlib.adler32(parts[-1], crc)
-        if self.digest is not None:
-            d = self.digest
-            tail = _QIQ.pack(d.zxid, d.version, snap.to_java_long(d.digest))
-            crc = zlib.adler32(tail, crc)
-            parts.append(tail + _Q.pack(crc) + _SLASH)
-        return parts
+        acls = ((ref, acl) for acl, ref in self._acl_refs.items())
+        head = snap.encode_head(self.sessions, acls)
+        return snap.seal([head, *self._chunks, snap.NODES_END], self.digest)
 
 
 def content_from_tree(
@@ -391,15 +347,14 @@ def snapshot_body(replica: Replica) -> bytes:
     while not fs.step(1 << 30):
         pass
     parts = fs.finish()  # header+sessions+acls, nodes..., "/", seal
-    return b"".join(parts[:-1])[_FILE_HEADER.size :]
+    return b"".join(parts[:-1])[_FILE_HEADER_SIZE:]
 
 
 def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> Replica:
     """The replica a SNAP payload describes, at ``zxid`` (the SNAP packet's; the leader's
     snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
     :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
-    data = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode() + body
-    data += _Q.pack(zlib.adler32(data)) + _SLASH
-    content = snap.parse(data)
+    header = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode()
+    content = snap.parse(b"".join(snap.seal([header, body])))
     tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
     return Replica(tree, dict(content.sessions))

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 from trizk.jute import records as r
 from trizk.jute.codes import CONTAINER_EPHEMERAL_OWNER, Code, EventType, KeeperError, OpCode
+from trizk.jute.primitives import fixed_struct
 from trizk.storage.formats.snapshot import calculate_digest, to_java_long
 from trizk.storage.tree import quota
 from trizk.storage.tree.javahash import JavaHashSet
@@ -70,7 +71,7 @@ _NODECREATED, _NODEDELETED = EventType.NODECREATED, EventType.NODEDELETED
 _NODEDATACHANGED, _NODECHILDRENCHANGED = EventType.NODEDATACHANGED, EventType.NODECHILDRENCHANGED
 _CREATE, _CREATETTL, _CREATECONTAINER = OpCode.CREATE, OpCode.CREATETTL, OpCode.CREATECONTAINER
 
-_STAT_WIRE = struct.Struct(">qqqqiiiqiiq")  # Stat: czxid ... pzxid, 68 bytes
+_STAT_WIRE: Final = fixed_struct(r.Stat)  # czxid ... pzxid, 68 bytes
 _INT = struct.Struct(">i")
 _NULL_BUFFER = _INT.pack(-1)  # a null Jute buffer
 #: largest data whose getData reply body a node caches (DataNode.read_wire)
@@ -247,8 +248,9 @@ class DataNode:
             self._world = w
         return w
 
-    def stat_persisted(self) -> r.StatPersisted:
-        return r.StatPersisted(
+    def persisted_fields(self) -> tuple[int, int, int, int, int, int, int, int, int]:
+        """The StatPersisted's fields, in its order (``DataNode.serialize`` writes them)."""
+        return (
             self.czxid,
             self.mzxid,
             self.ctime,
@@ -259,6 +261,9 @@ class DataNode:
             self.ephemeral_owner,
             self.pzxid,
         )
+
+    def stat_persisted(self) -> r.StatPersisted:
+        return r.StatPersisted(*self.persisted_fields())
 
     def child_names(self) -> list[str]:
         return list(self.children) if self.children is not None else []

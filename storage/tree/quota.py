@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from trizk.jute.javalang import java_split, parse_long
 from trizk.storage.tree.javahash import JavaHashSet
 
 QUOTA_ZOOKEEPER = "/zookeeper/quota"
@@ -40,8 +41,6 @@ COUNT_HARD_LIMIT = "countHardLimit"
 BYTE_HARD_LIMIT = "byteHardLimit"
 
 _PAIRS_SEPARATOR = re.compile(r"[,;]+")
-_JAVA_LONG = re.compile(r"[+-]?[0-9]+")
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 #: What ``String.trim()`` strips: every char up to U+0020.
 _JAVA_WHITESPACE = "".join(chr(i) for i in range(33))
 
@@ -70,26 +69,13 @@ def trim_quota_path(quota_path: str) -> str:
 
 def top_namespace(path: str) -> str | None:
     """``PathUtils.getTopNamespace``: the first component of ``path`` ("a" for "/a/b")."""
-    parts = _java_split(path, "/")
+    parts = java_split(path, "/")
     return parts[1] if len(parts) > 1 else None
 
 
-def _java_split(s: str, sep: str | re.Pattern[str]) -> list[str]:
-    """``String.split``/``Pattern.split`` (limit 0): without a match, ``[s]``; otherwise every
-    trailing empty string is dropped, so ``","`` or ``"="`` split to nothing at all."""
-    parts = s.split(sep) if isinstance(sep, str) else sep.split(s)
-    if len(parts) == 1:
-        return parts
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
 def _java_long(text: str) -> int:
-    if not _JAVA_LONG.fullmatch(text):
-        raise StatsTrackError(f"For input string: {text!r}")
-    v = int(text)
-    if not _LONG_MIN <= v <= _LONG_MAX:
+    v = parse_long(text)
+    if v is None:
         raise StatsTrackError(f"For input string: {text!r}")
     return v
 
@@ -116,8 +102,8 @@ class StatsTrack:
         st = cls()
         if not text:
             return st
-        for pair in _java_split(text, _PAIRS_SEPARATOR):
-            kv = _java_split(pair, "=")
+        for pair in java_split(text, _PAIRS_SEPARATOR):
+            kv = java_split(pair, "=")
             if len(kv) < 2:
                 raise StatsTrackError(f"malformed quota pair {pair!r}")
             st.stats[kv[0]] = -1 if kv[1] == "" else _java_long(kv[1])

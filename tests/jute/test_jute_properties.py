@@ -43,6 +43,7 @@ from trizk.jute.primitives import (
     RecordType,
     Vector,
     _Bytes,
+    fixed_struct,
 )
 
 RECORDS: list[type[Record]] = sorted(
@@ -437,3 +438,20 @@ def test_parse_reference_rejects_trailing_bytes_like_decode() -> None:
         R.SyncRequest.decode(enc)
     with pytest.raises(JuteDecodeError):
         R.SyncRequest.parse_reference(enc)
+
+
+# ---------------------------------------------------------------------- fixed_struct
+
+
+FIXED_RECORDS = [c for c in RECORDS if all(t.fixed is not None for _, t in c.FIELDS)]
+
+
+def test_fixed_struct_is_the_records_layout() -> None:
+    assert {R.Stat, R.StatPersisted} <= set(FIXED_RECORDS)
+    for cls in FIXED_RECORDS:
+        for mode in CORNERS:
+            rec = cls(**{name: corner_value(t, mode) for name, t in cls.FIELDS})
+            values = [getattr(rec, name) for name, _ in cls.FIELDS]
+            assert fixed_struct(cls).pack(*values) == rec.encode()
+    with pytest.raises(ValueError, match="variable width"):
+        fixed_struct(R.CreateRequest)

@@ -34,12 +34,13 @@ from hypothesis import strategies as st
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode, Xid
 from trizk.jute.framing import FrameDecoder, frame
+from trizk.jute.multi import REQUEST_RECORDS as MULTI_RECORDS
+from trizk.jute.multi import encode_request
 from trizk.jute.primitives import BUFFER, USTRING, JuteDecodeError, Record, Vector
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.frontend.connection import ClientConnection
 from trizk.server.frontend.reads import READ_OPS
 from trizk.server.frontend.requests import (
-    MULTI_RECORDS,
     decode_body,
     multi_without_txn,
     parse_multi,
@@ -138,25 +139,20 @@ VALID: dict[int, list[Record]] = {
 }
 
 
-def _multi_body(ops: list[tuple[int, Record]]) -> bytes:
-    out = b"".join(R.MultiHeader(t, False, -1).encode() + rec.encode() for t, rec in ops)
-    return out + R.MultiHeader(-1, True, -1).encode()
-
-
 MULTI_BODIES = [
-    _multi_body(
+    encode_request(
         [(OpCode.CREATE, VALID[OpCode.CREATE][0]), (OpCode.DELETE, R.DeleteRequest("/a", 0))]
     ),
-    _multi_body(
+    encode_request(
         [(OpCode.SETDATA, VALID[OpCode.SETDATA][0]), (OpCode.CHECK, VALID[OpCode.CHECK][0])]
     ),
-    _multi_body(
+    encode_request(
         [
             (OpCode.GETDATA, R.GetDataRequest("/a", False)),
             (OpCode.GETCHILDREN, R.GetChildrenRequest("/", False)),
         ]
     ),
-    _multi_body([]),
+    encode_request([]),
 ]
 
 
@@ -391,7 +387,7 @@ NULL_CASES = [
     for v in recs
     for variant in _null_variants(v)
 ] + [
-    (OpCode.MULTI, _multi_body([(op, variant)]))
+    (OpCode.MULTI, encode_request([(op, variant)]))
     for op in sorted(MULTI_RECORDS)
     if op in VALID
     for variant in _null_variants(VALID[op][0])

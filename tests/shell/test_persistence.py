@@ -70,6 +70,18 @@ def test_zookeeper_quirks(caplog: pytest.LogCaptureFixture) -> None:
     assert any("snapCount" in r.getMessage() for r in caplog.records)
 
 
+def test_each_number_as_zookeeper_parses_it(caplog: pytest.LogCaptureFixture) -> None:
+    # snapCount: Integer.getInteger (Integer.decode, silently the default); preAllocSize:
+    # Long.parseLong (decimal only) with FileTxnLog's warning.
+    assert settings(snapCount="0x10").snap_count == 16
+    assert settings(snapCount="010").snap_count == 8
+    assert settings(snapCount="1_000").snap_count == 100_000
+    assert settings(preAllocSize="+8").prealloc_size == 8 * 1024
+    assert settings(preAllocSize="0x10").prealloc_size == 64 * 1024 * 1024
+    assert "0x10 is not a valid value for preAllocSize" in caplog.text
+    assert settings(**{"digest.enabled": ""}).digest_enabled is False  # parseBoolean("")
+
+
 def test_snappy_literal_stream_reads_back() -> None:
     import os
 

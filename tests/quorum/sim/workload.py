@@ -33,6 +33,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from trizk.jute import multi
 from trizk.jute import records as r
 from trizk.jute.codes import CreateMode, OpCode
 from trizk.storage.formats import treeio, txnlog
@@ -186,8 +187,7 @@ def next_request(rng: random.Random, c: SimClient, rep: Replica) -> tuple[int, b
             ),
         ]
         rng.shuffle(ops)
-        rec = b"".join(r.MultiHeader(t, False, -1).encode() + q.encode() for t, q in ops)
-        rec += r.MultiHeader(-1, True, -1).encode()
+        rec = multi.encode_request(ops)
     else:
         op = OpCode.CLOSESESSION
         rec = b""
