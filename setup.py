@@ -1,17 +1,26 @@
-"""Build hook: the hot modules of trizk compiled with mypyc, when a wheel is built.
+"""Build hook: the pure packages of trizk compiled with mypyc, when a wheel is built.
 
 pyproject.toml declares the package; this file only adds ``ext_modules``. When a wheel is
-built (``pip install .``, ``pip wheel .``) and mypyc and a C compiler are at hand, the
-modules in ``COMPILED`` are compiled to C extensions that sit beside their ``.py`` files
-(Python imports the extension first). Anything that goes wrong falls back to the pure-Python
-package with a warning in the build log: the ``.py`` files are the same program, only slower
-(8-15 % fewer closed-loop writes per second on the 2-core bench machine).
+built (``pip install .``, ``pip wheel .``) and mypyc and a C compiler are at hand, every module
+of the packages in ``PURE_PACKAGES`` (the folders that never touch a socket, a file or a
+clock), less the few in ``NOT_COMPILED`` with their reasons, is compiled to a C extension that
+sits beside its ``.py`` file (Python imports the extension first); ``compiled_modules()``
+lists them. Anything that goes wrong falls back to the pure-Python package with a warning in
+the build log: the ``.py`` files are the same program, only slower.
 
 Not compiled: editable installs (``pip install -e .``: a developer's edits must take effect
 without a rebuild), and any build with ``TRIZK_PURE_PYTHON=1`` in its environment.
 
 mypyc needs the modules under their import names, so they are copied into
 ``build/mypyc-src/trizk/...`` following ``[tool.setuptools.package-dir]``.
+
+What compiling asks of a pure module (docs/architecture.md has the whole list): annotations
+hold at run time (a value of another type is a ``TypeError``); a class extends no class mypy
+sees as ``Any`` (mypyc would drop that base); a class that Python code subclasses, or that
+must be a Python class (a ``list`` subclass, the Jute records), says so with
+``mypy_extensions.mypyc_attr`` (a run-time dependency for that reason); a generator
+expression with two ``for`` is compiled into a list made at once, so a lazy one is a
+generator function; functions and methods of compiled classes cannot be patched.
 """
 
 from __future__ import annotations
@@ -29,28 +38,33 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 STAGE = Path("build") / "mypyc-src"
 
-#: The modules compiled, by import name: the request path of a client's read and write.
-COMPILED = (
-    "trizk.jute.framing",
-    "trizk.jute.multi",
-    "trizk.server.writes.committer",
-    "trizk.server.frontend.connection",
-    "trizk.server.frontend.core",
-    "trizk.server.common.coreconfig",
-    "trizk.server.writes.prep",
-    "trizk.server.frontend.requests",
-    "trizk.server.writes.sequencer",
-    "trizk.server.common.servermetrics",
-    "trizk.server.writes.sessions",
-    "trizk.server.roles.standalone",
-    "trizk.server.frontend.watches",
-    "trizk.storage.tree.datatree",
-    "trizk.storage.tree.paths",
-    "trizk.storage.tree.quota",
-    "trizk.storage.tree.replica",
-    "trizk.storage.formats.snapshot",
-    "trizk.storage.formats.txnlog",
+#: The pure packages (docs/architecture.md): what they hold takes inputs and returns outputs,
+#: never a socket, a file or a clock, and every module directly in one of them is compiled. A
+#: package's ``__init__`` is not: it holds a docstring and re-exports, nothing that runs per
+#: request. Sub-packages are listed on their own (``trizk.quorum`` is its ``verifier``).
+PURE_PACKAGES = (
+    "trizk.jute",
+    "trizk.storage.tree",
+    "trizk.storage.formats",
+    "trizk.quorum",
+    "trizk.quorum.election",
+    "trizk.quorum.zab",
+    "trizk.server.auth",
+    "trizk.server.common",
+    "trizk.server.frontend",
+    "trizk.server.writes",
+    "trizk.server.roles",
 )
+
+#: Modules of the pure packages that stay interpreted, each with the reason.
+NOT_COMPILED: dict[str, str] = {
+    "trizk.jute.reference": (
+        "the construct reference codec (the tests' cross-check of the generated codecs, never"
+        " on a request's path): its classes extend construct's, and construct has no type"
+        " information, so mypy sees their bases as Any and mypyc would build the classes"
+        " without them"
+    ),
+}
 
 #: setup.py commands that build the wheel's extensions (``egg_info``, ``editable_wheel``,
 #: ``dist_info`` and ``sdist`` do not).
@@ -68,9 +82,35 @@ def _package_dirs() -> dict[str, str]:
     return dirs
 
 
-def _stage() -> list[str]:
+def _source_dir(package: str, dirs: dict[str, str]) -> Path:
+    """The folder holding ``package``, by the longest prefix ``package-dir`` maps."""
+    parts = package.split(".")
+    for n in range(len(parts), 0, -1):
+        mapped = dirs.get(".".join(parts[:n]))
+        if mapped is not None:
+            return ROOT.joinpath(mapped, *parts[n:])
+    raise ValueError(f"{package} is under no [tool.setuptools.package-dir] entry")
+
+
+def compiled_modules() -> list[str]:
+    """The import names of the modules compiled: every module directly in a package of
+    ``PURE_PACKAGES`` but its ``__init__``, less ``NOT_COMPILED``."""
+    dirs = _package_dirs()
+    modules = [
+        f"{package}.{py.stem}"
+        for package in PURE_PACKAGES
+        for py in sorted(_source_dir(package, dirs).glob("*.py"))
+        if py.stem != "__init__"
+    ]
+    unknown = set(NOT_COMPILED) - set(modules)
+    if unknown:
+        raise ValueError(f"NOT_COMPILED names modules of no pure package: {sorted(unknown)}")
+    return [m for m in modules if m not in NOT_COMPILED]
+
+
+def _stage(modules: list[str]) -> list[str]:
     """Copy every module of the package to ``STAGE`` under its import path; return the
-    staged paths of ``COMPILED``."""
+    staged paths of ``modules``."""
     if STAGE.exists():
         shutil.rmtree(STAGE)
     for package, src in _package_dirs().items():
@@ -83,7 +123,7 @@ def _stage() -> list[str]:
     (STAGE / "mypy.ini").write_text(
         "[mypy]\nignore_missing_imports = True\ncheck_untyped_defs = True\n"
     )
-    return [str(STAGE.joinpath(*m.split(".")).with_suffix(".py")) for m in COMPILED]
+    return [str(STAGE.joinpath(*m.split(".")).with_suffix(".py")) for m in modules]
 
 
 def _drop_stale_extensions() -> None:
@@ -112,7 +152,8 @@ def _mypyc_extensions() -> list[Any]:
         _warn("mypyc is not installed: building the pure-Python package")
         return []
     try:
-        paths = _stage()
+        modules = compiled_modules()
+        paths = _stage(modules)
         here = os.getcwd()
         os.chdir(STAGE)
         try:

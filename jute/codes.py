@@ -8,6 +8,7 @@ Sources: ``ZooDefs.OpCode``, ``ZooDefs.Perms``, ``KeeperException.Code``,
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import Final
 
 
 class OpCode(IntEnum):
@@ -176,10 +177,10 @@ class Perms(IntFlag):
 class Xid:
     """Special xids (ClientCnxn)."""
 
-    NOTIFICATION = -1
-    PING = -2
-    AUTH = -4
-    SET_WATCHES = -8
+    NOTIFICATION: Final = -1
+    PING: Final = -2
+    AUTH: Final = -4
+    SET_WATCHES: Final = -8
 
 
 #: ephemeralOwner of a container node (EphemeralType.CONTAINER_EPHEMERAL_OWNER).

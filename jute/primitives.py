@@ -44,6 +44,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
+from mypy_extensions import mypyc_attr
+
 # the length caps and the decoding error live in their own module (the reference codec reads
 # them too); importers of this module keep finding them here
 from trizk.jute.limits import _LIMITS_VAR
@@ -89,10 +91,9 @@ class JuteType:
 
 
 class _Fixed(JuteType):
-    fixed: str
-
     def __init__(self, fmt: str, name: str, pytype: type) -> None:
         self.fixed = fmt
+        self._struct_fmt = ">" + fmt  # (``fixed`` as a str, not str | None)
         self.jute_name = name
         self._pytype = pytype
 
@@ -105,12 +106,12 @@ class _Fixed(JuteType):
         return self._pytype
 
     def gen_decode(self, target: str, gen: _Gen) -> None:
-        st = gen.const(struct.Struct(">" + self.fixed), "st")
+        st = gen.const(struct.Struct(self._struct_fmt), "st")
         gen.line(f"{target}, = {st}.unpack_from(b, p)")
-        gen.line(f"p += {struct.calcsize('>' + self.fixed)}")
+        gen.line(f"p += {struct.calcsize(self._struct_fmt)}")
 
     def gen_encode(self, expr: str, gen: _Gen) -> None:
-        st = gen.const(struct.Struct(">" + self.fixed), "st")
+        st = gen.const(struct.Struct(self._struct_fmt), "st")
         gen.line(f"out.append({st}.pack({expr}))")
 
 
@@ -375,6 +376,28 @@ class _ConstructOnFirstUse:
 R = TypeVar("R", bound="Record")
 
 
+class _FieldSpec:
+    __slots__ = ("jute",)
+
+    def __init__(self, jute: JuteType) -> None:
+        self.jute = jute
+
+
+def field(jute: JuteType | type[Record]) -> Any:
+    """Declare one record field by its Jute type (or a record class, for nested records)."""
+    if isinstance(jute, type) and issubclass(jute, Record):
+        jute = RecordType(jute)
+    assert isinstance(jute, JuteType)
+    return _FieldSpec(jute)
+
+
+# A Python class when compiled too: the records are dataclasses made by a decorator (mypyc
+# leaves such classes to Python, and they may not derive from a compiled class), and their
+# codecs are generated at run time and set on each record class. The dataclass_transform is
+# on this base (PEP 681 allows either), not on :func:`record`: a compiled function takes no
+# attributes, and the decorator sets one.
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+@mypyc_attr(native_class=False)
 class Record:
     """Base of every declared record. Subclasses are frozen slotted dataclasses."""
 
@@ -431,21 +454,6 @@ def fixed_struct(cls: type[Record]) -> struct.Struct:
     return struct.Struct(">" + fmt)
 
 
-class _FieldSpec:
-    __slots__ = ("jute",)
-
-    def __init__(self, jute: JuteType) -> None:
-        self.jute = jute
-
-
-def field(jute: JuteType | type[Record]) -> Any:
-    """Declare one record field by its Jute type (or a record class, for nested records)."""
-    if isinstance(jute, type) and issubclass(jute, Record):
-        jute = RecordType(jute)
-    assert isinstance(jute, JuteType)
-    return _FieldSpec(jute)
-
-
 def vector(item: JuteType | type[Record]) -> Vector:
     if isinstance(item, type) and issubclass(item, Record):
         item = RecordType(item)
@@ -453,7 +461,6 @@ def vector(item: JuteType | type[Record]) -> Vector:
     return Vector(item)
 
 
-@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 def record(module: str) -> Callable[[type[R]], type[R]]:
     """Class decorator: declare a Jute record from annotated ``Field`` class attributes.
 

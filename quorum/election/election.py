@@ -70,6 +70,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from trizk.quorum.election.messages import NOTIFICATION_VERSION, Notification, ServerState
 
 #: FastLeaderElection.finalizeWait / minNotificationInterval / maxNotificationInterval (ms).
@@ -156,6 +158,8 @@ class Output:
     decision: Decision | None = None
 
 
+# (Compiled, open to Python subclasses: the simulation's tests break it on purpose that way.)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FastLeaderElection:
     """One member's election. Inputs: :meth:`look`, :meth:`on_notification`, :meth:`tick`,
     :meth:`update_peer_epoch`; outputs: :class:`Output`. See the module docstring."""

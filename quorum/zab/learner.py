@@ -39,6 +39,8 @@ import struct
 from collections import deque
 from enum import Enum, auto
 
+from mypy_extensions import mypyc_attr
+
 from trizk.jute.primitives import JuteDecodeError
 from trizk.jute.records import Id, QuorumPacket
 from trizk.quorum.zab.zab import (
@@ -85,6 +87,8 @@ class _Phase(Enum):
     DONE = auto()
 
 
+# (Compiled, open to Python subclasses: the simulation's tests break it on purpose that way.)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Learner(ReadyOutbox):
     """A follower (``learner_type=PARTICIPANT``) or an observer, talking to one leader."""
 

@@ -67,6 +67,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from trizk.jute.records import QuorumPacket
 
 
@@ -242,6 +244,7 @@ class Ready:
         )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (as Learner, which extends it)
 class ReadyOutbox:
     """What a Zab machine has produced since the shell last took it (the Ready half of the
     contract both machines share)."""

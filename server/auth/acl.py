@@ -44,8 +44,10 @@ import hashlib
 import ipaddress
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from trizk.jute import records as r
 from trizk.jute.codes import Code, JavaRuntimeError, KeeperError
@@ -156,6 +158,13 @@ def _chm_bin(ident: Id, capacity: int) -> int:
     return ((h ^ (h >> 16)) & 0x7FFFFFFF) & (capacity - 1)
 
 
+def _chm_order(capacity: int, seq: dict[Id, int]) -> Callable[[Id], tuple[int, int]]:
+    """The sort key of a ``ConcurrentHashMap``'s iteration: hash bin, then insertion order.
+    (A function of its own: mypyc cannot compile a closure in a method of a Python class.)"""
+    return lambda i: (_chm_bin(i, capacity), seq[i])
+
+
+@mypyc_attr(native_class=False)  # (mypyc compiles no subclass of list)
 class AuthInfo(list[Id]):
     """The ids of one connection, with the server's providers.
 
@@ -186,7 +195,7 @@ class AuthInfo(list[Id]):
         capacity = 16
         while len(self) > capacity * 3 // 4:
             capacity *= 2
-        self.sort(key=lambda i: (_chm_bin(i, capacity), self._seq[i]))
+        self.sort(key=_chm_order(capacity, self._seq))
 
 
 def new_connection_ids(config: AuthConfig, remote_ip: str) -> AuthInfo:

@@ -73,7 +73,7 @@ def _null(path: str | None) -> str:
     return path
 
 
-def _node(ctx: ReadContext, path: str) -> DataNode:
+def _node(ctx: ReadContext, path: str | None) -> DataNode:
     n = ctx.tree.get(_null(path))
     if n is None:
         raise ReadError(Code.NONODE)
@@ -236,9 +236,9 @@ def read_get_ephemerals(req: Any, ctx: ReadContext) -> r.Record:
 def _set_watches(
     ctx: ReadContext,
     rel: int,
-    data: tuple[str, ...] | None,
-    exist: tuple[str, ...] | None,
-    child: tuple[str, ...] | None,
+    data: tuple[str | None, ...] | None,
+    exist: tuple[str | None, ...] | None,
+    child: tuple[str | None, ...] | None,
     persistent: Any = None,
     recursive: Any = None,
 ) -> None:
@@ -257,40 +257,45 @@ def _set_watches(
     # A null entry of the data/exist/child lists: getNode(null) throws NullPointerException after
     # the entries before it took effect. A null entry of the persistent lists is a null-path
     # watch (add_null_watch: it never fires, and a second one throws).
-    for path in data or ():
-        n = tree.get(_null(path))
+    # (Entries of the lists are str | None, as a vector<ustring> decodes: a compiled loop
+    # variable typed str would raise TypeError at a null.)
+    for entry in data or ():
+        path = _null(entry)
+        n = tree.get(path)
         if n is None:
             ctx.events.append((EventType.NODEDELETED, path))
         elif n.mzxid > rel:
             ctx.events.append((EventType.NODEDATACHANGED, path))
         else:
             ctx.watches.data.add(path, w)
-    for path in exist or ():
-        if tree.get(_null(path)) is not None:
+    for entry in exist or ():
+        path = _null(entry)
+        if tree.get(path) is not None:
             ctx.events.append((EventType.NODECREATED, path))
         else:
             ctx.watches.data.add(path, w)
-    for path in child or ():
-        n = tree.get(_null(path))
+    for entry in child or ():
+        path = _null(entry)
+        n = tree.get(path)
         if n is None:
             ctx.events.append((EventType.NODEDELETED, path))
         elif n.pzxid > rel:
             ctx.events.append((EventType.NODECHILDRENCHANGED, path))
         else:
             ctx.watches.child.add(path, w)
-    for path in persistent or ():
-        if path is None:
+    for entry in persistent or ():
+        if entry is None:
             add_null_watch(ctx.watches.child, w, PERSISTENT)
             add_null_watch(ctx.watches.data, w, PERSISTENT)
             continue
-        ctx.watches.child.add(path, w, PERSISTENT)
-        ctx.watches.data.add(path, w, PERSISTENT)
-    for path in recursive or ():
-        if path is None:
+        ctx.watches.child.add(entry, w, PERSISTENT)
+        ctx.watches.data.add(entry, w, PERSISTENT)
+    for entry in recursive or ():
+        if entry is None:
             add_null_watch(ctx.watches.child, w, PERSISTENT_RECURSIVE)
             add_null_watch(ctx.watches.data, w, PERSISTENT_RECURSIVE)
             continue
-        ctx.watches.data.add(path, w, PERSISTENT_RECURSIVE)
+        ctx.watches.data.add(entry, w, PERSISTENT_RECURSIVE)
     if first_null < len(lists):
         raise ReadError(Code.MARSHALLINGERROR)
 
@@ -353,7 +358,7 @@ def read_add_watch(req: Any, ctx: ReadContext) -> r.Record:
     return r.ErrorResponse(0)
 
 
-def _watch_tables(ctx: ReadContext, typ: int) -> list[Any]:
+def _watch_tables(ctx: ReadContext, typ: int) -> list[WatchTable]:
     # ZooKeeper 3.8.0's WatcherType.fromInt knows only Children(1), Data(2), Any(3).
     if typ not in (WatcherType.CHILDREN, WatcherType.DATA, WatcherType.ANY):
         raise ReadError(Code.MARSHALLINGERROR)

@@ -51,6 +51,13 @@ def _table_size_for(cap: int) -> int:
     return max(n, 1)
 
 
+def _keys(bins: list[list[str]]) -> Iterator[str]:
+    """The keys bin by bin, lazily. (A generator function: mypyc would compile a generator
+    expression with two ``for`` into a list made at once, blind to later changes.)"""
+    for b in bins:
+        yield from b
+
+
 class JavaHashSet:
     """A set of strings that iterates in the order ``java.util.HashSet<String>`` would."""
 
@@ -73,7 +80,7 @@ class JavaHashSet:
     def __iter__(self) -> Iterator[str]:
         if self._bins is None:
             return iter(())
-        return (k for b in self._bins for k in b)
+        return _keys(self._bins)
 
     def __repr__(self) -> str:
         return f"JavaHashSet({list(self)!r})"

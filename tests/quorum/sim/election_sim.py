@@ -112,6 +112,8 @@ class Sim:
     observers: int = 0
     faults: Faults = field(default_factory=Faults)
     trace: list[str] | None = None
+    #: the members' machine (a test's broken subclass shows that the invariants can fail)
+    fle_cls: type[FastLeaderElection] = FastLeaderElection
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -125,7 +127,7 @@ class Sim:
         for sid in voter_sids + observer_sids:
             epoch = self.rng.randint(0, 2)
             zxid = (epoch << 32) | self.rng.randint(0, 3)
-            self.members[sid] = Member(sid, sid in voter_sids, FastLeaderElection(sid, self.view),
+            self.members[sid] = Member(sid, sid in voter_sids, self.fle_cls(sid, self.view),
                                        zxid, epoch)  # fmt: skip
         self.cut: set[frozenset[int]] = set()
         self.established: dict[int, int] = {}  # epoch -> leader
@@ -384,7 +386,7 @@ class Sim:
             if m.alive:
                 return
             m.alive = True
-            m.fle = FastLeaderElection(m.sid, self.view)  # a fresh process
+            m.fle = self.fle_cls(m.sid, self.view)  # a fresh process
             m.next_tick = None
             self.log(f"{m.sid} restarts")
             self.look(m)
