@@ -45,11 +45,11 @@ class Harness:
         )
         self.now = 0
 
-        def sink(batch: list[Proposal]) -> None:
+        def sink(batch: Sequence[Proposal], now: int) -> None:
             self.log.extend(batch)
-            self.node.commit(batch, self.now)
+            self.node.commit(batch, now)
 
-        self.committer.sink = sink  # type: ignore[assignment]
+        self.committer.sink = sink
         self._ids = 0
 
     def connect(self) -> ClientConnection:
@@ -70,7 +70,7 @@ class Harness:
         self.send(c, r.RequestHeader(xid, op).encode() + (rec.encode() if rec else b""))
 
     def commit(self) -> int:
-        return self.committer.flush()
+        return self.committer.flush(self.now)
 
 
 def replies(c: ClientConnection) -> list[bytes]:
@@ -260,8 +260,8 @@ class MiniEnsemble:
         )
         self._ids = 0
 
-    def _commit(self, batch: Sequence[Proposal]) -> None:
-        self.leader.commit(batch, 0)
+    def _commit(self, batch: Sequence[Proposal], now: int) -> None:
+        self.leader.commit(batch, now)
         for p in batch:
             rc = self.freplica.apply(p.hdr, p.txn)
             if p.hdr.type == OpCode.CLOSESESSION:
