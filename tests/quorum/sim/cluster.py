@@ -624,7 +624,7 @@ class Sim:
         n.requests = LearnerRequests(self.cfg.learner_request_limit)
 
     def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
-        """A learner's REQUEST reaches the leader (``_LeaderRole.pump``): it waits for the
+        """A learner's REQUEST reaches the leader (``_LeaderPump.pump``): it waits for the
         sequencer under the limit of learners' proposals outstanding."""
         if n.requests is None or link not in self.conns:
             return  # a closed link's REQUESTs are dropped (the shell's pump does the same)
