@@ -40,8 +40,8 @@ longer shows the session's ephemerals.
 Semantics (the same in both ways): ``expire`` proposes the closeSession the session tracker
 would on timeout (ephemerals deleted, watches fired, the client told EXPIRED_SESSION when it
 reconnects); ``drop`` closes connections server-side, sessions live on; ``advance`` moves the
-server's monotonic and wall clocks (session expiry, connection expiry, TTL nodes, containers)
-forward, never back.
+server's monotonic and wall clocks (session expiry, connection expiry, TTL nodes, containers,
+an ensemble member's Zab timeouts: its ticks wake at once) forward, never back.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""The Trio shell around a standalone server's core (:mod:`trizk.server.roles.standalone`): sockets,
-clocks, tasks.
+"""The Trio shell around a server's role (:mod:`trizk.server.roles`: standalone, or an ensemble
+member's, changed by :mod:`trizk.server.shell.ensemble`): sockets, the clock, tasks.
 
 Structure::
 
     serve(config)
-      ├── ticker: sleeps until the next session-expiry bucket, calls core.tick(now, wall)
+      ├── ticker: sleeps until the next session-expiry bucket, calls the role's
+      │     sequencer.tick(now, wall)
       ├── acceptor (one per listening socket): accept → register the socket with the poller
       ├── poller (:mod:`trizk.server.shell.poller`): one task for every plain client socket; reads
       │     what is ready → core.data_received → replies sent inline (non-blocking send)
@@ -13,6 +14,11 @@ Structure::
             ├── reader (this task): receive_some → core.data_received → wake the writer
             └── writer: waits for output, send_all(batch); closes the socket once the core
                         has closed the connection and its output is flushed
+
+Time: every task and core of the server takes it from one
+:class:`~trizk.server.shell.clock.Clock` (``TrizkServer.clock``), passed to the poller, the txn
+log and the ensemble member; a test moves it (``trizk.testing``'s ``advance``) and every timed
+task -- these, and an ensemble member's Zab tickers -- wakes and acts on the new time.
 
 Output the core produces outside a client's own request (commit replies, watch events, a
 connection closed by the server) marks connections dirty; :meth:`TrizkServer._wake_dirty`

@@ -9,25 +9,34 @@ A member loops through ZooKeeper's states::
 * **LOOKING.** The replica is reloaded from the data directory (snapshot + the whole txn log:
   ``getLastLoggedZxid`` counts proposals logged but never committed), the epoch files are read,
   and the election port (:class:`trizk.server.shell.cnxmanager.ElectionPort`) runs an election with
-  (last logged zxid, currentEpoch). Clients are refused (the front end is not serving; a
-  four-letter word still gets "not currently serving").
+  (last logged zxid, currentEpoch). Clients are refused (the role served is
+  :class:`~trizk.server.roles.notserving.NotServingRole`, until a Zab role is established or
+  synced; a four-letter word still gets "not currently serving").
 * **LEADING.** A :class:`trizk.quorum.zab.leader.Leader` runs discovery and synchronisation with the
   learners that connect to the quorum port. Once established (``Ready.serving``) the member is
-  ZooKeeper's leader: front end + sequencer + replica, the sequencer's committer being Zab
-  (:class:`ZabCommitter`: PROPOSAL to the followers, logged and ACKed by itself, COMMIT once a
-  quorum acked). Learners' REQUESTs enter the sequencer like local writes, their PING touches
-  keep their sessions alive, REVALIDATE asks are answered from the session tracker.
+  ZooKeeper's leader, serving the :class:`~trizk.server.roles.leading.Leading` role: front end +
+  sequencer + replica, the sequencer's committer being Zab (:class:`ZabCommitter`: PROPOSAL to
+  the followers, logged and ACKed by itself, COMMIT once a quorum acked). Learners' REQUESTs
+  enter the sequencer like local writes, their PING touches keep their sessions alive,
+  REVALIDATE asks are answered from the session tracker.
 * **FOLLOWING / OBSERVING.** A :class:`trizk.quorum.zab.learner.Learner` connects to the leader's
-  quorum port, syncs (DIFF, TRUNC or SNAP), and once UPTODATE serves clients: front end + replica,
-  the write path being :class:`~trizk.server.writes.forwarder.LearnerWritePath` (REQUESTs to the
-  leader).
-  Committed txns are applied to the replica and answered through ``FrontEnd.on_committed``.
+  quorum port, syncs (DIFF, TRUNC or SNAP), and once UPTODATE serves clients through the
+  :class:`~trizk.server.roles.learning.Learning` role: front end + replica, the write path
+  being :class:`~trizk.server.writes.forwarder.LearnerWritePath` (REQUESTs to the leader).
+
+Every role a member serves is built by the server's
+:class:`~trizk.server.roles.factory.RoleFactory` and installed in the server through
+:class:`PeerHost` (the narrow view of the server a member has: its clock, metrics and txn log,
+``install(role)`` and ``wake()``). The pumps hand each Ready's committed txns, in zxid order, to
+the installed role's sink (``Role.commit``), which applies them to the replica and answers them.
 
 Each role is driven by one *pump* task in the Ready order the Zab machines require: send the
 messages (none of them waits for this Ready's persistence: what promises durability only comes
 out of ``advance``), persist (epoch files, TRUNC, SNAP install, snapshot, txn log append +
-fsync), apply the committed txns, then ``advance``. Readers feed packets in (``step``), a
-ticker feeds time (``tick``). When a role ends (lost quorum, leader gone, a protocol error)
+fsync), apply the committed txns (the role's sink), then ``advance``. Readers feed packets in
+(``step``), a ticker feeds time (``tick``, every half tick of the server's
+:class:`~trizk.server.shell.clock.Clock`: a test that moves that clock moves the Zab machine's
+timeouts with it). When a role ends (lost quorum, leader gone, a protocol error)
 every client connection is closed and the member is LOOKING again.
 
 Bounds: each quorum link's unsent output is capped (:data:`LINK_OUTPUT_LIMIT`); the packet and
