@@ -328,7 +328,7 @@ class TrizkServer:
         while True:
             seq = self.sequencer
             if seq is None:  # a learner, or LOOKING: the leader expires sessions
-                await trio.sleep(self.config.tick_time / 1000)
+                await self.clock.sleep_until(self.clock.now() + self.config.tick_time)
                 continue
             now = self.clock.now()
             await self.clock.sleep_until(now + max(seq.next_tick_in(now), 1))

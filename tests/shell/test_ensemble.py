@@ -241,7 +241,7 @@ def test_moving_a_members_clock_moves_its_zab_ticks(tmp_path: Path) -> None:
     """The test controls' ``advance`` on an ensemble member moves the time its Zab machine sees
     and wakes its ticker at once (the server's one clock): a follower whose clock jumps past
     syncLimit ticks since it last heard from its leader gives up on it (the Learner's read
-    timeout), and a leader whose clock jumps past syncLimit since its followers' last ACKs
+    timeout), and a leader whose clock jumps past the ticks it allows its learners without word
     loses its quorum -- now, not at their next half tick (10 s of real time here)."""
     timing = Timing(tick_ms=20_000, init_limit=10, sync_limit=5)
     ens = Ensemble(tmp_path, 3, timing=timing)
@@ -254,7 +254,10 @@ def test_moving_a_members_clock_moves_its_zab_ticks(tmp_path: Path) -> None:
             server = srv.server
             assert server is not None
             rounds = srv.call(lambda s=server: s.server_metrics.looking_count)
-            srv.call(lambda s=server: Controls(s).advance(timing.sync_ms + timing.tick_ms))
+            # past every limit: a leader gives a learner that has just synced (and has not
+            # answered a PING yet) initLimit + syncLimit ticks, and counts whole ticks
+            jump = timing.init_ms + timing.sync_ms + 2 * timing.tick_ms
+            srv.call(Controls(server).advance, jump)
             deadline = time.monotonic() + 5.0  # half a tick: the ticker's own wake-up is later
             while srv.call(lambda s=server: s.server_metrics.looking_count) == rounds:
                 assert time.monotonic() < deadline, f"member {sid}'s Zab ticks did not move"
