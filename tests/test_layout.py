@@ -20,14 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Cycles known and being removed elsewhere, each as the set of its modules: issue #23 item 2
-#: (the roles declared in one place, one clock) removes app <-> ensemble <-> testcontrol; this
-#: entry goes when that work is merged.
-KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset(
-        {"trizk.server.shell.app", "trizk.server.shell.ensemble", "trizk.server.ops.testcontrol"}
-    ),
-]
+#: Cycles known and being removed elsewhere, each as the set of its modules (none left).
+KNOWN_CYCLES: list[frozenset[str]] = []
 
 
 def modules() -> dict[str, Path]:

@@ -65,7 +65,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -257,20 +256,6 @@ class ReadyOutbox:
     def ready(self) -> Ready:
         rd, self._rd = self._rd, Ready()
         return rd
-
-
-class Replica(Protocol):
-    """What the shell's replica offers Zab's snapshot transfer (bytes are opaque to Zab).
-
-    ``snapshot_body`` is the SNAP payload body (Sessions AclCache Nodes, see
-    :mod:`trizk.quorum.zab.zabwire`) of the replica as applied so far; ``load_snapshot`` replaces
-    the replica with one and sets its last applied zxid. A snapshot may be fuzzy (newer than
-    its zxid); the txns sent after it are replayed idempotently.
-    """
-
-    def snapshot_body(self) -> bytes: ...
-
-    def load_snapshot(self, zxid: int, body: bytes) -> None: ...
 
 
 class ZabError(Exception):

@@ -50,9 +50,13 @@ Stricter than ZooKeeper: two listeners of the ensemble on one host:port (ZooKeep
 rejects quorum port == election port of one member), the same sid written twice
 (``server.1``/``server.01``), negative sids or myids, and negative init/sync limits are errors.
 Looser: server line values are trimmed (QuorumMaj reads them untrimmed, so ``h:1:2 `` fails
-there). While trizk serves no ensemble the quorum keys stay in :data:`KEYS` as unsupported
-(named in the start-up warning); :data:`QUORUM_KEYS` are parsed regardless. Not implemented:
-``dynamicConfigFile``, hierarchical quorums (``group.``/``weight.``), multiple addresses.
+there). The keys an ensemble member honours (``initLimit``, ``syncLimit``, ``electionAlg``,
+``peerType``, ``quorumListenOnAllIPs``, ``standaloneEnabled``, ``server.N``) are typed fields
+in :data:`KEYS`; :data:`QUORUM_KEYS` are parsed into them whatever their row says (so
+``reconfigEnabled`` is read, and ``true`` is still named in the start-up warning). The other
+quorum keys (``observerMasterPort``, ``localSessionsEnabled``, ``sslQuorum``, quorum SASL, ...)
+are unsupported and named in that warning. Not implemented: ``dynamicConfigFile``,
+hierarchical quorums (``group.``/``weight.``), multiple addresses.
 
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``

@@ -16,8 +16,10 @@ Three layers, pure to impure:
 
 1. :func:`parse` — method + request target → an action (:class:`Expire`, :class:`Drop`,
    :class:`Advance`, :class:`Dump`, :class:`Index`) or a :class:`Reply` refusing it. Pure.
-2. :class:`Controls` — performs an action on a running :class:`~trizk.server.shell.app.TrizkServer`
-   and returns the JSON-able answer; the one implementation both ways above use.
+2. :class:`Controls` — performs an action on a running server (a
+   :class:`~trizk.server.shell.app.TrizkServer`, seen through :class:`ControlledServer`: its
+   clock, its role's front end and sequencer) and returns the JSON-able answer; the one
+   implementation both ways above use.
 3. :func:`serve_controls` — the HTTP listener: the AdminServer's h11 plumbing
    (:func:`trizk.server.ops.http.serve_http`), with :meth:`Controls.answer` as its responder.
 
@@ -38,8 +40,8 @@ longer shows the session's ephemerals.
 Semantics (the same in both ways): ``expire`` proposes the closeSession the session tracker
 would on timeout (ephemerals deleted, watches fired, the client told EXPIRED_SESSION when it
 reconnects); ``drop`` closes connections server-side, sessions live on; ``advance`` moves the
-server's monotonic and wall clocks (session expiry, connection expiry, TTL nodes, containers)
-forward, never back.
+server's monotonic and wall clocks (session expiry, connection expiry, TTL nodes, containers,
+an ensemble member's Zab timeouts: its ticks wake at once) forward, never back.
 """
 
 from __future__ import annotations
@@ -49,18 +51,19 @@ import json
 import logging
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
+from trizk.server.frontend.core import FrontEnd
 from trizk.server.ops.http import HttpAnswer, serve_http
-
-if TYPE_CHECKING:
-    from trizk.server.shell.app import TrizkServer
+from trizk.server.shell.clock import Clock
+from trizk.server.writes.sequencer import Sequencer
 
 __all__ = [
     "ENDPOINTS",
     "Advance",
+    "ControlledServer",
     "Controls",
     "Drop",
     "Dump",
@@ -229,10 +232,33 @@ def plain_data(data: bytes | None) -> dict[str, Any]:
         return {"data_b64": base64.b64encode(data).decode("ascii")}
 
 
+class ControlledServer(Protocol):
+    """What the controls need of a server (:class:`~trizk.server.shell.app.TrizkServer`)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The server's one clock (``advance`` moves it)."""
+        ...
+
+    @property
+    def core(self) -> FrontEnd:
+        """The front end of the role being served (connections, tree, watches)."""
+        ...
+
+    @property
+    def sequencer(self) -> Sequencer | None:
+        """The session tracker, on a standalone server or a leader."""
+        ...
+
+    def wake(self) -> None:
+        """Flush what the front end wrote."""
+        ...
+
+
 class Controls:
     """The test controls of one running server (call from inside its Trio loop)."""
 
-    def __init__(self, server: TrizkServer, commit_timeout: float = COMMIT_TIMEOUT) -> None:
+    def __init__(self, server: ControlledServer, commit_timeout: float = COMMIT_TIMEOUT) -> None:
         self.server = server
         self.commit_timeout = commit_timeout
 
@@ -244,7 +270,7 @@ class Controls:
         seq = srv.sequencer
         if seq is None:  # an ensemble member that does not lead: the leader expires sessions
             return False
-        if not seq.expire(session_id, srv._wall()):
+        if not seq.expire(session_id, srv.clock.wall()):
             return False
         srv.wake()
         # Sequencer.committed drops the session from the tracker when the closeSession
@@ -272,8 +298,9 @@ class Controls:
         """Move the server's clocks ``ms`` forward; returns the total offset in ms."""
         if ms < 0:
             raise ValueError("the clock only moves forward")
-        self.server.advance_clock(ms)
-        return self.server.clock_offset
+        clock = self.server.clock
+        clock.advance(ms)
+        return clock.offset
 
     def dump(self) -> dict[str, Any]:
         """The tree, the sessions and the watches as JSON-able data::

@@ -9,7 +9,8 @@ ZooKeeper's standalone processor chain (Prep -> Sync -> Final) in trizk's seams:
 :meth:`Standalone.commit` is the committer's sink: for each committed txn, in order, the
 replica applies it (the only place a live commit changes state), the sequencer forgets its
 pending changes, then the front end fires watches and answers the request it belongs to.
-An ensemble member wires the same pieces differently (see ``docs/architecture.md``).
+An ensemble member wires the same pieces differently (:mod:`.leading`, :mod:`.learning`); the
+:class:`~trizk.server.roles.factory.RoleFactory` builds them all.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ class Standalone:
     def __init__(
         self, config: CoreConfig, replica: Replica, committer: Committer, now: int, wall: int
     ) -> None:
+        self.name = "standalone"
         self.config = config
         self.replica = replica
         self.committer = committer
         self.stats = ServerStats(started=now)
         self.sequencer = Sequencer(config, replica, committer, self.stats, now, wall)
+        self.write_path = self.sequencer
         self.front = FrontEnd(config, replica, self.sequencer, self.stats)
         # standalone ZooKeeper: every request passes the SyncRequestProcessor
         self.front.counts_sync = True

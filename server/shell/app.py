@@ -1,10 +1,11 @@
-"""The Trio shell around a standalone server's core (:mod:`trizk.server.roles.standalone`): sockets,
-clocks, tasks.
+"""The Trio shell around a server's role (:mod:`trizk.server.roles`: standalone, or an ensemble
+member's, changed by :mod:`trizk.server.shell.ensemble`): sockets, the clock, tasks.
 
 Structure::
 
     serve(config)
-      ├── ticker: sleeps until the next session-expiry bucket, calls core.tick(now, wall)
+      ├── ticker: sleeps until the next session-expiry bucket, calls the role's
+      │     sequencer.tick(now, wall)
       ├── acceptor (one per listening socket): accept → register the socket with the poller
       ├── poller (:mod:`trizk.server.shell.poller`): one task for every plain client socket; reads
       │     what is ready → core.data_received → replies sent inline (non-blocking send)
@@ -13,6 +14,11 @@ Structure::
             ├── reader (this task): receive_some → core.data_received → wake the writer
             └── writer: waits for output, send_all(batch); closes the socket once the core
                         has closed the connection and its output is flushed
+
+Time: every task and core of the server takes it from one
+:class:`~trizk.server.shell.clock.Clock` (``TrizkServer.clock``), passed to the poller, the txn
+log and the ensemble member; a test moves it (``trizk.testing``'s ``advance``) and every timed
+task -- these, and an ensemble member's Zab tickers -- wakes and acts on the new time.
 
 Output the core produces outside a client's own request (commit replies, watch events, a
 connection closed by the server) marks connections dirty; :meth:`TrizkServer._wake_dirty`
@@ -35,8 +41,8 @@ import os
 import socket
 import ssl
 import struct
-import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,15 +54,17 @@ from trizk.jute.javalang import decode_int, get_integer
 from trizk.jute.primitives import reset_limits, set_max_buffer
 from trizk.server.auth import acl as aclmod
 from trizk.server.auth import sasl as saslmod
-from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.frontend.connection import ClientConnection, State
 from trizk.server.frontend.core import FrontEnd
 from trizk.server.ops import fourlw, status
-from trizk.server.roles.standalone import Standalone
+from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.shell.clock import Clock
 from trizk.server.shell.persistence import Persistence, PersistenceSettings
 from trizk.server.shell.poller import Poller, SockPeer
+from trizk.server.writes.committer import Proposal
 from trizk.server.writes.containers import ContainerSettings, candidates
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.tree import quota
@@ -90,8 +98,9 @@ ACCEPT_BACKOFF = 0.1
 ACCEPT_BATCH = 64
 
 
-def _wall() -> int:
-    return int(time.time() * 1000)
+def _no_commits(batch: Sequence[Proposal], now: int) -> None:
+    """An ensemble member's txn log commits nothing: its Zab pump applies what a quorum
+    committed (:mod:`trizk.server.shell.ensemble`)."""
 
 
 @dataclass
@@ -118,13 +127,10 @@ class TrizkServer:
 
     def __init__(self, config: ServerConfig, ensemble: EnsembleSpec | None = None) -> None:
         self.config = config
-        #: milliseconds a test moved this server's clocks forward (:meth:`advance_clock`)
-        self.clock_offset = 0
-        #: the run's clock (trio.current_time() without its per-call lookups: the shell asks
-        #: for the time a few times per request)
-        self._clock = trio.lowlevel.current_clock()
-        #: set (and replaced) when the clock moves: the timed tasks wake up and look again
-        self.clock_moved = trio.Event()
+        #: the server's one clock (a test moves it: :meth:`Clock.advance`); every task and
+        #: core of this server takes its time from it
+        self.clock = Clock()
+        clock = self.clock
         if ensemble is None and config.is_quorum:
             from trizk.server.shell.ensemble import EnsembleSpec
 
@@ -135,7 +141,7 @@ class TrizkServer:
         )
         #: ServerMetrics (one per server: every role of an ensemble member adds to it)
         self.server_metrics = ServerMetrics(
-            prometheus=status.prometheus_configured(config), now=self._now()
+            prometheus=status.prometheus_configured(config), now=clock.now()
         )
         self.persistence.metrics = self.server_metrics
         loaded = self.persistence.load()
@@ -155,27 +161,24 @@ class TrizkServer:
             sasl=saslmod.load_sasl_config(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
         )
-        #: the front end (connections, reads, replies) and, on a standalone server or a leader,
-        #: the sequencer (writes, sessions); an ensemble member swaps them with its role
+        #: the role being served (:mod:`trizk.server.roles`); an ensemble member changes it
+        self.role: Role
+        #: the role's front end (connections, reads, replies) and, on a standalone server or a
+        #: leader, its sequencer (writes, sessions: what the ticker expires)
         self.core: FrontEnd
         self.sequencer: Sequencer | None = None
-        self.node: Standalone | None = None
         self.peer: QuorumPeer | None = None
+        roles = RoleFactory(self.core_config, self.replica, self.server_metrics)
         if ensemble is None:
-            self.node = Standalone(
-                self.core_config, self.replica, self.persistence, now=self._now(), wall=self._wall()
-            )
-            self.node.stats.metrics = self.server_metrics
-            self.persistence.attach(self.node.commit, self._wake_dirty, self._now)
-            self._install(self.node.front, self.node.sequencer)
+            node = roles.standalone(self.persistence, now=clock.now(), wall=clock.wall())
+            self.persistence.attach(node.commit, self._wake_dirty, clock.now)
+            self._install(node)
         else:
-            from trizk.server.shell.ensemble import NotServing, QuorumPeer
+            from trizk.server.shell.ensemble import QuorumPeer
 
-            self.peer = QuorumPeer(self, ensemble, self.core_config)
-            self.persistence.attach(lambda batch, now: None, self._wake_dirty, self._now)
-            stats = ServerStats(metrics=self.server_metrics)
-            self._install(FrontEnd(self.core_config, self.replica, NotServing(), stats), None)
-            self.core.serving = False
+            self.peer = QuorumPeer(self, ensemble, self.core_config, roles)
+            self.persistence.attach(_no_commits, self._wake_dirty, clock.now)
+            self._install(self.peer.role)
         self._conn_ids = itertools.count(1)
         self.peers: dict[int, _Peer] = {}
         self.per_ip: Counter[str] = Counter()
@@ -193,8 +196,8 @@ class TrizkServer:
         self.per_ip_secure: Counter[str] = Counter()
         self.secure_port = config.secure_client_port
         self.port = config.client_port
-        self.started_wall = self._wall()
-        self.started = self._now()
+        self.started_wall = clock.wall()
+        self.started = clock.now()
         #: the AdminServer's bound port, None when it is off or its port was taken
         self.admin_port: int | None = None
         #: the Prometheus /metrics port, None when that provider is off or its port was taken
@@ -209,47 +212,26 @@ class TrizkServer:
         if Poller.supported():
             self.poller = Poller(
                 self,
-                self._now,
+                clock.now,
                 receive_size=RECEIVE_SIZE,
                 soft_limit=OUTBUF_SOFT_LIMIT,
                 hard_limit=OUTBUF_HARD_LIMIT,
                 linger_ms=self.sessionless_timeout,
             )
-            if self.node is not None:
+            if self.peer is None:
                 # standalone: the poller's task reads the fsync helper's answers and commits
                 self.persistence.drive_with(self.poller)
 
-    # ------------------------------------------------------------------ clocks
-    def _now(self) -> int:
-        """Monotonic milliseconds (session expiry, connection expiry), test offset included."""
-        return int(self._clock.current_time() * 1000) + self.clock_offset
-
-    def _wall(self) -> int:
-        """Wall-clock milliseconds (txn times, TTLs, containers), test offset included."""
-        return _wall() + self.clock_offset
-
-    def advance_clock(self, ms: int) -> None:
-        """Move this server's clocks ``ms`` forward (trizk.testing): the ticker, the container
-        reaper and the connection expirer wake up and act on the new time at once."""
-        self.clock_offset += ms
-        moved, self.clock_moved = self.clock_moved, trio.Event()
-        moved.set()
-
-    async def _sleep_until(self, deadline: int) -> None:
-        """Sleep until :meth:`_now` reaches ``deadline``, cut short when a test moves the
-        clock past it."""
-        while (left := deadline - self._now()) > 0:
-            with trio.move_on_after(left / 1000):
-                await self.clock_moved.wait()
-
-    def _install(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
+    def _install(self, role: Role) -> None:
+        front = role.front
         front.is_four_letter = fourlw.command_name
         front.four_letter = self._four_letter
+        self.role = role
         self.core = front
-        self.sequencer = sequencer
+        self.sequencer = role.sequencer
 
-    def set_core(self, front: FrontEnd, sequencer: Sequencer | None) -> None:
-        """An ensemble member changed role: serve through ``front`` from now on. Every client
+    def install(self, role: Role) -> None:
+        """An ensemble member changed role: serve through ``role`` from now on. Every client
         connection of the previous role is closed (``Learner.shutdown`` / ``Leader.shutdown``
         close all client connections; clients reconnect, to this member or another)."""
         old = self.core
@@ -257,7 +239,7 @@ class TrizkServer:
             if p.core is old:
                 old.close(p.conn, "the server changed role")
         self._wake_dirty()
-        self._install(front, sequencer)
+        self._install(role)
 
     def wake(self) -> None:
         """Flush what the core wrote (called by an ensemble role after it applied commits)."""
@@ -346,12 +328,12 @@ class TrizkServer:
         while True:
             seq = self.sequencer
             if seq is None:  # a learner, or LOOKING: the leader expires sessions
-                await trio.sleep(self.config.tick_time / 1000)
+                await self.clock.sleep_until(self.clock.now() + self.config.tick_time)
                 continue
-            now = self._now()
-            await self._sleep_until(now + max(seq.next_tick_in(now), 1))
+            now = self.clock.now()
+            await self.clock.sleep_until(now + max(seq.next_tick_in(now), 1))
             if seq is self.sequencer:
-                seq.tick(self._now(), self._wall())
+                seq.tick(self.clock.now(), self.clock.wall())
             self._wake_dirty()
 
     async def _connection_expirer(self) -> None:
@@ -361,9 +343,9 @@ class TrizkServer:
         timeout, as in ZooKeeper's ExpiryQueue."""
         interval = self.sessionless_timeout
         while True:
-            now = self._now()
-            await self._sleep_until(now + interval - now % interval)
-            now = self._now()
+            now = self.clock.now()
+            await self.clock.sleep_until(now + interval - now % interval)
+            now = self.clock.now()
             for p in list(self.peers.values()):
                 c = p.conn
                 # NIOServerCnxn.setSessionTimeout touches the connection with the session's
@@ -381,18 +363,18 @@ class TrizkServer:
 
     async def _container_reaper(self) -> None:
         s = self.containers
-        next_check = self._now() + s.check_interval_ms
+        next_check = self.clock.now() + s.check_interval_ms
         while True:
             # the next look is due check_interval after this one began (on the server's clock,
             # so a clock a test moved while containers were being deleted is not missed)
-            await self._sleep_until(next_check)
-            next_check = self._now() + s.check_interval_ms
-            for path in candidates(self.replica.tree, self._wall(), s):
+            await self.clock.sleep_until(next_check)
+            next_check = self.clock.now() + s.check_interval_ms
+            for path in candidates(self.replica.tree, self.clock.wall(), s):
                 seq = self.sequencer
                 if seq is None:  # only the leader (or a standalone server) deletes containers
                     break
                 log.info("Attempting to delete candidate container: %s", path)
-                seq.delete_container(path, self._wall())
+                seq.delete_container(path, self.clock.wall())
                 self._wake_dirty()
                 await trio.sleep(s.min_interval_ms / 1000)
 
@@ -448,9 +430,9 @@ class TrizkServer:
             next(self._conn_ids),
             (str(peer_addr[0]), int(peer_addr[1])),
             self.config.jute_max_buffer,
-            self._wall(),
+            self.clock.wall(),
         )
-        conn.last_io = self._now()  # NIOServerCnxnFactory.createConnection: touchCnxn
+        conn.last_io = self.clock.now()  # NIOServerCnxnFactory.createConnection: touchCnxn
         return conn
 
     def _forget(self, peer: _Peer) -> None:
@@ -613,17 +595,18 @@ class TrizkServer:
                 poller = self.poller
                 assert poller is not None
                 soft = poller.soft_limit
+                clock = self.clock
                 more = peer.core.data_received(
-                    conn, data, self._now(), self._wall(), FRAME_BUDGET, soft
+                    conn, data, clock.now(), clock.wall(), FRAME_BUDGET, soft
                 )
                 # another turn at once while nobody else waits (and the output is not backlogged)
                 while more and len(conn.out) <= soft and poller.alone(peer):
                     more = peer.core.data_received(
-                        conn, b"", self._now(), self._wall(), FRAME_BUDGET, soft
+                        conn, b"", clock.now(), clock.wall(), FRAME_BUDGET, soft
                     )
                 peer.more = more
             else:
-                peer.core.data_received(conn, data, self._now(), self._wall())
+                peer.core.data_received(conn, data, self.clock.now(), self.clock.wall())
         except Exception:
             # A bug must cost only this connection: the server and other clients go on.
             log.exception("%s: internal error while processing a request", conn)
@@ -647,7 +630,7 @@ class TrizkServer:
                         conn.out.clear()
                         break
                     await stream.send_all(conn.take_output())
-                    conn.last_io = self._now()
+                    conn.last_io = self.clock.now()
                     continue
                 peer.drained.set()
                 if conn.closed:
@@ -714,7 +697,7 @@ class TrizkServer:
     def _view(self, asking: ClientConnection | None) -> status.SimpleView:
         core = self.core
         st = core.stats
-        wall_offset = self._wall() - self._now()
+        wall_offset = self.clock.wall() - self.clock.now()
         conns = []
         for p in self.peers.values():
             c = p.conn
@@ -767,7 +750,7 @@ class TrizkServer:
             client_port=self.port,
             metrics={**st.view_metrics(), **status.fd_gauges()},
             server_metrics=self.server_metrics,
-            now_ms=self._now(),
+            now_ms=self.clock.now(),
             serving=core.serving,
             server_state=self.peer.state if self.peer is not None else "standalone",
             role_metrics=self.peer.role_metrics() if self.peer is not None else (),
@@ -787,7 +770,7 @@ class TrizkServer:
                 (f"{ns}_{quota.QUOTA_EXCEEDED_ERROR_PER_NAMESPACE}", st.quota_exceeded[ns])
                 for ns in quota.namespace_order(st.quota_exceeded)
             ],
-            uptime_ms=self._now() - self.started,
+            uptime_ms=self.clock.now() - self.started,
             connections=conns,
             sessions=sessions,
             data_watches=list(by_conn.items()),

@@ -9,25 +9,34 @@ A member loops through ZooKeeper's states::
 * **LOOKING.** The replica is reloaded from the data directory (snapshot + the whole txn log:
   ``getLastLoggedZxid`` counts proposals logged but never committed), the epoch files are read,
   and the election port (:class:`trizk.server.shell.cnxmanager.ElectionPort`) runs an election with
-  (last logged zxid, currentEpoch). Clients are refused (the front end is not serving; a
-  four-letter word still gets "not currently serving").
+  (last logged zxid, currentEpoch). Clients are refused (the role served is
+  :class:`~trizk.server.roles.notserving.NotServingRole`, until a Zab role is established or
+  synced; a four-letter word still gets "not currently serving").
 * **LEADING.** A :class:`trizk.quorum.zab.leader.Leader` runs discovery and synchronisation with the
   learners that connect to the quorum port. Once established (``Ready.serving``) the member is
-  ZooKeeper's leader: front end + sequencer + replica, the sequencer's committer being Zab
-  (:class:`ZabCommitter`: PROPOSAL to the followers, logged and ACKed by itself, COMMIT once a
-  quorum acked). Learners' REQUESTs enter the sequencer like local writes, their PING touches
-  keep their sessions alive, REVALIDATE asks are answered from the session tracker.
+  ZooKeeper's leader, serving the :class:`~trizk.server.roles.leading.Leading` role: front end +
+  sequencer + replica, the sequencer's committer being Zab (:class:`ZabCommitter`: PROPOSAL to
+  the followers, logged and ACKed by itself, COMMIT once a quorum acked). Learners' REQUESTs
+  enter the sequencer like local writes, their PING touches keep their sessions alive,
+  REVALIDATE asks are answered from the session tracker.
 * **FOLLOWING / OBSERVING.** A :class:`trizk.quorum.zab.learner.Learner` connects to the leader's
-  quorum port, syncs (DIFF, TRUNC or SNAP), and once UPTODATE serves clients: front end + replica,
-  the write path being :class:`~trizk.server.writes.forwarder.LearnerWritePath` (REQUESTs to the
-  leader).
-  Committed txns are applied to the replica and answered through ``FrontEnd.on_committed``.
+  quorum port, syncs (DIFF, TRUNC or SNAP), and once UPTODATE serves clients through the
+  :class:`~trizk.server.roles.learning.Learning` role: front end + replica, the write path
+  being :class:`~trizk.server.writes.forwarder.LearnerWritePath` (REQUESTs to the leader).
+
+Every role a member serves is built by the server's
+:class:`~trizk.server.roles.factory.RoleFactory` and installed in the server through
+:class:`PeerHost` (the narrow view of the server a member has: its clock, metrics and txn log,
+``install(role)`` and ``wake()``). The pumps hand each Ready's committed txns, in zxid order, to
+the installed role's sink (``Role.commit``), which applies them to the replica and answers them.
 
 Each role is driven by one *pump* task in the Ready order the Zab machines require: send the
 messages (none of them waits for this Ready's persistence: what promises durability only comes
 out of ``advance``), persist (epoch files, TRUNC, SNAP install, snapshot, txn log append +
-fsync), apply the committed txns, then ``advance``. Readers feed packets in (``step``), a
-ticker feeds time (``tick``). When a role ends (lost quorum, leader gone, a protocol error)
+fsync), apply the committed txns (the role's sink), then ``advance``. Readers feed packets in
+(``step``), a ticker feeds time (``tick``, every half tick of the server's
+:class:`~trizk.server.shell.clock.Clock`: a test that moves that clock moves the Zab machine's
+timeouts with it). When a role ends (lost quorum, leader gone, a protocol error)
 every client connection is closed and the member is LOOKING again.
 
 Bounds: each quorum link's unsent output is capped (:data:`LINK_OUTPUT_LIMIT`); the packet and
@@ -48,7 +57,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -68,18 +77,20 @@ from trizk.quorum.zab.zabwire import (
     encode_snapshot_payload,
     epoch_of,
 )
-from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.metricregistry import (
     LEARNER_HANDLER_QP_SIZE,
     LEARNER_HANDLER_QP_TIME_MS,
     MNTR_ORDER,
 )
-from trizk.server.common.servermetrics import Summary
-from trizk.server.frontend.core import FrontEnd
+from trizk.server.common.servermetrics import ServerMetrics, Summary
+from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.roles.leading import Leading
+from trizk.server.roles.learning import Learning
+from trizk.server.shell.clock import Clock
 from trizk.server.shell.cnxmanager import ElectionPort
-from trizk.server.shell.persistence import COMMIT_LOG_COUNT
+from trizk.server.shell.persistence import COMMIT_LOG_COUNT, Persistence
 from trizk.server.writes.committer import Proposal
-from trizk.server.writes.forwarder import LearnerWritePath
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
@@ -89,13 +100,12 @@ from trizk.storage.tree.replica import Replica
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
-    from trizk.server.shell.app import TrizkServer
 
 __all__ = [
     "EnsembleSpec",
     "LearnerRequests",
     "Member",
-    "NotServing",
+    "PeerHost",
     "QueueMeter",
     "QuorumPeer",
     "ZabCommitter",
@@ -324,34 +334,53 @@ async def _until_done(task: Callable[[], Awaitable[None]], scope: trio.CancelSco
     scope.cancel()
 
 
-class NotServing:
-    """The write path while no role serves clients: every handshake is refused."""
+class PeerHost(Protocol):
+    """What an ensemble member needs of the server around it (the shell,
+    :class:`~trizk.server.shell.app.TrizkServer`): its clock, its metrics, its txn log, the
+    installation of a role, and the flush of what the role's front end wrote."""
 
-    forwards_sync = False
+    @property
+    def clock(self) -> Clock:
+        """The server's one clock: Zab's times and ticks come from it."""
+        ...
 
-    def submit(self, req: Any, now: int, wall: int) -> None:
-        raise AssertionError("no write path while not serving")
+    @property
+    def server_metrics(self) -> ServerMetrics:
+        """ServerMetrics: one per server, every role adds to it."""
+        ...
 
-    def create_session(self, timeout: int, now: int, wall: int) -> int:
-        raise AssertionError("no sessions while not serving")
+    @property
+    def persistence(self) -> Persistence:
+        """The data directory: txn log, snapshots (loaded)."""
+        ...
 
-    def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool:
-        return False
+    def install(self, role: Role) -> None:
+        """Serve clients through ``role`` from now on (the previous role's are closed)."""
+        ...
 
-    def revalidate(
-        self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
-    ) -> None:
-        done(None)
+    def wake(self) -> None:
+        """Flush what the front end wrote (after a Ready was applied)."""
+        ...
 
 
 class QuorumPeer:
     """One ensemble member; see the module docstring."""
 
-    def __init__(self, shell: TrizkServer, spec: EnsembleSpec, core_config: CoreConfig) -> None:
-        self.shell = shell
+    def __init__(
+        self, host: PeerHost, spec: EnsembleSpec, core_config: CoreConfig, roles: RoleFactory
+    ) -> None:
+        self.host = host
+        #: the server's clock: every time the Zab machines see, and their ticks
+        self.clock = host.clock
+        self.metrics = host.server_metrics
         self.spec = spec
         self.core_config = core_config
-        self.persistence = shell.persistence
+        #: builds the role served once a Zab role is established (or synced)
+        self.roles = roles
+        #: the role the host serves: not serving until a leader is established or a learner
+        #: synced; committed txns go to its sink (:meth:`Role.commit`)
+        self.role: Role = roles.not_serving()
+        self.persistence = host.persistence
         # a sync that returned may let a pump send its ACKs
         self.persistence.on_durable = self.kick
         assert self.persistence.replica is not None, "load() first"
@@ -369,7 +398,7 @@ class QuorumPeer:
             listen_on_all_ips=spec.listen_on_all_ips,
         )
         self._kick = trio.Event()
-        self._role: _LeaderRole | _LearnerRole | None = None
+        self._pump: _LeaderPump | _LearnerPump | None = None
         #: ZKDatabase.committedLog: the newest txns applied, for a leader's DIFFs
         self._committed_log: deque[Entry] = deque(
             (Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()),
@@ -405,25 +434,31 @@ class QuorumPeer:
         LEADER_UNAVAILABLE_TIME on the leader)."""
         if self._unavailable_since is not None:
             elapsed = now - self._unavailable_since
-            metrics = self.shell.server_metrics
+            metrics = self.metrics
             metrics.unavailable_time.add(elapsed)
             if self.state == "leader":
                 metrics.leader_unavailable_time.add(elapsed)
             self._unavailable_since = None
 
-    def _not_serving(self) -> None:
-        stats = ServerStats(metrics=self.shell.server_metrics)
-        front = FrontEnd(self.core_config, self.replica, NotServing(), stats)
-        front.serving = False
-        self.shell.set_core(front, None)
+    def _install(self, role: Role) -> None:
+        self.role = role
+        self.host.install(role)
+
+    def serve(self, role: Role, zxid: int, now: int) -> None:
+        """A Zab role reached broadcast at ``zxid``: serve clients through ``role``
+        (``Leader.startZkServer``, ``Learner.syncWithLeader``'s UPTODATE)."""
+        self._install(role)
+        self.election.update_peer_epoch(epoch_of(zxid))
+        self._served = True
+        self._broadcasting(now)
 
     async def _round(self) -> None:
         self.state = "looking"
-        metrics = self.shell.server_metrics
+        metrics = self.metrics
         metrics.looking_count += 1  # QuorumPeer.run: case LOOKING
         if self._unavailable_since is None:
-            self._unavailable_since = self.shell._now()
-        self._not_serving()
+            self._unavailable_since = self.clock.now()
+        self._install(self.roles.not_serving())
         # the vote is the last *logged* zxid: everything appended must be durable first
         await self.persistence.durable()
         self._undurable.clear()
@@ -436,13 +471,13 @@ class QuorumPeer:
             ep.current,
             ep.accepted,
         )
-        start_fle = self.shell._now()
+        start_fle = self.clock.now()
         self.election.look(self.replica.last_zxid, ep.current)
         decision = await self.election.wait_decision()
         leader = decision.vote.leader
         if not self.spec.observer:
             # Leader.lead / Follower.followLeader: ELECTION_TIME = end_fle - start_fle
-            metrics.election_time.add(self.shell._now() - start_fle)
+            metrics.election_time.add(self.clock.now() - start_fle)
         try:
             if decision.state == ElectionState.LEADING:
                 self.state = "leader"
@@ -451,7 +486,7 @@ class QuorumPeer:
                 self.state = "observer" if self.spec.observer else "follower"
                 reason = await self._learn(leader, ep)
         finally:
-            self.leader = self.learner = self._role = None
+            self.leader = self.learner = self._pump = None
             for link in self._links.values():
                 link.close()
             self._links.clear()
@@ -464,7 +499,7 @@ class QuorumPeer:
         after one that ended mid-sync (TRUNC, SNAP) the data directory is read again."""
         if self._fresh:
             self._fresh = False
-            self._init_config()
+            self.init_config()
         elif self._served:
             for zxid in sorted(self._unapplied):
                 data = self._unapplied[zxid]
@@ -487,12 +522,12 @@ class QuorumPeer:
             Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()
         )
         self._unapplied.clear()
-        self._init_config()
+        self.init_config()
 
-    def _init_config(self) -> None:
+    def init_config(self) -> None:
         """``QuorumPeer.initConfigInZKDatabase``: /zookeeper/config shows this member's view of
         the ensemble (at start-up and after every sync, reconfig being off)."""
-        self.replica.tree.set_config(self.spec.config, self.shell._wall())
+        self.replica.tree.set_config(self.spec.config, self.clock.wall())
 
     def kick(self) -> None:
         self._kick.set()
@@ -501,7 +536,7 @@ class QuorumPeer:
     def role_metrics(self) -> list[tuple[str, str, int | float | str]]:
         """mntr's role gauges (QuorumPeer / Leader metrics), with the gauge each follows in
         ZooKeeper 3.8.0's output (captured from a live leader and follower)."""
-        zab = "broadcast" if self.shell.core.serving else "election"
+        zab = "broadcast" if self.role.front.serving else "election"
         state = {"looking": "looking", "leader": "leading", "follower": "following"}.get(
             self.state, "observing"
         )
@@ -510,8 +545,8 @@ class QuorumPeer:
             ("quorum_size", "non_mtls_local_conn_count", len(self.spec.voters)),
         ]
         out += self._queue_summaries()
-        role = self._role
-        if isinstance(role, _LeaderRole) and role.established_at is not None:
+        role = self._pump
+        if isinstance(role, _LeaderPump) and role.established_at is not None:
             learners = role.leader.learners()
             voters = self.spec.voters
             synced = [sid for _, sid, _, ok in learners if ok]
@@ -527,7 +562,7 @@ class QuorumPeer:
                 (
                     "leader_uptime",
                     "open_file_descriptor_count",
-                    self.shell._now() - role.established_at,
+                    self.clock.now() - role.established_at,
                 ),
                 ("learners", "outstanding_tls_handshake", len(learners)),
             ]
@@ -557,12 +592,28 @@ class QuorumPeer:
         )
 
     def proposal_sizes(self) -> tuple[int, int, int]:
-        role = self._role
-        return role.committer.sizes if isinstance(role, _LeaderRole) else (-1, -1, -1)
+        role = self._pump
+        return role.committer.sizes if isinstance(role, _LeaderPump) else (-1, -1, -1)
 
-    async def _wait_kick(self) -> None:
+    async def wait_kick(self) -> None:
+        """Wait until something may have given the role's Zab machine work (:meth:`kick`)."""
         await self._kick.wait()
         self._kick = trio.Event()
+
+    # ------------------------------------------------------------------ quorum links
+    def add_link(self, stream: trio.SocketStream) -> _Link:
+        """A new quorum-port connection (a leader's learner): numbered, and kept until
+        :meth:`remove_link` or the role's end."""
+        self._next_link += 1
+        link = self._links[self._next_link] = _Link(self._next_link, stream)
+        return link
+
+    def link(self, lk: int) -> _Link | None:
+        """Link ``lk``, if it is still open."""
+        return self._links.get(lk)
+
+    def remove_link(self, lk: int) -> None:
+        self._links.pop(lk, None)
 
     # ------------------------------------------------------------------ leading
     async def _lead(self, ep: epochfiles.Epochs) -> str:
@@ -574,7 +625,7 @@ class QuorumPeer:
             accepted_epoch=ep.accepted,
             current_epoch=ep.current,
             last_zxid=self.replica.last_zxid,
-            now_ms=self.shell._now(),
+            now_ms=self.clock.now(),
             committed_log=list(self._committed_log),
             force_snap=spec.force_snap_sync,
             ack_logging_frequency=spec.ack_logging_frequency,
@@ -586,7 +637,7 @@ class QuorumPeer:
         listeners = await trio.open_tcp_listeners(
             port, host=None if spec.listen_on_all_ips else host
         )
-        role = self._role = _LeaderRole(self, leader, committer)
+        role = self._pump = _LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, role.accept, listeners)
             nursery.start_soon(self._ticker, leader.tick)
@@ -605,16 +656,16 @@ class QuorumPeer:
             accepted_epoch=ep.accepted,
             current_epoch=ep.current,
             last_logged_zxid=self.replica.last_zxid,
-            now_ms=self.shell._now(),
+            now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
         stream = await self._connect(spec.members[leader_sid].quorum)
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
         link = _Link(0, stream)
-        learner.connected(self.shell._now())
-        role = self._role = _LearnerRole(self, learner, link)
-        role.sync_started = self.shell._now()
+        learner.connected(self.clock.now())
+        role = self._pump = _LearnerPump(self, learner, link)
+        role.sync_started = self.clock.now()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
             nursery.start_soon(role.reader)
@@ -641,10 +692,13 @@ class QuorumPeer:
                 await trio.sleep(CONNECT_PAUSE)
 
     async def _ticker(self, tick: Callable[[int], None]) -> None:
-        step = max(self.spec.timing.tick_ms // 2, 1) / 1000
+        """Feed the Zab machine time every half tick of the server's clock (a test that moves
+        the clock wakes it at once: the machine's timeouts see the new time)."""
+        clock = self.clock
+        step = max(self.spec.timing.tick_ms // 2, 1)
         while True:
-            await trio.sleep(step)
-            tick(self.shell._now())
+            await clock.sleep_until(clock.now() + step)
+            tick(clock.now())
             self.kick()
 
     # ------------------------------------------------------------------ shared Ready handling
@@ -661,7 +715,7 @@ class QuorumPeer:
         an ACK of NEWLEADER still follows the durability of the txns synced before it."""
         persistence = self.persistence
         # SyncRequestProcessor.processRequest, for every txn a member logs
-        self.shell.server_metrics.sync_processor_request_queued += len(rd.entries)
+        self.metrics.sync_processor_request_queued += len(rd.entries)
         if not (
             rd.accepted_epoch is not None
             or rd.current_epoch is not None
@@ -702,7 +756,7 @@ class QuorumPeer:
             self.replica.reset(got.tree, got.sessions)
             # Learner.syncWithLeader: "Reset config node content from local config after
             # deserialization of snapshot"
-            self._init_config()
+            self.init_config()
             log.info("SNAP: loaded the leader's snapshot at %#x", rd.snapshot_in.zxid)
         if rd.take_snapshot:
             await persistence.take_snapshot()
@@ -721,16 +775,16 @@ class QuorumPeer:
             out.append(Ready(entries=self._undurable.popleft()[1]))
         return out
 
-    def apply(self, e: Entry, p: Proposal | None) -> tuple[r.TxnHeader, r.Record | None, Any]:
-        """Ready step 3: one committed txn into the replica: (header, txn, apply result)."""
+    def committed(self, e: Entry, p: Proposal | None) -> Proposal:
+        """Ready step 3, before the role's sink applies it: one committed txn, as the proposal
+        ``p`` it was (the leader's own) or decoded from its entry, is no longer unapplied and
+        joins the committed log (a leader's DIFFs)."""
         self._unapplied.pop(e.zxid, None)
         self._committed_log.append(e)
         if p is not None:
-            hdr, txn = p.hdr, p.txn
-        else:
-            te = txnlog.decode_payload(e.data)
-            hdr, txn = te.header, treeio.current_txn(te)
-        return hdr, txn, self.replica.apply(hdr, txn)
+            return p
+        te = txnlog.decode_payload(e.data)
+        return Proposal(te.header, treeio.current_txn(te))
 
 
 def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
@@ -802,15 +856,16 @@ class LearnerRequests:
                 sync(lk)
 
 
-class _LeaderRole:
-    """LEADING: quorum-port links, the pump, the sequencer once established."""
+class _LeaderPump:
+    """LEADING: quorum-port links, the pump; the :class:`~trizk.server.roles.leading.Leading`
+    role once established."""
 
     def __init__(self, peer: QuorumPeer, leader: Leader, committer: ZabCommitter) -> None:
         self.peer = peer
         self.leader = leader
         self.committer = committer
-        self.sequencer: Sequencer | None = None
-        self.front: FrontEnd | None = None
+        #: the role served once established (None before)
+        self.role: Leading | None = None
         self.established_at: int | None = None
         self.requests = LearnerRequests(
             leader_outstanding_limit(
@@ -820,14 +875,13 @@ class _LeaderRole:
 
     async def accept(self, stream: trio.SocketStream) -> None:
         peer = self.peer
-        peer._next_link += 1
-        link = _Link(peer._next_link, stream)
-        peer._links[link.link] = link
+        link = peer.add_link(stream)
         self.leader.connected(link.link)
+        clock = peer.clock
 
         def step(ev: StreamEvent) -> None:
             if isinstance(ev, r.QuorumPacket):  # learners send no snapshots
-                self.leader.step(link.link, ev, peer.shell._now())
+                self.leader.step(link.link, ev, clock.now())
 
         try:
             async with trio.open_nursery() as nursery:
@@ -837,7 +891,7 @@ class _LeaderRole:
                 log.info("quorum link %d ends: %s", link.link, reason)
                 link.close()
         finally:
-            peer._links.pop(link.link, None)
+            peer.remove_link(link.link)
             self.leader.link_closed(link.link)
             self.requests.link_closed(link.link)
             peer.kick()
@@ -846,6 +900,7 @@ class _LeaderRole:
 
     async def pump(self) -> str:
         peer, leader = self.peer, self.leader
+        clock, metrics = peer.clock, peer.metrics
         while True:
             for done in peer.durable_entries():
                 leader.advance(done)  # the leader's own ACKs
@@ -853,12 +908,11 @@ class _LeaderRole:
                 rd = leader.ready()
                 # Messages never wait for this Ready's persistence (what needs it comes from
                 # advance): PROPOSALs go out while the leader's own fsync runs.
-                metrics = peer.shell.server_metrics
                 # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
                 metrics.proposal_count += len(rd.entries)
-                now = peer.shell._now()
+                now = clock.now()
                 for s in rd.messages:
-                    link = peer._links.get(s.link)
+                    link = peer.link(s.link)
                     if link is None:
                         continue
                     # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
@@ -869,32 +923,35 @@ class _LeaderRole:
                     if link.meter is None:
                         sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
                         if sid > 0:
-                            link.meter, link.now = peer.queue_meter(sid), peer.shell._now
+                            link.meter, link.now = peer.queue_meter(sid), clock.now
                     if link.meter is not None:
                         link.meter.queued(s.packet.type, now)
                     link.send(encode_packet(s.packet))
                     if s.packet.type == PacketType.SNAP:
                         link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
                 for lk, why in rd.close:
-                    link = peer._links.get(lk)
+                    link = peer.link(lk)
                     if link is not None:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
                 now_ready = await peer.persist(rd)
                 for done in peer.durable_entries():
                     leader.advance(done)  # earlier appends first: ACKs in zxid order
-                now, wall = peer.shell._now(), peer.shell._wall()
-                for e in rd.committed:
-                    hdr, txn, rc = peer.apply(e, self.committer.inflight.pop(e.zxid, None))
-                    # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
-                    # creation, when not negative); Leader.commit: COMMIT_COUNT
-                    metrics.commit_count += 1
-                    if wall >= hdr.time:
-                        metrics.quorum_ack_latency.add(wall - hdr.time)
-                    self.requests.committed(hdr.zxid)
-                    if self.sequencer is not None and self.front is not None:
-                        self.sequencer.committed(hdr, txn, now)
-                        self.front.on_committed(hdr, rc, now)
+                now, wall = clock.now(), clock.wall()
+                if rd.committed:
+                    inflight = self.committer.inflight
+                    batch = []
+                    for e in rd.committed:
+                        p = peer.committed(e, inflight.pop(e.zxid, None))
+                        # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
+                        # creation, when not negative); Leader.commit: COMMIT_COUNT
+                        metrics.commit_count += 1
+                        if wall >= p.hdr.time:
+                            metrics.quorum_ack_latency.add(wall - p.hdr.time)
+                        self.requests.committed(p.hdr.zxid)
+                        batch.append(p)
+                    # the role's sink (not serving until established): apply, answer
+                    peer.role.commit(batch, now)
                 for sid, data in rd.acks:
                     # Leader.processAck: ACK_LATENCY{key=sid} (Request.logLatency)
                     made = _txn_time(data)
@@ -902,12 +959,14 @@ class _LeaderRole:
                         metrics.ack_latency.add(str(sid), wall - made)
                 if rd.serving is not None:
                     self._establish(rd.serving, now, wall)
-                seq = self.sequencer
-                if seq is not None:
+                if self.role is not None:
+                    seq = self.role.sequencer
                     # requests and sessions are owned by the learner they came through
                     sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
                     # a closed link's REQUESTs are dropped (see LearnerRequests)
-                    self.requests.waiting.extend(r for r in rd.requests if r[0] in peer._links)
+                    self.requests.waiting.extend(
+                        r for r in rd.requests if peer.link(r[0]) is not None
+                    )
                     self.requests.feed(
                         leader,
                         seq,
@@ -924,51 +983,44 @@ class _LeaderRole:
                         owner = sid_of.get(lk, -2 - lk)
                         leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
                 leader.advance(now_ready)
-                peer.shell.wake()
+                peer.host.wake()
                 if rd.role is not None:
                     return rd.role.reason
-            await peer._wait_kick()
+            await peer.wait_kick()
 
     def _bad_request(self, lk: int, e: Exception) -> None:
         log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
-        link = self.peer._links.get(lk)
+        link = self.peer.link(lk)
         if link is not None:
             link.close()
 
     def _establish(self, zxid: int, now: int, wall: int) -> None:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""
         peer = self.peer
-        peer.replica.tree.last_processed_zxid = zxid
-        stats = ServerStats(started=now, metrics=peer.shell.server_metrics)
-        seq = self.sequencer = Sequencer(
-            peer.core_config, peer.replica, self.committer, stats, now, wall
-        )
-        seq.last_zxid = zxid
-        self.front = FrontEnd(peer.core_config, peer.replica, seq, stats)
-        peer.shell.set_core(self.front, seq)
-        peer.election.update_peer_epoch(epoch_of(zxid))
+        role = self.role = peer.roles.leading(self.committer, zxid, now, wall)
+        peer.serve(role, zxid, now)
         self.established_at = now
-        peer._served = True
-        peer._broadcasting(now)
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
 
 
-class _LearnerRole:
-    """FOLLOWING / OBSERVING: the leader link's reader and the pump."""
+class _LearnerPump:
+    """FOLLOWING / OBSERVING: the leader link's reader and the pump; the
+    :class:`~trizk.server.roles.learning.Learning` role once synced."""
 
     def __init__(self, peer: QuorumPeer, learner: Learner, link: _Link) -> None:
         self.peer = peer
         self.learner = learner
         self.link = link
-        self.path: LearnerWritePath | None = None
-        self.front: FrontEnd | None = None
+        #: the role served once synced (None before)
+        self.role: Learning | None = None
         #: when the sync with the leader began (its link connected)
         self.sync_started = 0
 
     async def reader(self) -> None:
+        clock = self.peer.clock
         reason = await _read_link(
             self.link.stream,
-            lambda ev: self.learner.step(ev, self.peer.shell._now()),
+            lambda ev: self.learner.step(ev, clock.now()),
             self.peer.kick,
         )
         self.learner.link_closed(f"leader link: {reason}")
@@ -976,6 +1028,7 @@ class _LearnerRole:
 
     async def pump(self) -> str:
         peer, learner = self.peer, self.learner
+        clock, metrics = peer.clock, peer.metrics
         while True:
             for done in peer.durable_entries():
                 learner.advance(done)  # ACKs, now that the proposals are durable
@@ -983,9 +1036,8 @@ class _LearnerRole:
                 rd = learner.ready()
                 for s in rd.messages:
                     self.link.send(encode_packet(s.packet))
-                metrics = peer.shell.server_metrics
-                wall = peer.shell._wall()
-                if self.front is not None and not peer.spec.observer:
+                wall = clock.wall()
+                if self.role is not None and not peer.spec.observer:
                     # Follower.processPacket PROPOSAL (broadcast phase): the count, and
                     # PROPOSAL_LATENCY = wall ms since the leader made the txn (if >= 0)
                     for e in rd.entries:
@@ -998,48 +1050,46 @@ class _LearnerRole:
                     # earlier appends first: their ACKs precede this Ready's (an ACK of
                     # NEWLEADER is the one packet LearnerHandler reads after sending it)
                     learner.advance(done)
-                now, wall = peer.shell._now(), peer.shell._wall()
-                for e in rd.committed:
-                    hdr, _txn, rc = peer.apply(e, None)
-                    if self.front is not None:
-                        # COMMIT (INFORM on an observer): LEARNER_COMMIT_RECEIVED_COUNT,
-                        # COMMIT_PROPAGATION_LATENCY (Request.logLatency)
-                        metrics.learner_commit_received_count += 1
-                        if wall >= hdr.time:
-                            metrics.commit_propagation_latency.add(wall - hdr.time)
-                        if hdr.type == OpCode.CLOSESESSION and self.path is not None:
-                            self.path.session_closed(hdr.clientId)
-                        self.front.on_committed(hdr, rc, now)
+                now, wall = clock.now(), clock.wall()
+                if rd.committed:
+                    batch = [peer.committed(e, None) for e in rd.committed]
+                    if self.role is not None:
+                        for p in batch:
+                            # COMMIT (INFORM on an observer): LEARNER_COMMIT_RECEIVED_COUNT,
+                            # COMMIT_PROPAGATION_LATENCY (Request.logLatency)
+                            metrics.learner_commit_received_count += 1
+                            if wall >= p.hdr.time:
+                                metrics.commit_propagation_latency.add(wall - p.hdr.time)
+                    # the role's sink (not serving until synced): apply, answer
+                    peer.role.commit(batch, now)
                 if rd.serving is not None:
                     self._serve(rd.serving, wall)
-                if self.path is not None:
+                role = self.role
+                if role is not None:
                     for sid, valid in rd.revalidated:
-                        self.path.revalidated(sid, valid)
-                if self.front is not None:
+                        role.path.revalidated(sid, valid)
                     for _ in range(rd.synced):
-                        self.front.on_synced(now)
+                        role.front.on_synced(now)
                 learner.advance(now_ready)
-                peer.shell.wake()
+                peer.host.wake()
                 if rd.role is not None:
                     return rd.role.reason
-            await peer._wait_kick()
+            await peer.wait_kick()
 
     def _serve(self, zxid: int, wall: int) -> None:
         peer = self.peer
-        peer._init_config()  # Learner.syncWithLeader, after every sync
-        peer._served = True
-        now = peer.shell._now()
+        peer.init_config()  # Learner.syncWithLeader, after every sync
+        now = peer.clock.now()
         # Follower.followLeader / Observer.observeLeader: FOLLOWER_/OBSERVER_SYNC_TIME
-        synced = peer.shell.server_metrics.summary(
+        synced = peer.metrics.summary(
             "observer_sync_time" if peer.spec.observer else "follower_sync_time"
         )
         synced.add(now - self.sync_started)
-        peer._broadcasting(now)
-        self.path = LearnerWritePath(self.learner, peer.spec.myid, wall)
-        stats = ServerStats(metrics=peer.shell.server_metrics)
-        self.front = FrontEnd(peer.core_config, peer.replica, self.path, stats)
-        peer.shell.set_core(self.front, None)
-        peer.election.update_peer_epoch(epoch_of(zxid))
+        if peer.spec.observer:
+            role = self.role = peer.roles.observing(self.learner, wall)
+        else:
+            role = self.role = peer.roles.following(self.learner, wall)
+        peer.serve(role, zxid, now)
         log.info(
             "%s: synced with the leader by %s, serving clients (epoch %d)",
             peer.state.upper(),

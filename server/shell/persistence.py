@@ -82,7 +82,7 @@ import trio
 from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_long
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
-from trizk.server.writes.committer import Proposal
+from trizk.server.writes.committer import CommitSink, Proposal
 from trizk.storage.disk import files, fsyncd
 from trizk.storage.formats import snapshot, treeio, txnlog
 from trizk.storage.formats.txnlog import TxnEntry
@@ -258,7 +258,7 @@ class Persistence:
         #: proposed txns not yet appended to the log
         self._queue: list[Proposal] = []
         self._recent: list[TxnEntry] = []
-        self._sink: Callable[[Sequence[Proposal], int], None] | None = None
+        self._sink: CommitSink | None = None
         self._wake: Callable[[], None] = lambda: None
         self._now: Callable[[], int] = lambda: int(trio.current_time() * 1000)
         self._kick = trio.Event()
@@ -438,7 +438,7 @@ class Persistence:
 
     def attach(
         self,
-        sink: Callable[[Sequence[Proposal], int], None],
+        sink: CommitSink,
         wake: Callable[[], None],
         now: Callable[[], int] | None = None,
     ) -> None:
@@ -584,11 +584,13 @@ class Persistence:
         """Hand every batch a returned sync covered to the sink, oldest first, and flush."""
         pending = self._pending
         synced = self._synced
+        sink = self._sink
         committed = False
         while pending and pending[0][0] <= synced:
+            assert sink is not None, "attach() before run()"
             _, batch = pending.popleft()
             self._inflight -= len(batch)
-            self._sink(batch, self._now())  # type: ignore[misc]
+            sink(batch, self._now())
             committed = True
         if committed:
             self._wake()

@@ -36,8 +36,14 @@ class Proposal:
     digest: int = 0
 
 
-#: Receives committed proposals, oldest first.
-CommitSink = Callable[[Sequence[Proposal]], None]
+#: Receives committed proposals, oldest first, with the monotonic time (ms) of their commit:
+#: ``sink(batch, now)``. A role's sink applies them to the replica and answers them
+#: (:mod:`trizk.server.roles`).
+CommitSink = Callable[[Sequence[Proposal], int], None]
+
+
+def _drop(batch: Sequence[Proposal], now: int) -> None:
+    """The sink of a committer nobody listens to."""
 
 
 class Committer(Protocol):
@@ -50,17 +56,18 @@ class MemoryCommitter:
     """Commits without durability: every proposal is committed at the next :meth:`flush`."""
 
     def __init__(self, sink: CommitSink | None = None) -> None:
-        self.sink: CommitSink = sink if sink is not None else (lambda batch: None)
+        self.sink: CommitSink = sink if sink is not None else _drop
         self.queue: list[Proposal] = []
 
     def propose(self, p: Proposal) -> None:
         self.queue.append(p)
 
-    def flush(self) -> int:
-        """Commit everything proposed so far (and what committing it proposes in turn)."""
+    def flush(self, now: int = 0) -> int:
+        """Commit everything proposed so far (and what committing it proposes in turn), at
+        monotonic time ``now``."""
         n = 0
         while self.queue:
             batch, self.queue = self.queue, []
             n += len(batch)
-            self.sink(batch)
+            self.sink(batch, now)
         return n

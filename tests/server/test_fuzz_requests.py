@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -250,10 +249,7 @@ class Core:
         self.sync = sync
         self.now = 1000
 
-        def sink(batch: Sequence[Proposal]) -> None:
-            self.node.commit(batch, self.now)
-
-        self.committer.sink = sink
+        self.committer.sink = self.node.commit
         self._ids = 0
 
     def next_id(self) -> int:
@@ -262,7 +258,7 @@ class Core:
 
     def commit(self, now: int = 1000) -> None:
         self.now = now
-        self.committer.flush()
+        self.committer.flush(now)
 
 
 class Client:

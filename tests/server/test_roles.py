@@ -1,9 +1,8 @@
-"""The standalone server's roles without sockets: front end, sequencer, committer, replica.
+"""The server's roles without sockets: front end, write path, commit sink, replica.
 
-Drives :class:`trizk.server.roles.standalone.Standalone` with raw frames on sans-IO connections and
-a
-:class:`MemoryCommitter`, so the test decides when txns commit. Pins the seams the ensemble
-builds on:
+Drives :class:`trizk.server.roles.standalone.Standalone` (and the ensemble's roles) with raw
+frames on sans-IO connections and a :class:`MemoryCommitter`, so the test decides when txns
+commit. Pins the seams the ensemble builds on:
 
 * nothing is answered before its txn commits; replies are matched to requests by
   (session id, cxid), never by position, and each session's replies keep request order, reads
@@ -11,22 +10,31 @@ builds on:
 * a committed txn that no local request is waiting for (another server's client) fires watches
   and answers nobody; an expiry closeSession closes the session's connection;
 * the replica is the only place state changes: replaying the committed proposals into a fresh
-  replica gives the same tree and session table.
+  replica gives the same tree and session table;
+* every role comes from the one :class:`~trizk.server.roles.factory.RoleFactory`: its front end
+  writes to its write path, a standalone server's and a leader's sequencer is the session
+  tracker, and each role's commit sink applies in zxid order and answers only its own clients
+  (the leading and following roles, fed one commit stream, stand in for an ensemble).
 """
 
 from __future__ import annotations
 
+import ast
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 
 from trizk.jute import records as r
 from trizk.jute.codes import Code, EventType, OpCode, Xid
-from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.common.coreconfig import CoreConfig
+from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.frontend.connection import ClientConnection
 from trizk.server.frontend.core import FrontEnd
+from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.roles.learning import Learning
+from trizk.server.roles.notserving import NotServing
 from trizk.server.roles.standalone import Standalone
 from trizk.server.writes.committer import MemoryCommitter, Proposal
-from trizk.server.writes.forwarder import LearnerWritePath
 from trizk.server.writes.sessions import generate_password
 from trizk.storage.formats import treeio
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE, DataTree
@@ -34,6 +42,8 @@ from trizk.storage.tree.replica import Replica
 
 ACL = tuple(OPEN_ACL_UNSAFE)
 WALL = 1_700_000_000_000
+#: the zxid a leader of epoch 1 is established at
+EPOCH1 = 1 << 32
 
 
 class Harness:
@@ -45,11 +55,11 @@ class Harness:
         )
         self.now = 0
 
-        def sink(batch: list[Proposal]) -> None:
+        def sink(batch: Sequence[Proposal], now: int) -> None:
             self.log.extend(batch)
-            self.node.commit(batch, self.now)
+            self.node.commit(batch, now)
 
-        self.committer.sink = sink  # type: ignore[assignment]
+        self.committer.sink = sink
         self._ids = 0
 
     def connect(self) -> ClientConnection:
@@ -70,7 +80,7 @@ class Harness:
         self.send(c, r.RequestHeader(xid, op).encode() + (rec.encode() if rec else b""))
 
     def commit(self) -> int:
-        return self.committer.flush()
+        return self.committer.flush(self.now)
 
 
 def replies(c: ClientConnection) -> list[bytes]:
@@ -242,31 +252,26 @@ class FakeLink:
 
 
 class MiniEnsemble:
+    """The leading and following roles as the factory builds them, one commit stream feeding
+    both roles' sinks."""
+
     def __init__(self) -> None:
         self.committer = MemoryCommitter(self._commit)
-        self.leader = Standalone(
-            CoreConfig(tick_time=2000), Replica(DataTree()), self.committer, now=0, wall=WALL
-        )
+        lroles = RoleFactory(CoreConfig(tick_time=2000, server_id=1), Replica(DataTree()))
+        self.leader = lroles.leading(self.committer, EPOCH1, now=0, wall=WALL)
         self.syncs: list[int] = []
         self.revalidations: list[tuple[int, bool]] = []
         self.link = FakeLink(self)
-        self.path = LearnerWritePath(self.link, server_id=2, wall=WALL)
         self.freplica = Replica(DataTree())
-        self.follower = FrontEnd(
-            CoreConfig(tick_time=2000, server_id=2),
-            self.freplica,
-            self.path,
-            ServerStats(),
-        )
+        froles = RoleFactory(CoreConfig(tick_time=2000, server_id=2), self.freplica)
+        self.following = froles.following(self.link, wall=WALL)
+        self.path = self.following.path
+        self.follower = self.following.front
         self._ids = 0
 
-    def _commit(self, batch: Sequence[Proposal]) -> None:
-        self.leader.commit(batch, 0)
-        for p in batch:
-            rc = self.freplica.apply(p.hdr, p.txn)
-            if p.hdr.type == OpCode.CLOSESESSION:
-                self.path.session_closed(p.hdr.clientId)
-            self.follower.on_committed(p.hdr, rc, 0)
+    def _commit(self, batch: Sequence[Proposal], now: int) -> None:
+        self.leader.commit(batch, now)
+        self.following.commit(batch, now)
 
     def step(self) -> None:
         """Commit what was proposed, then deliver the leader's SYNC and REVALIDATE answers."""
@@ -342,3 +347,145 @@ def test_sessions_move_between_leader_and_follower() -> None:
     c = ens.connect(ens.follower, gone, generate_password(gone))
     assert ens.path.sessions.get(gone) is None
     assert connect_response(c).sessionId == 0 and c.closed
+
+
+# ------------------------------------------------------------------ the role factory
+# Every role's chain comes from one RoleFactory (setupRequestProcessors): what its front end
+# writes to, whether it has a session tracker that ticks, and what its commit sink does.
+
+
+def test_the_factory_declares_each_roles_chain() -> None:
+    replica = Replica(DataTree())
+    metrics = ServerMetrics()
+    roles = RoleFactory(CoreConfig(tick_time=2000, server_id=2), replica, metrics)
+    committer = MemoryCommitter()
+    link = FakeLink(MiniEnsemble())
+    standalone = roles.standalone(committer, now=0, wall=WALL)
+    leading = roles.leading(committer, EPOCH1, now=0, wall=WALL)
+    following = roles.following(link, wall=WALL)
+    observing = roles.observing(link, wall=WALL)
+    not_serving = roles.not_serving()
+    built: list[Role] = [standalone, leading, following, observing, not_serving]
+    assert [role.name for role in built] == [
+        "standalone",
+        "leading",
+        "following",
+        "observing",
+        "not serving",
+    ]
+    for role in built:
+        # one replica and one ServerMetrics under every role of a server
+        assert role.front.replica is replica and role.front.stats.metrics is metrics
+        # the front end writes to the role's write path
+        assert role.front.write_path is role.write_path
+    # standalone and leader: prep in the sequencer, which is also the ticking session tracker
+    for role in (standalone, leading):
+        assert role.write_path is role.sequencer
+        assert role.sequencer is not None and role.sequencer.committer is committer
+    assert standalone.front.counts_sync and not leading.front.counts_sync
+    # a leader's txns continue at its established zxid
+    assert leading.sequencer.last_zxid == EPOCH1 == replica.tree.last_processed_zxid
+    # learners forward to the leader and track no expiry; a client's sync goes there too
+    for learner in (following, observing):
+        assert isinstance(learner, Learning) and learner.sequencer is None
+        assert learner.path.link is link and learner.write_path.forwards_sync
+        assert learner.front.serving
+    # between roles: nothing is served, nothing can be written
+    assert isinstance(not_serving.write_path, NotServing) and not_serving.sequencer is None
+    assert not not_serving.front.serving
+
+
+def _session_txns(sid: int, zxid: int) -> list[Proposal]:
+    """A session's life as a leader commits it: created, an ephemeral, closed."""
+    return [
+        Proposal(r.TxnHeader(sid, 0, zxid, WALL, OpCode.CREATESESSION), r.CreateSessionTxn(9000)),
+        Proposal(
+            r.TxnHeader(sid, 1, zxid + 1, WALL, OpCode.CREATE),
+            r.CreateTxn("/e", b"", ACL, True, 1),
+        ),
+        Proposal(r.TxnHeader(sid, 2, zxid + 2, WALL, OpCode.CLOSESESSION), None),
+    ]
+
+
+def test_a_sequencer_roles_sink_answers_its_clients_in_order() -> None:
+    for make in ("standalone", "leading"):
+        replica = Replica(DataTree())
+        roles = RoleFactory(CoreConfig(tick_time=2000), replica)
+        committer = MemoryCommitter()
+        role: Role
+        if make == "standalone":
+            role = roles.standalone(committer, now=0, wall=WALL)
+        else:
+            role = roles.leading(committer, EPOCH1, now=0, wall=WALL)
+        committer.sink = role.commit
+        c = ClientConnection(1, ("127.0.0.1", 40001), 0xFFFFF)
+        role.front.connection_made(c)
+        body = r.ConnectRequest(0, 0, 10_000, 0, bytes(16)).encode() + b"\x00"
+        role.front.data_received(c, struct.pack(">i", len(body)) + body, 0, WALL)
+        assert c.out == b"" and committer.flush(1) == 1  # answered once createSession commits
+        assert len(replies(c)) == 1
+        for xid, rec in (
+            (1, r.CreateRequest("/e", b"", ACL, 1)),
+            (2, r.ExistsRequest("/e", False)),
+        ):
+            op = OpCode.CREATE if xid == 1 else OpCode.EXISTS
+            frame = r.RequestHeader(xid, op).encode() + rec.encode()
+            role.front.data_received(c, struct.pack(">i", len(frame)) + frame, 0, WALL)
+        assert c.out == b""  # nothing before the commit; the exists waits behind the create
+        assert committer.flush(2) == 1
+        assert xids(replies(c)) == [(1, 0), (2, 0)]
+        assert replica.sessions == {c.session_id: 10_000}
+        assert role.sequencer is not None and role.sequencer.outstanding == 0
+        node = replica.tree.get("/e")
+        assert node is not None and node.ephemeral_owner == c.session_id
+        if make == "leading":
+            assert node.czxid == EPOCH1 + 2  # txns continue at the established zxid
+
+
+def test_a_learners_sink_and_a_not_serving_one_apply_the_leaders_commits() -> None:
+    sid = 0x0100000000000001  # a session of another member's client
+    for make in ("following", "observing", "not serving"):
+        replica = Replica(DataTree())
+        roles = RoleFactory(CoreConfig(tick_time=2000, server_id=2), replica)
+        link = FakeLink(MiniEnsemble())
+        role: Role
+        if make == "following":
+            role = roles.following(link, wall=WALL)
+        elif make == "observing":
+            role = roles.observing(link, wall=WALL)
+        else:
+            role = roles.not_serving()
+        watcher = ClientConnection(1, ("127.0.0.1", 40001), 0xFFFFF)
+        role.front.connection_made(watcher)
+        txns = _session_txns(sid, 1)
+        role.commit(txns[:2], 5)
+        # applied, in order, by the role's own sink
+        assert replica.sessions == {sid: 9000} and replica.tree.get("/e") is not None
+        assert replica.last_zxid == 2
+        if isinstance(role, Learning):
+            role.path.sessions[sid] = 9000  # as if the session had moved to this member
+        role.commit(txns[2:], 6)
+        assert replica.sessions == {} and replica.tree.get("/e") is None
+        if isinstance(role, Learning):
+            # a closeSession ends the session on the learner too (no more touches for it)
+            assert sid not in role.path.sessions
+        # nobody here asked: nobody is answered
+        assert watcher.out == b""
+
+
+def test_the_roles_are_pure() -> None:
+    """``server/roles`` reads no clock and touches no socket or file: times are passed in, and
+    nothing there imports Trio, the shells or the clock."""
+    import trizk.server.roles as roles
+
+    shells = ("trio", "socket", "time", "select", "selectors", "os", "trizk.server.shell")
+    for source in Path(roles.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(shells), f"{source.name} imports {name}"

@@ -21,6 +21,7 @@ from trizk.compat.oracle.rawclient import RawClient
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.quorum.zab.zab import Timing
+from trizk.server.ops.testcontrol import Controls
 from trizk.server.shell.ensemble import EnsembleSpec, Member
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
 from trizk.testing.ports import allocate
@@ -31,8 +32,11 @@ TIMING = Timing(tick_ms=100, init_limit=20, sync_limit=10)
 
 
 class Ensemble:
-    def __init__(self, tmp: Path, n: int, observers: int = 0, **keys: Any) -> None:
+    def __init__(
+        self, tmp: Path, n: int, observers: int = 0, timing: Timing = TIMING, **keys: Any
+    ) -> None:
         self.tmp = tmp
+        self.timing = timing
         #: more zoo.cfg keys for every member
         self.keys = keys
         ids = range(1, n + observers + 1)
@@ -48,9 +52,9 @@ class Ensemble:
 
     def start(self, i: int) -> None:
         cfg = make_config(
-            self.tmp / f"m{i}", tickTime=TIMING.tick_ms, clientPort=self.ports[i], **self.keys
+            self.tmp / f"m{i}", tickTime=self.timing.tick_ms, clientPort=self.ports[i], **self.keys
         )
-        self.servers[i] = ThreadedServer(cfg, EnsembleSpec(i, self.members, TIMING)).start()
+        self.servers[i] = ThreadedServer(cfg, EnsembleSpec(i, self.members, self.timing)).start()
 
     def stop(self, i: int) -> None:
         self.servers.pop(i).stop()
@@ -231,3 +235,32 @@ def test_leader_mntr_has_the_learner_queue_summary_sets(ensemble3: Ensemble) -> 
         assert int(values[f"zk_cnt_{sid}_learner_handler_qp_time_ms"]) >= 1
     for i in followers:
         assert "learner_handler_qp" not in four_letter(ensemble3.ports[i], "mntr")
+
+
+def test_moving_a_members_clock_moves_its_zab_ticks(tmp_path: Path) -> None:
+    """The test controls' ``advance`` on an ensemble member moves the time its Zab machine sees
+    and wakes its ticker at once (the server's one clock): a follower whose clock jumps past
+    syncLimit ticks since it last heard from its leader gives up on it (the Learner's read
+    timeout), and a leader whose clock jumps past the ticks it allows its learners without word
+    loses its quorum -- now, not at their next half tick (10 s of real time here)."""
+    timing = Timing(tick_ms=20_000, init_limit=10, sync_limit=5)
+    ens = Ensemble(tmp_path, 3, timing=timing)
+    try:
+        ens.wait_serving()
+        leader = ens.leader()
+        follower = min(i for i in ens.servers if i != leader)
+        for sid in (follower, leader):
+            srv = ens.servers[sid]
+            server = srv.server
+            assert server is not None
+            rounds = srv.call(lambda s=server: s.server_metrics.looking_count)
+            # past every limit: a leader gives a learner that has just synced (and has not
+            # answered a PING yet) initLimit + syncLimit ticks, and counts whole ticks
+            jump = timing.init_ms + timing.sync_ms + 2 * timing.tick_ms
+            srv.call(Controls(server).advance, jump)
+            deadline = time.monotonic() + 5.0  # half a tick: the ticker's own wake-up is later
+            while srv.call(lambda s=server: s.server_metrics.looking_count) == rounds:
+                assert time.monotonic() < deadline, f"member {sid}'s Zab ticks did not move"
+                time.sleep(0.02)  # polling interval of a bounded wait
+    finally:
+        ens.close()

@@ -74,7 +74,8 @@ from trizk.quorum.zab.zabwire import (
     epoch_of,
     make_zxid,
 )
-from trizk.server.common.coreconfig import CoreConfig, ServerStats
+from trizk.server.common.coreconfig import CoreConfig
+from trizk.server.roles.factory import Role, RoleFactory
 from trizk.server.shell.ensemble import LearnerRequests
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.forwarder import LearnerWritePath
@@ -163,7 +164,9 @@ class Node:
     group: int = 0
     disk_speed: float = 1.0  # fsync latency multiplier (a slow disk)
     rep: Replica = field(default_factory=workload.fresh_replica)
-    #: established leader: the sequencer; serving learner: its write path
+    #: the role served (the factory's leading or following/observing role), once serving
+    role: Role | None = None
+    #: established leader: the role's sequencer; serving learner: its write path
     seq: Sequencer | None = None
     path: LearnerWritePath | None = None
     #: established leader: learners' REQUESTs on their way into the sequencer
@@ -571,7 +574,10 @@ class Sim:
                 self.on_applied(n, hdr)
         if isinstance(machine, Learner) and rd.serving is not None and current:
             n.serving = True
-            n.path = LearnerWritePath(machine, n.sid, n.clock(self.now))
+            roles = RoleFactory(self.core_config(n), n.rep)
+            wall = n.clock(self.now)
+            learning = roles.following(machine, wall) if n.voter else roles.observing(machine, wall)
+            n.role, n.path = learning, learning.path
             self.check_history(n, "learner up to date")
             self.check_tree(n)
         if isinstance(machine, Leader) and current and rd.committed:
@@ -614,17 +620,19 @@ class Sim:
         self.check_history(n, "established")
         n.serving = True
         self.check_tree(n)
-        # Leader.startZkServer / server/shell/ensemble.py _establish: the sequencer starts at e<<32
+        # Leader.startZkServer / server/shell/ensemble.py _establish: the factory's leading
+        # role, its sequencer starting at e<<32
         now = n.clock(self.now)
-        n.rep.tree.last_processed_zxid = z
-        cfg = CoreConfig(tick_time=self.cfg.timing.tick_ms, server_id=n.sid)
-        seq = n.seq = Sequencer(cfg, n.rep, SimCommitter(self, n, m), ServerStats(), now, now)
+        roles = RoleFactory(self.core_config(n), n.rep)
+        leading = roles.leading(SimCommitter(self, n, m), z, now, now)
+        n.role = leading
+        seq = n.seq = leading.sequencer
         hi = self.rng.random() < self.cfg.high_counter_prob
         seq.last_zxid = make_zxid(e, 0xFFFFFFF0) if hi else z
         n.requests = LearnerRequests(self.cfg.learner_request_limit)
 
     def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
-        """A learner's REQUEST reaches the leader (``_LeaderRole.pump``): it waits for the
+        """A learner's REQUEST reaches the leader (``_LeaderPump.pump``): it waits for the
         sequencer under the limit of learners' proposals outstanding."""
         if n.requests is None or link not in self.conns:
             return  # a closed link's REQUESTs are dropped (the shell's pump does the same)
@@ -647,19 +655,23 @@ class Sim:
         now = n.clock(self.now)
         n.requests.feed(m, n.seq, owners, now, now, sync, bad)
 
+    def core_config(self, n: Node) -> CoreConfig:
+        return CoreConfig(tick_time=self.cfg.timing.tick_ms, server_id=n.sid)
+
     def apply_txn(self, n: Node, hdr: r.TxnHeader, txn: r.Record | None) -> None:
-        """A committed txn into a member's replica (``QuorumPeer.apply``) and its roles."""
-        n.rep.apply(hdr, txn)
-        if n.seq is not None:
-            n.seq.committed(hdr, txn, n.clock(self.now))
+        """A committed txn into a member's replica through its role's commit sink (the one
+        the ensemble shell's pump calls; not serving: the replica alone)."""
+        if n.role is not None:
+            n.role.commit([Proposal(hdr, txn)], n.clock(self.now))
+        else:
+            n.rep.apply(hdr, txn)
         if n.requests is not None:
             n.requests.committed(hdr.zxid)
-        if n.path is not None and hdr.type == OpCode.CLOSESESSION:
-            n.path.session_closed(hdr.clientId)
 
     def stop_serving(self, n: Node) -> None:
         """A role ends (or the member crashed): its clients are dropped."""
         n.serving = False
+        n.role = None
         n.seq = None
         n.path = None
         n.requests = None
