@@ -19,12 +19,7 @@ from trizk.compat.procs import netns
 from trizk.compat.procs.ensemble import ProcessEnsemble
 from trizk.compat.procs.servers import zookeeper_available
 
-pytestmark = [
-    pytest.mark.skipif(not netns.available(), reason="needs root and network namespaces"),
-    # every lab is 10.231.0.0/24 on its own bridge: under pytest-xdist (--dist loadgroup) two
-    # labs at once would share the route, so the labs of this module take turns on one worker
-    pytest.mark.xdist_group("netns"),
-]
+pytestmark = pytest.mark.skipif(not netns.available(), reason="needs root and network namespaces")
 
 
 def _serving_inside(lab: netns.NetnsLab, ens: ProcessEnsemble, sid: int) -> bool:
