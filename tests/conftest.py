@@ -88,3 +88,46 @@ def fast_trizk_server(tmp_path: Path) -> Iterator[ThreadedServer]:
     srv = ThreadedServer(make_config(tmp_path, tickTime=100)).start()
     yield srv
     srv.stop()
+
+
+# ---------------------------------------------------------------------------- markers by layer
+#
+# ``pytest -m "not slow and not oracle"`` is the fast layer (pure cores and in-process servers);
+# the markers are registered in pyproject.toml. Whole folders are marked here, single tests where
+# they are written (``@pytest.mark.slow``, ``@pytest.mark.oracle``).
+
+#: folder under tests/ -> the marker every test in it (and below it) carries
+LAYER_MARKS: dict[str, str] = {
+    # real Apache ZooKeeper (java, zkCli, cli_mt) run side by side with trizk
+    "compat": "oracle",
+    # the SIGKILL crash loop: server processes killed and restarted for tens of seconds
+    "crash": "slow",
+    # seeded whole-ensemble simulations: thousands of runs (seed counts: tests/seeds.py)
+    "quorum/sim": "slow",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        try:
+            folder = item.path.parent.relative_to(root).as_posix()
+        except ValueError:  # a test file outside tests/ (pytester's, a path given by hand)
+            continue
+        for layer, mark in LAYER_MARKS.items():
+            if folder == layer or folder.startswith(layer + "/"):
+                item.add_marker(mark)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # TRIZK_HYPOTHESIS_SCALE (tests/seeds.py) also scales the tests on Hypothesis' own default
+    # of 100 examples; the counts written in the tests are scaled where they are written
+    from hypothesis import settings
+
+    from tests import seeds
+
+    if seeds.scale() != 1.0:
+        settings.register_profile(
+            "trizk-scaled", parent=settings.default, max_examples=seeds.examples(100)
+        )
+        settings.load_profile("trizk-scaled")

@@ -5,10 +5,14 @@ Theory
 Each host is a network namespace with one veth interface whose other end sits on a bridge in
 the root namespace; the bridge has an address too, so the test (kazoo, four-letter words) reaches
 every host from the root namespace. Addresses are ``10.231.<lab>.<10+i>/24`` -- the project's own
-test hosts, never anything outside the sandbox. ``cut(i)`` takes host ``i``'s bridge-side link
-down: the host can reach nobody and nobody reaches it (its open TCP connections stall, as in a
-real partition: no RST); ``heal(i)`` brings it back. A process runs on a host through
-``ip netns exec``.
+test hosts, never anything outside the sandbox. Unless the caller names one, ``<lab>`` is the
+lowest that no interface of the root namespace uses, chosen and taken (the bridge's address)
+under an exclusive lock on :data:`LOCK_PATH`, so labs alive at the same time on one machine
+(pytest-xdist workers, test runs of other checkouts) never share a subnet: two bridges on one
+subnet would send one lab's traffic to the other's hosts. ``cut(i)`` takes host ``i``'s
+bridge-side link down: the host can reach nobody and nobody reaches it (its open TCP connections
+stall, as in a real partition: no RST); ``heal(i)`` brings it back. A process runs on a host
+through ``ip netns exec``.
 
 Invariants: names are unique per lab (a random tag), every namespace, veth and bridge made is
 removed by :meth:`NetnsLab.close`, even after a failure; interface names fit IFNAMSIZ (15).
@@ -16,13 +20,18 @@ removed by :meth:`NetnsLab.close`, even after a failure; interface names fit IFN
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 
-__all__ = ["NetnsLab", "available"]
+__all__ = ["LOCK_PATH", "NetnsLab", "available"]
+
+#: held while a lab picks its subnet and puts it on its bridge (machine-wide, root only)
+LOCK_PATH = "/tmp/trizk-netns.lock"
 
 
 def available() -> bool:
@@ -43,18 +52,32 @@ def _ip(*args: str, ns: str | None = None) -> None:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
 
 
-class NetnsLab:
-    """``n`` hosts (1..n) on one bridge; see the module docstring."""
+def labs_in_use() -> set[int]:
+    """The ``<lab>`` numbers of the 10.231.<lab>.0/24 addresses in the root namespace."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True)
+    return {int(x) for x in re.findall(r"\binet 10\.231\.(\d+)\.", out.stdout)}
 
-    def __init__(self, n: int, lab: int = 0) -> None:
+
+class NetnsLab:
+    """``n`` hosts (1..n) on one bridge; see the module docstring. ``lab`` fixes the subnet
+    (10.231.<lab>.0/24); by default the lowest free one is taken."""
+
+    def __init__(self, n: int, lab: int | None = None) -> None:
         self.tag = secrets.token_hex(2)
         self.bridge = f"tzb{self.tag}"
-        self.prefix = f"10.231.{lab}"
         self.namespaces: dict[int, str] = {}
         self._veths: dict[int, str] = {}
         try:
-            _ip("link", "add", self.bridge, "type", "bridge")
-            _ip("addr", "add", f"{self.prefix}.1/24", "dev", self.bridge)
+            with open(LOCK_PATH, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                if lab is None:
+                    free = sorted(set(range(256)) - labs_in_use())
+                    if not free:
+                        raise RuntimeError("every subnet 10.231.<0-255>.0/24 is in use")
+                    lab = free[0]
+                self.prefix = f"10.231.{lab}"
+                _ip("link", "add", self.bridge, "type", "bridge")
+                _ip("addr", "add", f"{self.prefix}.1/24", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
             for i in range(1, n + 1):
                 self._add(i)

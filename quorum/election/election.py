@@ -45,7 +45,7 @@ Invariants
   from the initial vote.
 * Memory is bounded by the voter count: recvset/outofelection are keyed by voter sid.
 
-Interop notes (checked against ZooKeeper 3.8.0 members, tests/quorum/test_java_election.py)
+Interop notes (checked against ZooKeeper 3.8.0 members, tests/compat/test_java_election.py)
 --------------------------------------------------------------------------------------------
 * The embedded config must carry a version no higher than the receiver's (``version=0`` with
   static configs): a higher one makes a LOOKING Java member log "Received version" and, when

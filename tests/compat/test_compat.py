@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests import seeds
 from trizk.compat.oracle import compare
 from trizk.compat.oracle.normalise import normalise
 from trizk.compat.oracle.randomgen import generate, shrink
@@ -149,7 +150,15 @@ def test_scenario_data_is_well_formed() -> None:
 # ----------------------------------------------------------------------------- servers
 
 
-@pytest.mark.parametrize("sc", CI_SCENARIOS, ids=[sc["name"] for sc in CI_SCENARIOS])
+def _scenario_group(sc: dict[str, Any]) -> pytest.MarkDecorator:
+    """Both comparisons of a scenario share its oracle transcript (``_ORACLE``): under
+    pytest-xdist (--dist loadgroup) they run on one worker."""
+    return pytest.mark.xdist_group(f"scenario-{sc['name']}")
+
+
+@pytest.mark.parametrize(
+    "sc", [pytest.param(sc, id=sc["name"], marks=_scenario_group(sc)) for sc in CI_SCENARIOS]
+)
 def test_oracle_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
     first = oracle_transcript(sc)
     second = normalise(compare.run_on("zookeeper", sc))
@@ -161,7 +170,7 @@ def test_oracle_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
 def _trizk_params() -> list[Any]:
     out = []
     for sc in CI_SCENARIOS:
-        marks = []
+        marks = [_scenario_group(sc)]
         if sc.get("trizk_xfail"):
             marks.append(pytest.mark.xfail(reason=sc["trizk_xfail"], strict=True))
         out.append(pytest.param(sc, id=sc["name"], marks=marks))
@@ -208,13 +217,17 @@ def _flip_nodeexists(t: Any) -> Any:
     }
 
 
+#: random scenarios per random-mode run (tests/seeds.py)
+RANDOM_SEEDS = seeds.count("TRIZK_COMPAT_RANDOM_SEEDS", 2)
+
+
 def test_random_oracle_vs_oracle(needs_zookeeper: None) -> None:
-    count, ndiff, found = run_random(2, 1, 60, "zookeeper", "zookeeper")
-    assert (count, ndiff, found) == (2, 0, [])
+    count, ndiff, found = run_random(RANDOM_SEEDS, 1, 60, "zookeeper", "zookeeper")
+    assert (count, ndiff, found) == (RANDOM_SEEDS, 0, [])
 
 
 def test_random_trizk_vs_oracle(needs_zookeeper: None) -> None:
-    _count, ndiff, found = run_random(2, 101, 60, "trizk", "zookeeper", shrink_budget=60)
+    _count, ndiff, found = run_random(RANDOM_SEEDS, 101, 60, "trizk", "zookeeper", shrink_budget=60)
     assert ndiff == 0, "\n".join(
         f"seed {f.seed}: {f.steps}\n" + "\n".join(d.render("trizk", "zookeeper") for d in f.diffs)
         for f in found

@@ -15,6 +15,7 @@ import random
 import struct
 from typing import Any
 
+from tests import seeds
 from trizk.compat.oracle import wirefuzz as wf
 from trizk.jute.codes import OpCode
 
@@ -67,8 +68,9 @@ def test_races_only() -> None:
 def test_fuzz_zookeeper_vs_trizk(needs_zookeeper: None) -> None:
     log: list[str] = []
     stats: dict[str, Any] = {}
-    ran, findings = wf.fuzz(3, cases=70, shrink_findings=False, log=log.append, stats=stats)
-    assert ran == 70
+    cases = seeds.count("TRIZK_WIREFUZZ_CASES", 70)  # tests/seeds.py
+    ran, findings = wf.fuzz(3, cases=cases, shrink_findings=False, log=log.append, stats=stats)
+    assert ran == cases
     real = [f for f in findings if not f.flaky]
     assert not real, "\n".join(log)
     assert len(findings) <= 3, "\n".join(log)  # a flaky difference now and then, no more

@@ -22,6 +22,10 @@ TXN_LOG_TOOLKIT = "org.apache.zookeeper.server.persistence.TxnLogToolkit"
 SNAPSHOT_FORMATTER = "org.apache.zookeeper.server.SnapshotFormatter"
 SNAPSHOT_COMPARER = "org.apache.zookeeper.server.SnapshotComparer"
 
+#: the data directories (module fixture) are made once: under pytest-xdist (--dist loadgroup)
+#: this module's tests run on one worker
+pytestmark = pytest.mark.xdist_group("zookeeper_tools")
+
 
 def _workload(srv: servers.Server) -> None:
     zk = KazooClient(hosts=srv.address, timeout=10)

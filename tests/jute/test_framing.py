@@ -22,11 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute import JuteDecodeError
 from trizk.jute.framing import FrameDecoder, FrameTooLarge, frame
 
 FAST = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -67,14 +68,14 @@ def test_any_chunking_yields_the_same_frames(ps: list[bytes], cuts: list[int]) -
     assert feed_chunks(split(stream, cuts), 40) == one_shot
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=examples(40))
 @given(ps=payloads)
 def test_byte_by_byte_equals_one_shot(ps: list[bytes]) -> None:
     stream = b"".join(frame(p) for p in ps)
     assert feed_chunks([stream[i : i + 1] for i in range(len(stream))], 40) == ps
 
 
-@settings(FAST, max_examples=60)
+@settings(FAST, max_examples=examples(60))
 @given(ps=payloads, cuts=st.lists(st.integers(0, 400), max_size=20))
 def test_frames_come_out_only_when_complete(ps: list[bytes], cuts: list[int]) -> None:
     """After each chunk, exactly the frames wholly contained in the bytes so far are out."""

@@ -31,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute import DEFAULT_MAX_BUFFER, JuteDecodeError, set_max_buffer
 from trizk.jute import records as R
 from trizk.jute.primitives import (
@@ -56,7 +57,7 @@ RECORDS: list[type[Record]] = sorted(
 )
 
 FAST = settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -221,13 +222,14 @@ def _replace(rec: Record, name: str, value: Any) -> Record:
 ANY_RECORD = st.sampled_from(RECORDS).flatmap(record_strategy)
 
 
-@settings(FAST, max_examples=200)
+@pytest.mark.slow
+@settings(FAST, max_examples=examples(200))
 @given(rec=ANY_RECORD, pre=st.binary(max_size=8), post=st.binary(max_size=8))
 def test_both_paths_agree_and_roundtrip(rec: Record, pre: bytes, post: bytes) -> None:
     check_agree_and_roundtrip(type(rec), rec, pre, post)
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST, max_examples=examples(150))
 @given(rec=ANY_RECORD, data=st.data())
 def test_strict_prefixes_are_rejected(rec: Record, data: st.DataObject) -> None:
     enc = rec.encode()
@@ -269,13 +271,13 @@ def check_arbitrary(cls: type[Record], b: bytes) -> None:
     assert cls.decode(rec.encode()) == rec
 
 
-@settings(FAST, max_examples=400)
+@settings(FAST, max_examples=examples(400))
 @given(cls=st.sampled_from(RECORDS), b=st.binary(max_size=64))
 def test_arbitrary_bytes_decode_or_raise_decode_error(cls: type[Record], b: bytes) -> None:
     check_arbitrary(cls, b)
 
 
-@settings(FAST, max_examples=200)
+@settings(FAST, max_examples=examples(200))
 @given(rec=ANY_RECORD, data=st.data())
 def test_mutated_encodings_decode_or_raise(rec: Record, data: st.DataObject) -> None:
     """Random bytes rarely get past the first length; corrupting real encodings does."""
@@ -296,7 +298,7 @@ def _bytes_fields(cls: type[Record]) -> list[tuple[str, _Bytes]]:
 CAPPED = [c for c in RECORDS if _bytes_fields(c)]
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST, max_examples=examples(150))
 @given(cls=st.sampled_from(CAPPED), data=st.data())
 def test_max_buffer_cap(cls: type[Record], data: st.DataObject) -> None:
     with _max_buffer_restored():
@@ -383,7 +385,7 @@ def _bool_fields(cls: type[Record]) -> list[str]:
 WITH_BOOL = [c for c in RECORDS if _bool_fields(c)]
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST, max_examples=examples(150))
 @given(cls=st.sampled_from(WITH_BOOL), data=st.data())
 def test_java_bool_any_nonzero_byte_is_true(cls: type[Record], data: st.DataObject) -> None:
     rec = data.draw(record_strategy(cls))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from trizk.quorum.election.election import (
     FINALIZE_WAIT,
     LONG_MIN,
@@ -181,10 +183,10 @@ def test_view_from_a_verifier() -> None:
 
 # --------------------------------------------------------------------------- properties
 
-import os  # noqa: E402
-
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from tests.seeds import examples  # noqa: E402
 
 inputs = st.lists(
     st.one_of(
@@ -208,7 +210,8 @@ inputs = st.lists(
 )
 
 
-@settings(max_examples=int(os.environ.get("TRIZK_PROP_EXAMPLES", "300")), deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300, "TRIZK_PROP_EXAMPLES"), deadline=None)
 @given(st.sampled_from([1, 2, 3, 7]), inputs)
 def test_any_input_sequence_keeps_the_rules(myid: int, steps: list) -> None:
     fle = FastLeaderElection(myid, VIEW)

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.quorum.verifier import (
     Address,
     LearnerType,
@@ -110,7 +111,7 @@ def test_golden_covers_the_interesting_cases() -> None:
                if "server.17=" in r and "server.2=" in r)  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet=st.sampled_from("server.1234567890=:;|[]abcdefhx \n#!\\-+observer"),
                max_size=200))  # fmt: skip
 def test_garbage_raises_only_the_config_error(text: str) -> None:
@@ -120,7 +121,7 @@ def test_garbage_raises_only_the_config_error(text: str) -> None:
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_raise_only_the_config_error(data: bytes) -> None:
     try:

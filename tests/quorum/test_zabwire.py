@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute.records import Id, QuorumPacket
 from trizk.quorum.zab.zabwire import (
     PacketType,
@@ -80,7 +81,7 @@ def test_known_bytes() -> None:
 
 
 @given(st.lists(packets, max_size=6), st.integers(1, 7))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_chunking_does_not_matter(pkts: list[QuorumPacket], chunk: int) -> None:
     data = b"".join(p.encode() for p in pkts)
     assert decode_all(data) == pkts
@@ -117,7 +118,7 @@ def test_bad_signature_and_oversize() -> None:
 
 
 @given(st.binary(max_size=200), st.integers(1, 9))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_garbage_parses_or_raises_the_one_error(junk: bytes, chunk: int) -> None:
     one: list[StreamEvent] | type[QuorumStreamError]
     try:

@@ -22,7 +22,6 @@ e.g. ``TRIZK_FUZZ_EXAMPLES=20000 python -m pytest tests/server/test_fuzz_request
 from __future__ import annotations
 
 import dataclasses
-import os
 import struct
 from typing import Any
 
@@ -30,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode, Xid
 from trizk.jute.framing import FrameDecoder, frame
@@ -50,7 +50,7 @@ from trizk.server.writes.prep import WRITE_OPS
 from trizk.storage.tree.datatree import DataTree
 from trizk.storage.tree.replica import Replica
 
-EXAMPLES = int(os.environ.get("TRIZK_FUZZ_EXAMPLES", "150"))
+EXAMPLES = examples(150, "TRIZK_FUZZ_EXAMPLES")
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -412,6 +412,7 @@ def test_null_fields_are_answered_without_an_internal_error(case: int) -> None:
 CONNECT = R.ConnectRequest(0, 0, 30000, 0, bytes(16)).encode()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.one_of(st.sampled_from([CONNECT, CONNECT + b"\0"]).flatmap(mutated), st.binary(max_size=40)),
@@ -630,6 +631,7 @@ def _set_data_run(
     return (state, proposed, c.replies(), core.node.replica.tree.digest)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.sampled_from(SET_PATHS).flatmap(

@@ -8,6 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.server.common.quantiles import WindowQuantiles
 
 QS = (0.5, 0.9, 0.99)
@@ -50,7 +51,7 @@ def test_window_rotates_as_time_window_quantiles() -> None:
     assert math.isnan(w.get((0.5,), 12_001)[0])  # slices 2..6: empty
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(1, 8000),
     seed=st.integers(0, 2**32),
@@ -68,7 +69,7 @@ def test_estimates_within_the_error_bound(n: int, seed: int, skew: int, advanced
         assert _within(data, q, eps, est), (q, est)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     events=st.lists(
         st.tuples(st.integers(0, 700), st.integers(0, 10_000)), min_size=1, max_size=3000

@@ -72,7 +72,8 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int) -> None:
     raise AssertionError("server not ready within 60 s")
 
 
-@pytest.mark.parametrize("kind", ["trizk", "zookeeper"])
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["trizk", pytest.param("zookeeper", marks=pytest.mark.oracle)])
 def test_full_disk_stops_the_server_and_loses_no_acknowledged_write(
     kind: str, small_fs: Path, tmp_path: Path
 ) -> None:

@@ -207,6 +207,7 @@ def test_force_sync_off_and_gz_snapshots(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.oracle
 @needs_java
 def test_snappy_snapshots_load_in_trizk_and_zookeeper(tmp_path: Path) -> None:
     keys: dict[str, Any] = {"snapCount": 20, "snapshot.compression.method": "snappy"}
@@ -237,6 +238,7 @@ def test_snappy_snapshots_load_in_trizk_and_zookeeper(tmp_path: Path) -> None:
         assert "Digests are not matching" not in zks.log_path.read_text()
 
 
+@pytest.mark.slow
 def test_digest_disabled_writes_no_digests(tmp_path: Path) -> None:
     keys: dict[str, Any] = {"digest.enabled": "false", "snapCount": 10}
     srv = start(tmp_path, **keys)
@@ -351,6 +353,7 @@ def test_zookeeper_golden_data_dir_starts_trizk(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.oracle
 @needs_java
 def test_live_zookeeper_data_dir_starts_trizk_with_the_same_tree(tmp_path: Path) -> None:
     data = tmp_path / "zk"
@@ -378,6 +381,7 @@ def test_live_zookeeper_data_dir_starts_trizk_with_the_same_tree(tmp_path: Path)
         srv.stop()
 
 
+@pytest.mark.oracle
 @needs_java
 def test_trizk_data_dir_starts_zookeeper_with_the_same_tree(tmp_path: Path) -> None:
     srv = start(
@@ -424,6 +428,7 @@ def test_trizk_data_dir_starts_zookeeper_with_the_same_tree(tmp_path: Path) -> N
     _ = snapshot
 
 
+@pytest.mark.oracle
 @needs_java
 def test_quota_usage_after_restart_matches_zookeeper(tmp_path: Path) -> None:
     """Quota stats are derived state: a restart recomputes them from the tree (setupQuota) and

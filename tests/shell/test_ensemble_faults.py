@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException
 from kazoo.retry import KazooRetry
@@ -85,6 +86,7 @@ def _session_order_ok(ops: list[Op]) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 def test_leader_loss_under_concurrent_cas_writes_is_linearizable(tmp_path: Path) -> None:
     ens = Ensemble(tmp_path, 3)
     stop = threading.Event()

@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ThreadedServer, make_config
 from trizk.compat.oracle.rawclient import Event, RawClient, Reply
 from trizk.jute import records as R
@@ -136,6 +138,7 @@ def test_connection_flood_bounded_per_address(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.slow
 def test_100k_watches_one_trigger(tmp_path: Path) -> None:
     n, batch = 100_000, 5_000
     srv = ThreadedServer(make_config(tmp_path)).start()
@@ -169,6 +172,7 @@ def test_100k_watches_one_trigger(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.slow
 def test_multi_of_10k_ops(tmp_path: Path) -> None:
     n = 10_000
     srv = ThreadedServer(make_config(tmp_path)).start()

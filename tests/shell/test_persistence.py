@@ -335,6 +335,7 @@ async def until(ev: threading.Event) -> None:
         await trio.sleep(0.001)  # a bounded poll of another thread's event
 
 
+@pytest.mark.slow
 @MODES
 async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers_it(
     tmp_path: Path, mode: str
@@ -380,6 +381,7 @@ async def test_group_commit_pipeline_commits_each_batch_after_a_sync_that_covers
     assert [e.header.zxid for e in files.recover(tmp_path / "version-2").txns] == [1, 2, 3]
 
 
+@pytest.mark.slow
 async def test_a_pass_s_proposals_join_the_sync_its_helper_answer_sends(tmp_path: Path) -> None:
     """Driven by a poller: txns proposed in a pass before the helper's answer is read there
     go with the sync that answer sends (appended first), not with the one after it."""

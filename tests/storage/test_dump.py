@@ -76,6 +76,7 @@ def records(text: str) -> list[str]:
     return out
 
 
+@pytest.mark.oracle
 @needs_java
 @pytest.mark.parametrize("name", ["log.1", "log.25"])
 def test_log_text_matches_txnlogtoolkit(name: str) -> None:
@@ -93,6 +94,7 @@ def test_log_text_matches_txnlogtoolkit(name: str) -> None:
         assert multi.endswith("multi create:/never,n,[31,s{'world,'anyone}\n],false,6;error:-103")
 
 
+@pytest.mark.oracle
 @needs_java
 @pytest.mark.parametrize("flag", [[], ["-d"]])
 def test_snapshot_text_matches_snapshotformatter(flag: list[str]) -> None:

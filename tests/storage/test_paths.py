@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.storage.tree import paths
 from trizk.storage.tree.paths import InvalidPath, validate_path
 
@@ -59,7 +60,8 @@ _PATHS = st.one_of(
 )
 
 
-@settings(max_examples=3000, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(3000), deadline=None)
 @given(_PATHS)
 def test_fast_path_agrees_with_the_walk(path: str) -> None:
     assert _accepts(path) == _walk_accepts(path)

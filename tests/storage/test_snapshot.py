@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute.records import ACL, Id, StatPersisted
 from trizk.storage.disk import files
 from trizk.storage.formats import snapshot
@@ -172,7 +173,7 @@ stats = st.builds(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.dictionaries(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**31 - 1), max_size=4),
     st.dictionaries(
@@ -249,6 +250,7 @@ def _start_from(tmp_path: Path, content: SnapshotContent, zxid: int):  # type: i
     return srv
 
 
+@pytest.mark.oracle
 @needs_java
 def test_zookeeper_loads_snapshot_built_by_trizk(tmp_path: Path) -> None:
     from kazoo.client import KazooClient
@@ -279,6 +281,7 @@ def test_zookeeper_loads_snapshot_built_by_trizk(tmp_path: Path) -> None:
         srv.cleanup()
 
 
+@pytest.mark.oracle
 @needs_java
 def test_zookeeper_notices_a_wrong_digest(tmp_path: Path) -> None:
     """Negative control for the test above: a wrong digest does show in ZooKeeper's log."""
@@ -291,6 +294,7 @@ def test_zookeeper_notices_a_wrong_digest(tmp_path: Path) -> None:
         srv.cleanup()
 
 
+@pytest.mark.oracle
 @needs_java
 def test_snapshot_checksum_seal_verified_by_zookeeper(tmp_path: Path) -> None:
     """A seal we compute wrongly would make ZooKeeper skip our snapshot; a broken one does."""

@@ -17,6 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests import seeds
+from tests.seeds import examples
 from trizk.jute import records as r
 from trizk.jute.codes import Code, CreateMode, OpCode
 from trizk.server.writes.prep import (
@@ -290,7 +292,7 @@ def reference(log: list[Txn], count: int) -> tuple[DataTree, dict[int, int]]:
     return tree, sessions
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 120))
 def test_prep_digest_equals_tree_digest_equals_full_recompute(seed: int, steps: int) -> None:
     """Pipelined prep (up to a few txns ahead of the tree) predicts every txn's digest: the
@@ -312,7 +314,7 @@ def test_prep_digest_equals_tree_digest_equals_full_recompute(seed: int, steps: 
     assert sessions == w.sessions
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(20, 150), step=st.integers(1, 5))
 def test_fuzzy_snapshot_plus_replay_is_exact(seed: int, steps: int, step: int) -> None:
     """A snapshot walked in small steps while txns keep applying, then loaded and the txns
@@ -402,7 +404,7 @@ class SimDisk:
             (target / name).write_bytes(data[:cut] + junk)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(seeds.count("TRIZK_DISK_CRASH_SEEDS", 12)))
 def test_simulated_disk_crash_keeps_every_acknowledged_txn(tmp_path: Path, seed: int) -> None:
     """Group commit against a disk that loses unsynced bytes: after a crash at any sync,
     recovery yields exactly the first j txns for some j >= the acknowledged count."""

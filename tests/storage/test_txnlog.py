@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute.codes import OpCode
 from trizk.jute.records import (
     ACL,
@@ -245,7 +246,7 @@ bodies = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(bodies, digests), min_size=1, max_size=6), st.integers(0, 3))
 def test_property_scan_yields_what_was_written(
     items: list[tuple[tuple[int, object], TxnDigest | None]], pad_pages: int
@@ -261,7 +262,7 @@ def test_property_scan_yields_what_was_written(
     assert stop.reason is (StopReason.PADDING if pad_pages else StopReason.EOF)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(bodies, st.one_of(st.none(), st.integers(-(2**64), 2**64)))
 def test_encode_txn_is_encode_payload_of_its_entry(
     body: tuple[int, object], tree_digest: int | None
@@ -558,6 +559,7 @@ def _four_letter(port: int, cmd: bytes) -> str:
     return out.decode()
 
 
+@pytest.mark.oracle
 @needs_java
 def test_zookeeper_starts_from_log_written_by_trizk(tmp_path: Path) -> None:
     """Our writer re-writes ZooKeeper's txns into fresh files; real ZooKeeper replays them."""
@@ -616,6 +618,7 @@ def test_zookeeper_starts_from_log_written_by_trizk(tmp_path: Path) -> None:
     assert back.last_zxid > 0x46
 
 
+@pytest.mark.oracle
 @needs_java
 def test_golden_scenario_is_reproducible(tmp_path: Path) -> None:
     """The scenario that produced the golden files still yields the same txn shapes."""

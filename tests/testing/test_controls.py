@@ -226,6 +226,7 @@ def first_line(proc: subprocess.Popen[bytes]) -> str:
     return proc.stdout.readline().decode()
 
 
+@pytest.mark.slow
 def test_command_line_flag_and_readiness_line(tmp_path: Path) -> None:
     """``trizk-server --testing``: the readiness line names the controls, the log warns; without
     the flag neither (the controls are never on by default)."""

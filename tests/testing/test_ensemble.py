@@ -64,6 +64,7 @@ def write_until(zk: KazooClient, prefix: str, n: int, acked: list[str]) -> None:
         i += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["in-process", "process"])
 def test_kazoo_rides_through_a_leader_kill_and_loses_no_acknowledged_write(mode: str) -> None:
     with Ensemble(3, mode=mode) as ens:
@@ -116,6 +117,7 @@ def test_partition_and_heal_in_process() -> None:
             zk.close()
 
 
+@pytest.mark.slow
 def test_a_follower_cut_from_the_leader_and_a_restart_keep_data() -> None:
     with Ensemble(3) as ens:
         leader = ens.leader()
@@ -170,6 +172,7 @@ def test_nothing_is_left_after_a_failing_test(tmp_path: Path) -> None:
     assert left <= threads
 
 
+@pytest.mark.slow
 async def test_async_ensemble_for_trio_tests(tmp_path: Path) -> None:
     """AsyncEnsemble: the same controls awaited from a Trio test (kazoo, a blocking client, in
     a worker thread); a write acknowledged before the leader is killed is read back after."""

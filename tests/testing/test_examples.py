@@ -61,6 +61,7 @@ def test_every_example_is_run_here() -> None:
     assert found == run_here
 
 
+@pytest.mark.slow
 def test_python_examples_pass(pytester: pytest.Pytester) -> None:
     for name in PYTHON_EXAMPLES:
         pytester.makepyfile(**{name.removesuffix(".py"): example(f"python/{name}")})
@@ -68,6 +69,7 @@ def test_python_examples_pass(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=sum(PYTHON_EXAMPLES.values()))
 
 
+@pytest.mark.slow
 def test_shell_recipe(tmp_path: Path) -> None:
     """The shell recipe: start and parse the readiness line (start-server.sh), then the curl
     commands (controls.sh) against a kazoo session made in between."""
@@ -119,6 +121,8 @@ recipes = pytest.mark.skipif(
 )
 
 
+@pytest.mark.oracle
+@pytest.mark.slow
 @recipes
 def test_java_recipe(tmp_path: Path) -> None:
     javac, java = shutil.which("javac"), shutil.which("java")
@@ -151,6 +155,7 @@ def test_java_recipe(tmp_path: Path) -> None:
     assert run.stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 @recipes
 def test_go_recipe(tmp_path: Path) -> None:
     go = shutil.which("go")

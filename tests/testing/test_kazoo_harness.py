@@ -166,6 +166,7 @@ KAZOO_NOT_HERE = (
 )
 
 
+@pytest.mark.slow
 def test_kazoos_own_tests_run_unchanged(pytester: pytest.Pytester) -> None:
     if importlib.util.find_spec("kazoo.tests") is None:
         pytest.skip("this kazoo install has no kazoo.tests")

@@ -10,6 +10,9 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+#: every test runs pytest in child processes (10-30 s each)
+pytestmark = pytest.mark.slow
+
 CLIENT = """
 from kazoo.client import KazooClient
 

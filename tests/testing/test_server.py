@@ -56,6 +56,7 @@ def states(zk: KazooClient) -> dict[KazooState, threading.Event]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_lifecycle_restart_keeps_port_and_data(mode: str) -> None:
     with Server(mode=mode) as srv:
