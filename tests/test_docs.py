@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import shlex
 import subprocess
 import tomllib
 from pathlib import Path
@@ -157,6 +158,10 @@ def main_source(module: str) -> str | None:
     return source if '__name__ == "__main__"' in source else None
 
 
+#: pytest options followed by a value
+PYTEST_VALUED = frozenset({"-m", "-k", "-n", "-p", "--dist", "--durations", "--maxfail"})
+
+
 def scripts() -> dict[str, str]:
     with open(ROOT / "pyproject.toml", "rb") as f:
         project = tomllib.load(f)["project"]
@@ -172,8 +177,12 @@ def test_commands_are_real(page: Path) -> None:
             if module == "pip":
                 continue
             if module == "pytest":
-                for arg in args.split():
-                    if not arg.startswith("-") and not (ROOT / arg.split("::")[0]).exists():
+                words = shlex.split(args)
+                for i, arg in enumerate(words):
+                    # the value of an option that takes one (-m EXPR, -k EXPR, -n N) is no path
+                    if arg.startswith("-") or (i and words[i - 1] in PYTEST_VALUED):
+                        continue
+                    if not (ROOT / arg.split("::")[0]).exists():
                         problems.append(f"pytest path {arg!r} does not exist")
                 continue
             source = main_source(module)
