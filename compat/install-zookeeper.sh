@@ -1,10 +1,35 @@
 #!/bin/sh
-# Install Apache ZooKeeper 3.8 from Debian (the compat suite's oracle), only if it is missing.
+# Install the compat suite's oracles, each only if it is missing:
+#
+# * Apache ZooKeeper 3.8.0 from Debian bookworm (packages zookeeper, zookeeper-bin), system-wide;
+# * Apache ZooKeeper 3.9.3 from Debian trixie (libzookeeper-java, zookeeper, zookeeper-bin
+#   3.9.3-1+deb13u1), never installed into the system: `apt-get download` under a private apt
+#   state (own sources list, lists, cache and status file) and `dpkg-deb -x` into
+#   $TRIZK_ZK39_DIR (default /opt/trizk-oracles/zookeeper-3.9.3). Its jars run on bookworm's
+#   Java 17 with bookworm's dependency jars (trizk.compat.procs.servers builds the classpath,
+#   zookeeper-jute-3.9.3.jar first).
+#
+# The mirrors for trixie are the ones this machine's apt already uses for bookworm (the URIs of
+# its bookworm and bookworm-security suites in /etc/apt/sources.list.d/*.sources and
+# /etc/apt/sources.list), checked with the machine's Debian archive keyring; no mirror host is
+# named here.
+#
 # Idempotent: a second run with everything present does nothing and touches no package index.
 # Needs root (or sudo) when something is missing. Used by CI before the compat tests.
 set -eu
 
-have() {
+ZK39_VERSION="3.9.3-1+deb13u1"
+ZK39_DIR="${TRIZK_ZK39_DIR:-/opt/trizk-oracles/zookeeper-3.9.3}"
+ZK39_PACKAGES="libzookeeper-java zookeeper zookeeper-bin"
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    SUDO="sudo"
+fi
+
+# ---------------------------------------------------------------------------- 3.8.0 (bookworm)
+
+have38() {
     [ -r /usr/share/java/zookeeper.jar ] \
         && [ -x /usr/share/zookeeper/bin/zkCli.sh ] \
         && [ -x /usr/lib/zookeeper/bin/cli_mt ] \
@@ -13,8 +38,8 @@ have() {
 }
 
 version_note() {
-    # The suite's oracle is ZooKeeper 3.8 (Debian bookworm ships 3.8.0); other releases answer
-    # some requests differently, so say which one we got.
+    # The suite's main oracle is ZooKeeper 3.8 (Debian bookworm ships 3.8.0); other releases
+    # answer some requests differently, so say which one we got.
     if ls /usr/share/java/zookeeper-3.8.*.jar >/dev/null 2>&1; then
         echo "zookeeper: $(basename /usr/share/java/zookeeper-3.8.*.jar .jar)"
     else
@@ -22,23 +47,152 @@ version_note() {
     fi
 }
 
-if have; then
+if have38; then
     echo "zookeeper: already installed"
-    version_note
+else
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper zookeeper-bin libservlet-api-java default-jre-headless
+    if ! have38; then
+        echo "zookeeper: installation did not provide zookeeper.jar, zkCli.sh, cli_mt, servlet-api.jar and java" >&2
+        exit 1
+    fi
+    echo "zookeeper: installed"
+fi
+version_note
+
+# ---------------------------------------------------------------------------- 3.9.3 (trixie)
+
+have39() {
+    [ -r "$ZK39_DIR/usr/share/java/zookeeper-3.9.3.jar" ] \
+        && [ -r "$ZK39_DIR/usr/share/java/zookeeper-jute-3.9.3.jar" ] \
+        && [ -r "$ZK39_DIR/usr/share/zookeeper/bin/zkCli.sh" ]
+}
+
+if have39; then
+    echo "zookeeper 3.9.3: already in $ZK39_DIR"
     exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" != 0 ]; then
-    SUDO="sudo"
+# deb822 stanzas (*.sources) and one-line entries (sources.list): "URI SUITE KEYRING" for every
+# enabled deb source of a bookworm suite (KEYRING "-" when the entry names none).
+bookworm_sources() {
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -r "$f" ] || continue
+        awk '
+            function flush(   n, i, u, k) {
+                if (types ~ /(^| )deb( |$)/ && enabled != "no") {
+                    n = split(suites, s, " ")
+                    m = split(uris, u, " ")
+                    for (i = 1; i <= n; i++)
+                        if (s[i] ~ /^bookworm/)
+                            for (k = 1; k <= m; k++)
+                                print u[k], s[i], (signed == "" ? "-" : signed)
+                }
+                types = ""; uris = ""; suites = ""; signed = ""; enabled = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            {
+                key = tolower($1); sub(/:$/, "", key)
+                val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+                if (key == "types") types = val
+                else if (key == "uris") uris = val
+                else if (key == "suites") suites = val
+                else if (key == "signed-by") signed = val
+                else if (key == "enabled") enabled = tolower(val)
+            }
+            END { flush() }
+        ' "$f"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -r "$f" ] || continue
+        awk '
+            $1 != "deb" { next }
+            {
+                signed = "-"; i = 2
+                if ($2 ~ /^\[/) {
+                    while (i <= NF) {
+                        if ($i ~ /signed-by=/) { signed = $i; sub(/.*signed-by=/, "", signed); sub(/\].*/, "", signed) }
+                        if ($i ~ /\]$/) { i++; break }
+                        i++
+                    }
+                }
+                if ($(i + 1) ~ /^bookworm/) print $i, $(i + 1), signed
+            }
+        ' "$f"
+    done
+}
+
+SOURCES="$(bookworm_sources)"
+MAIN_URI="$(printf '%s\n' "$SOURCES" | awk '$2 == "bookworm" { print $1; exit }')"
+SECURITY_URI="$(printf '%s\n' "$SOURCES" | awk '$2 == "bookworm-security" { print $1; exit }')"
+KEYRING="$(printf '%s\n' "$SOURCES" | awk '$2 == "bookworm" && $3 != "-" { print $3; exit }')"
+if [ -z "$KEYRING" ]; then
+    KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 fi
-
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper zookeeper-bin libservlet-api-java default-jre-headless
-
-if ! have; then
-    echo "zookeeper: installation did not provide zookeeper.jar, zkCli.sh, cli_mt, servlet-api.jar and java" >&2
+if [ -z "$MAIN_URI" ]; then
+    echo "zookeeper 3.9.3: no bookworm source in this machine's apt configuration to take the mirror from" >&2
     exit 1
 fi
-echo "zookeeper: installed"
-version_note
+if [ ! -r "$KEYRING" ]; then
+    echo "zookeeper 3.9.3: keyring $KEYRING not readable" >&2
+    exit 1
+fi
+
+WORK="$(mktemp -d /tmp/trizk-zk39-apt.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/etc/parts" "$WORK/etc/prefs" "$WORK/lists/partial" "$WORK/cache/archives/partial" "$WORK/debs" "$WORK/root"
+: > "$WORK/status"
+{
+    echo "deb [signed-by=$KEYRING] $MAIN_URI trixie main"
+    echo "deb [signed-by=$KEYRING] $MAIN_URI trixie-updates main"
+    if [ -n "$SECURITY_URI" ]; then
+        echo "deb [signed-by=$KEYRING] $SECURITY_URI trixie-security main"
+    fi
+} > "$WORK/etc/sources.list"
+# apt's download sandbox user must be able to write the download directory
+chmod 755 "$WORK"
+chmod 777 "$WORK/debs"
+
+private_apt() {
+    cmd="$1"
+    shift
+    "$cmd" \
+        -o Dir::Etc::SourceList="$WORK/etc/sources.list" \
+        -o Dir::Etc::SourceParts="$WORK/etc/parts" \
+        -o Dir::Etc::Preferences="$WORK/etc/prefs/none" \
+        -o Dir::Etc::PreferencesParts="$WORK/etc/prefs" \
+        -o Dir::State::Lists="$WORK/lists" \
+        -o Dir::State::status="$WORK/status" \
+        -o Dir::Cache="$WORK/cache" \
+        -o Dir::Cache::archives="$WORK/cache/archives" \
+        -o Debug::NoLocking=true \
+        "$@"
+}
+
+echo "zookeeper 3.9.3: fetching $ZK39_PACKAGES $ZK39_VERSION (Debian trixie) into $ZK39_DIR"
+private_apt apt-get -q update
+(
+    cd "$WORK/debs"
+    # shellcheck disable=SC2086
+    private_apt apt-get -q download $(for p in $ZK39_PACKAGES; do printf '%s=%s ' "$p" "$ZK39_VERSION"; done)
+)
+for p in $ZK39_PACKAGES; do
+    deb="$(ls "$WORK/debs/${p}_"*.deb)"
+    got="$(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
+    if [ "$got" != "$p $ZK39_VERSION" ]; then
+        echo "zookeeper 3.9.3: $deb is $got, not $p $ZK39_VERSION" >&2
+        exit 1
+    fi
+    dpkg-deb -x "$deb" "$WORK/root"
+done
+$SUDO mkdir -p "$(dirname "$ZK39_DIR")"
+$SUDO rm -rf "$ZK39_DIR.new"
+$SUDO cp -a "$WORK/root" "$ZK39_DIR.new"
+$SUDO rm -rf "$ZK39_DIR"
+$SUDO mv "$ZK39_DIR.new" "$ZK39_DIR"
+if ! have39; then
+    echo "zookeeper 3.9.3: the packages did not provide zookeeper-3.9.3.jar, zookeeper-jute-3.9.3.jar and zkCli.sh" >&2
+    exit 1
+fi
+echo "zookeeper 3.9.3: installed in $ZK39_DIR"

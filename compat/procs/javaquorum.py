@@ -45,9 +45,13 @@ log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%
 
 
 def start_java_member(
-    sid: int, members: dict[int, MemberAddrs], extra: dict[str, str] | None = None
+    sid: int,
+    members: dict[int, MemberAddrs],
+    extra: dict[str, str] | None = None,
+    version: str = "3.8.0",
 ) -> Server:
-    """Start the Java member ``sid`` of ``members`` (not waiting for anything)."""
+    """Start the Java member ``sid`` of ``members`` (not waiting for anything), ZooKeeper
+    ``version`` (:data:`trizk.compat.procs.servers.ZK_VERSIONS`)."""
     m = Member(
         sid, "zookeeper", members[sid], Path(tempfile.mkdtemp(prefix=f"trizk-javaquorum-{sid}-"))
     )
@@ -56,10 +60,10 @@ def start_java_member(
     )
     cfg.update(extra or {})
     m.write(cfg)
-    cmd = _command("zookeeper", m.cfg_path, m.workdir)
+    cmd = _command("zookeeper", m.cfg_path, m.workdir, version=version)
     (m.workdir / "log4j.properties").write_text(LOG4J_INFO)
     proc = spawn(cmd, m.workdir, m.log_path, append=False)
-    return Server("zookeeper", m.addrs.client_port, m.workdir, proc, cfg)
+    return Server("zookeeper", m.addrs.client_port, m.workdir, proc, cfg, version=version)
 
 
 def wait_log(srv: Server, pattern: str, timeout: float = 30.0) -> re.Match[str]:

@@ -4,8 +4,13 @@ Theory
 ------
 Two kinds of server speak the ZooKeeper protocol here:
 
-* ``zookeeper`` — real Apache ZooKeeper 3.8 from Debian's package, started with a java command
-  line we build ourselves (``QuorumPeerMain zoo.cfg``; ``zkServer.sh`` insists on /etc paths);
+* ``zookeeper`` — real Apache ZooKeeper, started with a java command line we build ourselves
+  (``QuorumPeerMain zoo.cfg``; ``zkServer.sh`` insists on /etc paths), in one of two releases
+  (``version``): ``3.8.0``, Debian bookworm's package installed system-wide (the default), or
+  ``3.9.3``, Debian trixie's jars unpacked by ``compat/install-zookeeper.sh`` into
+  :data:`ZK39_DIR` and run on bookworm's Java 17 with bookworm's dependency jars
+  (``zookeeper-jute-3.9.3.jar`` first on the classpath: ``zookeeper-3.9.3.jar``'s manifest
+  names bookworm's ``zookeeper-jute.jar``, the 3.8.0 one, which must not win);
 * ``trizk`` — ``sys.executable -m trizk.server zoo.cfg``.
 
 Both get the same generated ``zoo.cfg`` (:func:`make_cfg`): a free loopback port
@@ -56,6 +61,51 @@ ZK_ADMIN_JARS = ("/usr/share/java/servlet-api.jar",)
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 KINDS = ("zookeeper", "trizk")
 
+#: The ZooKeeper releases :func:`start` can run; the first is the default oracle.
+ZK_VERSIONS = ("3.8.0", "3.9.3")
+#: Where ``compat/install-zookeeper.sh`` unpacks Debian trixie's ZooKeeper 3.9.3 packages
+#: (``TRIZK_ZK39_DIR`` overrides it, for the script and for us alike).
+ZK39_DIR = os.environ.get("TRIZK_ZK39_DIR", "/opt/trizk-oracles/zookeeper-3.9.3")
+_ZK39_JAVA = f"{ZK39_DIR}/usr/share/java"
+#: The 3.9.3 jars (jute first), then the bookworm jars it runs with: what its manifest's
+#: Class-Path would bring (netty for the client port, jetty and jackson for the AdminServer,
+#: metrics, snappy, commons-cli/io, slf4j) plus the log4j 1.2 binding ZK_JARS uses. Listed
+#: explicitly so that the classpath, not the manifest, says what runs.
+ZK39_JARS = (
+    f"{_ZK39_JAVA}/zookeeper-jute-3.9.3.jar",
+    f"{_ZK39_JAVA}/zookeeper-3.9.3.jar",
+    *(
+        f"/usr/share/java/{j}.jar"
+        for j in (
+            "slf4j-api",
+            "metrics-core",
+            "snappy-java",
+            "commons-cli",
+            "commons-io",
+            "netty-buffer",
+            "netty-common",
+            "netty-handler",
+            "netty-transport",
+            "netty-transport-native-epoll",
+            "netty-codec",
+            "netty-resolver",
+            "jetty9-server",
+            "jetty9-servlet",
+            "jetty9-security",
+            "jetty9-http",
+            "jetty9-io",
+            "jetty9-util",
+            "jackson-core",
+            "jackson-databind",
+            "jackson-annotations",
+        )
+    ),
+    "/usr/share/java/slf4j-log4j12.jar",
+    "/usr/share/java/log4j-1.2.jar",
+)
+#: 3.9.3's ``zkCli.sh`` (its own copy; the jars it needs are those of ZK39_JARS)
+ZK39_ZKCLI = f"{ZK39_DIR}/usr/share/zookeeper/bin/zkCli.sh"
+
 #: Defaults of the generated zoo.cfg (see the module docstring for why).
 BASE_CFG: dict[str, str] = {
     "tickTime": "200",
@@ -79,8 +129,19 @@ class ServerStartError(RuntimeError):
     pass
 
 
-def zookeeper_available() -> bool:
-    return all(os.path.exists(j) for j in ZK_JARS) and shutil.which("java") is not None
+def zookeeper_jars(version: str = "3.8.0") -> tuple[str, ...]:
+    """The classpath of ZooKeeper ``version`` (one of :data:`ZK_VERSIONS`)."""
+    if version == "3.8.0":
+        return ZK_JARS
+    if version == "3.9.3":
+        return ZK39_JARS
+    raise ValueError(f"no ZooKeeper {version!r} here (only {', '.join(ZK_VERSIONS)})")
+
+
+def zookeeper_available(version: str = "3.8.0") -> bool:
+    """Java and the jars of ZooKeeper ``version`` are installed (see install-zookeeper.sh)."""
+    jars = zookeeper_jars(version)
+    return all(os.path.exists(j) for j in jars) and shutil.which("java") is not None
 
 
 def make_cfg(port: int, data_dir: str, extra: Mapping[str, str] | None = None) -> str:
@@ -104,6 +165,8 @@ class Server:
     proc: subprocess.Popen[bytes]
     cfg: dict[str, str] = field(default_factory=dict)
     keep_dir: bool = False
+    #: the ZooKeeper release of a ``zookeeper`` server (:data:`ZK_VERSIONS`)
+    version: str = "3.8.0"
 
     host: str = "127.0.0.1"
 
@@ -142,8 +205,15 @@ class Server:
 DEFAULT_HEAP = "256m"
 
 
-def _command(kind: str, cfg_path: Path, workdir: Path, heap: str = DEFAULT_HEAP) -> list[str]:
+def _command(
+    kind: str,
+    cfg_path: Path,
+    workdir: Path,
+    heap: str = DEFAULT_HEAP,
+    version: str = "3.8.0",
+) -> list[str]:
     if kind == "zookeeper":
+        jars = (*zookeeper_jars(version), *(j for j in ZK_ADMIN_JARS if os.path.exists(j)))
         log4j = workdir / "log4j.properties"
         log4j.write_text(_LOG4J)
         return [
@@ -154,7 +224,7 @@ def _command(kind: str, cfg_path: Path, workdir: Path, heap: str = DEFAULT_HEAP)
             f"-Dlog4j.configuration=file:{log4j}",
             "-Dzookeeper.jmx.log4j.disable=true",
             "-cp",
-            ":".join([*ZK_JARS, *(j for j in ZK_ADMIN_JARS if os.path.exists(j))]),
+            ":".join(jars),
             ZK_MAIN,
             str(cfg_path),
         ]
@@ -171,9 +241,12 @@ def start(
     attempts: int = 3,
     keep_dir: bool = False,
     heap: str = DEFAULT_HEAP,
+    version: str = "3.8.0",
 ) -> Server:
     """Start a server of ``kind`` on a free loopback port and wait until a session works
-    (``heap``: ZooKeeper's -Xmx)."""
+    (``heap``: ZooKeeper's -Xmx; ``version``: which ZooKeeper release, :data:`ZK_VERSIONS`)."""
+    if kind == "zookeeper":
+        zookeeper_jars(version)  # an unknown version fails here, before any process
     last_err = ""
     for _ in range(attempts):
         workdir = Path(tempfile.mkdtemp(prefix=f"trizk-compat-{kind}-"))
@@ -183,9 +256,11 @@ def start(
         text = make_cfg(port, str(data_dir), extra_cfg)
         cfg_path = workdir / "zoo.cfg"
         cfg_path.write_text(text)
-        proc = spawn(_command(kind, cfg_path, workdir, heap), workdir, workdir / "server.log")
+        proc = spawn(
+            _command(kind, cfg_path, workdir, heap, version), workdir, workdir / "server.log"
+        )
         cfg = dict(line.split("=", 1) for line in text.splitlines())
-        srv = Server(kind, port, workdir, proc, cfg, keep_dir)
+        srv = Server(kind, port, workdir, proc, cfg, keep_dir, version)
         if poll_ready(proc, partial(handshake_ok, srv.host, port, timeout=2.0), ready_timeout):
             return srv
         last_err = (
@@ -203,9 +278,11 @@ def restart(srv: Server, *, ready_timeout: float = 30.0) -> Server:
     too (``keep_dir``): the caller removes it."""
     if srv.alive():
         raise ServerStartError(f"{srv.kind} on port {srv.port} is still running")
-    cmd = _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir)
+    cmd = _command(srv.kind, srv.workdir / "zoo.cfg", srv.workdir, version=srv.version)
     proc = spawn(cmd, srv.workdir, srv.workdir / "server.log")
-    new = Server(srv.kind, srv.port, srv.workdir, proc, dict(srv.cfg), keep_dir=True)
+    new = Server(
+        srv.kind, srv.port, srv.workdir, proc, dict(srv.cfg), keep_dir=True, version=srv.version
+    )
     if poll_ready(proc, partial(handshake_ok, new.host, new.port, timeout=2.0), ready_timeout):
         return new
     new.stop()

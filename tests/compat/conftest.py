@@ -3,7 +3,9 @@
 Each fixture starts its server with :mod:`trizk.compat.procs.servers` (free loopback port, own temp
 directory, readiness = a real session handshake, stopped by PID). Without a ZooKeeper
 installation the tests are skipped, except under CI (``CI`` set), where a missing oracle is a
-failure: ``compat/install-zookeeper.sh`` is supposed to have installed it.
+failure: ``compat/install-zookeeper.sh`` is supposed to have installed it. ZooKeeper 3.9.3 (the
+second oracle, unpacked privately by the same script) has its own check:
+``require_zookeeper("3.9.3")`` and the ``needs_zookeeper39`` fixture.
 """
 
 from __future__ import annotations
@@ -16,17 +18,27 @@ import pytest
 from trizk.compat.procs import servers
 
 
-def require_zookeeper() -> None:
-    if servers.zookeeper_available():
+def require_zookeeper(version: str = "3.8.0") -> None:
+    if servers.zookeeper_available(version):
         return
     if os.environ.get("CI"):
-        pytest.fail("ZooKeeper is not installed: run compat/install-zookeeper.sh")
-    pytest.skip("ZooKeeper (Debian zookeeper package) is not installed")
+        pytest.fail(f"ZooKeeper {version} is not installed: run compat/install-zookeeper.sh")
+    if version == "3.8.0":
+        pytest.skip("ZooKeeper (Debian zookeeper package) is not installed")
+    pytest.skip(
+        f"ZooKeeper {version} is not installed (compat/install-zookeeper.sh unpacks it into "
+        f"{servers.ZK39_DIR})"
+    )
 
 
 @pytest.fixture
 def needs_zookeeper() -> None:
     require_zookeeper()
+
+
+@pytest.fixture
+def needs_zookeeper39() -> None:
+    require_zookeeper("3.9.3")
 
 
 @pytest.fixture
