@@ -1,10 +1,10 @@
-"""The snapshot format of Apache ZooKeeper 3.8 (``FileSnap``) and the tree digest, pure.
+"""The snapshot format of Apache ZooKeeper 3.8 and 3.9 (``FileSnap``) and the tree digest, pure.
 
 Grammar
 -------
 Big-endian Jute encoding (see :mod:`trizk.jute.primitives`), of the *uncompressed* stream::
 
-    Snapshot    := FileHeader Sessions AclCache Nodes Seal Digest?
+    Snapshot    := FileHeader Sessions AclCache Nodes Seal (Digest LastZxid?)?
     FileHeader  := magic:int = 0x5A4B534E ("ZKSN")  version:int = 2  dbid:long = -1
     Sessions    := count:int  (id:long timeout:int)*count        (SerializeUtils.serializeSnapshot)
     AclCache    := count:int  (ref:long acls:vector<ACL>)*count  (ReferenceCountedACLCache)
@@ -21,6 +21,18 @@ Big-endian Jute encoding (see :mod:`trizk.jute.primitives`), of the *uncompresse
                    (or a torn digest section) after the first Seal treats the snapshot as
                    digest-less. The second Seal's
                    checksum covers everything before it, first Seal included.
+    LastZxid    := lastZxid:long  Seal               (DataTree.serializeLastProcessedZxid, 3.9+)
+                   the tree's lastProcessedZxid when serialisation ended (with the
+                   digest section: the digest's zxid); written by ZooKeeper 3.9 unless
+                   zookeeper.serializeLastProcessedZxid.enabled=false, for its AdminServer's
+                   snapshot/restore commands. Read as 3.9's FileSnap.deserialize reads it: EOF
+                   in the long means an older snapshot without it; once the long is read, its
+                   Seal (over everything before it) must be there and match, or the snapshot
+                   is not valid. Loading a data directory then takes the zxid from the file
+                   name, as FileSnap does (``dt.lastProcessedZxid = snapZxid``), so the value
+                   is checked and kept (:attr:`SnapshotContent.last_processed_zxid`), not used.
+                   ZooKeeper 3.8 stops reading after the digest section and ignores these 21
+                   bytes, so 3.8 starts on a 3.9 snapshot and 3.9 on a 3.8 one.
 
 Written by :func:`encode_head` (FileHeader Sessions AclCache), :func:`encode_node` (one entry
 of Nodes), :data:`NODES_END` and :func:`seal` (both Seals and the Digest section): the one
@@ -120,6 +132,9 @@ class SnapshotContent:
     nodes: list[SnapNode] = field(default_factory=list)
     digest: SnapshotDigest | None = None
     dbid: int = SNAP_DBID
+    #: ZooKeeper 3.9's trailer (LastZxid in the grammar above): None when absent; written
+    #: (after a digest section, which it needs) when not None
+    last_processed_zxid: int | None = None
 
     def tree_digest(self) -> int:
         return tree_digest((n.path, n.data, n.stat) for n in self.nodes)
@@ -423,6 +438,19 @@ def parse(
             # DataTree.deserializeZxidDigest: EOF in the digest section reads as a snapshot
             # without digest (the tree itself is sealed above); FileSnap accepts it.
             r.p = total
+    if r.p < total and content.digest is not None:
+        # DataTree.deserializeLastProcessedZxid: EOF in the long is "an older snapshot"
+        if r.p + 8 <= total:
+            last = r.i64("last processed zxid")
+            try:
+                r.seal("last processed zxid seal")
+            except SnapshotTruncated:
+                raise SnapshotFormatError(
+                    "snapshot truncated in the seal after the last processed zxid"
+                ) from None
+            content.last_processed_zxid = last
+        else:
+            r.p = total
     if r.p != total:
         raise SnapshotFormatError(f"{total - r.p} trailing bytes after the snapshot")
     if progress is not None:
@@ -469,10 +497,13 @@ def encode_node(path: str, data: bytes | None, acl: int, stat: bytes) -> bytes:
 NODES_END = _SLASH
 
 
-def seal(parts: list[bytes], digest: SnapshotDigest | None = None) -> list[bytes]:
+def seal(
+    parts: list[bytes], digest: SnapshotDigest | None = None, last_zxid: int | None = None
+) -> list[bytes]:
     """Append the Seal and, for a ``digest``, the Digest section with its Seal to ``parts``
-    (the stream so far, through :data:`NODES_END`); returns ``parts``. The checksums run over
-    the parts in order, so no part is copied."""
+    (the stream so far, through :data:`NODES_END`), and after it, for a ``last_zxid``, 3.9's
+    LastZxid section (:func:`last_zxid_trailer`; nothing without a digest); returns ``parts``.
+    The checksums run over the parts in order, so no part is copied."""
     crc = 1  # Adler32 of nothing
     for part in parts:
         crc = zlib.adler32(part, crc)
@@ -486,7 +517,10 @@ def seal(parts: list[bytes], digest: SnapshotDigest | None = None) -> list[bytes
     else:
         tail = _QIQ.pack(digest.zxid, digest.version, to_java_long(digest.digest))
     crc = zlib.adler32(tail, crc)
-    parts.append(tail + _Q.pack(crc) + _SLASH)
+    end = _Q.pack(crc) + _SLASH
+    parts.append(tail + end)
+    if last_zxid is not None:
+        parts.append(last_zxid_trailer(last_zxid, zlib.adler32(end, crc)))
     return parts
 
 
@@ -496,15 +530,29 @@ def serialize(content: SnapshotContent, *, compression: str = "") -> bytes:
     Nodes must be in an order where every parent precedes its children (ZooKeeper's
     deserialiser looks each parent up); the root's path is "".
     """
+    if content.last_processed_zxid is not None and content.digest is None:
+        # ZooKeeper 3.9 would read the long as the digest section's zxid
+        raise ValueError("a snapshot's last processed zxid needs its digest section")
     parts = [encode_head(content.sessions, content.acls.items(), content.dbid)]
     parts.extend(encode_node(n.path, n.data, n.acl, n.stat.encode()) for n in content.nodes)
     parts.append(NODES_END)
-    body = b"".join(seal(parts, content.digest))
+    body = b"".join(seal(parts, content.digest, content.last_processed_zxid))
     if compression == "gz":
         return gzip.compress(body, mtime=0)
     if compression:
         raise ValueError(f"cannot write {compression!r} snapshots (plain or 'gz' only)")
     return body
+
+
+def last_zxid_trailer(zxid: int, checksum: int) -> bytes:
+    """ZooKeeper 3.9's LastZxid section (see the grammar): ``zxid`` and its seal.
+
+    ``checksum`` is the Adler32 of every byte of the stream before the section (the digest
+    section's seal included), as ``zlib.adler32`` computes it; the seal covers those and the
+    long.
+    """
+    head = _Q.pack(zxid)
+    return head + _Q.pack(zlib.adler32(head, checksum)) + _SLASH
 
 
 def snapshot_name(zxid: int, compression: str = "") -> str:

@@ -27,7 +27,8 @@ listed by its parent but deleted before its turn is skipped, a child created aft
 was written is left to the replay. ACL lists get cache refs in order of first use as the walk
 meets them (OPEN_ACL_UNSAFE is ref -1 and never stored), so the ACL section, which precedes
 the nodes in the file, is only known once the walk is over: :meth:`FuzzySnapshot.finish`
-assembles header, sessions, ACL cache, the node bytes, the seal and the digest section.
+assembles header, sessions, ACL cache, the node bytes, the seal and the digest section, and
+(``last_zxid=True``, ZooKeeper 3.9's ``serializeLastProcessedZxid``) the last processed zxid.
 Every piece is written by the snapshot grammar's own encoders (``encode_head``,
 ``encode_node``, ``seal`` in :mod:`trizk.storage.formats.snapshot`, which
 :func:`~trizk.storage.formats.snapshot.serialize` uses too), so the bytes are exactly what
@@ -250,12 +251,23 @@ class FuzzySnapshot:
     one), then :meth:`finish` (pure over what the walk collected: safe in a worker thread).
     """
 
-    def __init__(self, tree: DataTree, sessions: dict[int, int], *, digest: bool = True) -> None:
+    def __init__(
+        self,
+        tree: DataTree,
+        sessions: dict[int, int],
+        *,
+        digest: bool = True,
+        last_zxid: bool = False,
+    ) -> None:
         self.tree = tree
         self.sessions = dict(sessions)
         self.zxid = tree.last_processed_zxid  # the name: last txn applied at the start
         self.with_digest = digest
         self.digest: SnapshotDigest | None = None
+        #: write ZooKeeper 3.9's last-processed-zxid section (needs the digest section)
+        self.with_last_zxid = last_zxid and digest
+        #: the tree's last processed zxid when the walk ended
+        self.last_zxid: int | None = None
         self.nodes = 0
         self._stack: list[str] = [""]
         self._chunks: list[bytes] = []
@@ -305,6 +317,8 @@ class FuzzySnapshot:
             if self.with_digest:
                 # DataTree.lastProcessedZxidDigest at the end of serialisation.
                 self.digest = SnapshotDigest(self.tree.last_processed_zxid, self.tree.digest)
+            if self.with_last_zxid:
+                self.last_zxid = self.tree.last_processed_zxid
         return self._done
 
     def finish(self) -> list[bytes]:
@@ -312,7 +326,7 @@ class FuzzySnapshot:
         assert self._done, "finish() before the walk is complete"
         acls = ((ref, acl) for acl, ref in self._acl_refs.items())
         head = snap.encode_head(self.sessions, acls)
-        return snap.seal([head, *self._chunks, snap.NODES_END], self.digest)
+        return snap.seal([head, *self._chunks, snap.NODES_END], self.digest, self.last_zxid)
 
 
 def content_from_tree(
