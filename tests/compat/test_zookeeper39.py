@@ -8,10 +8,10 @@
   ending in 3.9's last-processed-zxid trailer, and txn logs; an ACL, binary data, a sequential
   node, a multi, deletes; an ephemeral of a session that is still open when the server goes) and
   is stopped, or SIGKILLed; trizk starts on it and serves the same tree, stat for stat (the
-  ephemeral included); so does ZooKeeper 3.8.0, which ignores the trailer. Then the other way: 3.9.3 starts on trizk's data directory, as trizk
-  wrote it and with trizk's newest snapshot rewritten to carry the trailer
-  (:func:`trizk.storage.formats.snapshot.last_zxid_trailer`), without "problem reading snap
-  file" or a digest mismatch in its log.
+  ephemeral included); so does ZooKeeper 3.8.0, which ignores the trailer. Then the other way:
+  3.9.3 starts on trizk's data directory, as trizk wrote it and with trizk's newest snapshot
+  rewritten to carry the trailer (:func:`trizk.storage.formats.snapshot.last_zxid_trailer`),
+  without "problem reading snap file" or a digest mismatch in its log.
 
 Skipped (with the reason) when 3.9.3 is not installed; under CI a missing oracle fails.
 """
