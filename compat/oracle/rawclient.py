@@ -151,9 +151,12 @@ class RawClient:
         last_zxid: int = 0,
         read_only: bool | None = False,
         deadline: float | None = None,
+        repeat: int = 1,
     ) -> R.ConnectResponse | None:
         """Send a ConnectRequest (with the readOnly byte unless ``read_only`` is None) and read
-        the ConnectResponse. Returns None if the server closed the connection instead."""
+        the ConnectResponse. Returns None if the server closed the connection instead.
+        ``repeat``: the request that many times in one write (what follows the first is read
+        by the caller)."""
         req = R.ConnectRequest(
             protocolVersion=0,
             lastZxidSeen=last_zxid,
@@ -163,7 +166,7 @@ class RawClient:
         ).encode()
         if read_only is not None:
             req += b"\x01" if read_only else b"\x00"
-        self.send_raw(frame(req))
+        self.send_raw(frame(req) * repeat)
         try:
             payload = self._read_frame(deadline)
         except ConnectionClosed:

@@ -368,6 +368,7 @@ class Executor:
                 if a.get("last_zxid") == "last"
                 else int(a.get("last_zxid", 0)),
                 read_only=a.get("read_only", False),
+                repeat=2 if a.get("twice") else 1,
             )
         except (WireTimeout, OSError, JuteDecodeError) as e:
             s.log.append({"step": step, "kind": "connect_failed", "error": type(e).__name__})
@@ -387,6 +388,11 @@ class Executor:
         if resp.sessionId != 0:
             s.session_id, s.passwd, s.timeout_ms = resp.sessionId, resp.passwd or b"", timeout
         s.client = c
+        if a.get("twice"):
+            # The ConnectRequest went twice in one write: what the server makes of the second
+            # (ZooKeeper reads it as a request once the session is up), up to a close or a
+            # bounded quiet spell (the connection is then kept).
+            self._wait(s, step, until_closed=True)
 
     def open_sessions(self, spec: Mapping[str, Mapping[str, Any]]) -> None:
         for label, opts in spec.items():

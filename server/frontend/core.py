@@ -315,6 +315,15 @@ class FrontEnd:
             m.bytes_received_count += 4 + len(frame)  # ServerCnxn.packetReceived
             if conn.state is _HANDSHAKE:
                 self._connect(conn, frame, now, wall)
+                if conn.state is _HANDSHAKE and not conn.closed:
+                    # The session is being created or revalidated. ZooKeeper reads no more of
+                    # the connection meanwhile (processConnectRequest: cnxn.disableRecv(), until
+                    # finishSessionInit's enableRecv()): what follows the ConnectRequest is read
+                    # as requests once the ConnectResponse is out; a second ConnectRequest is
+                    # then a request of an unknown type (UNIMPLEMENTED, then closed).
+                    conn.throttled = True
+                    self._mark(conn)
+                    return False
             else:
                 self._request(conn, frame, now, wall)
                 if self._should_throttle(conn):
@@ -410,6 +419,7 @@ class FrontEnd:
         if valid is None:
             self._close(conn, f"session 0x{sid:x} cannot be validated now (no leader)")
             return
+        conn.throttled = False  # finishSessionInit: cnxn.enableRecv() (see data_received)
         rsp = r.ConnectResponse(
             0,
             conn.session_timeout if valid else 0,

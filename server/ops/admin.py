@@ -393,8 +393,9 @@ COMMANDS: tuple[Command, ...] = (
 
 
 def _digests(view: StatusView) -> list[dict[str, Any]]:
-    # DataTree.getDigestLog: ZxidDigest beans (zxid, digest_version, digest).
-    return [{"zxid": z, "digest_version": 2, "digest": d} for z, d in view.digest_log]
+    # DataTree.getDigestLog: ZxidDigest beans, in the order ZooKeeper 3.8.0's Jackson writes
+    # them (zxid, digest, digest_version; checked against the live server).
+    return [{"zxid": z, "digest": d, "digest_version": 2} for z, d in view.digest_log]
 
 
 _BY_NAME: dict[str, Command] = {n: c for c in COMMANDS for n in c.names}

@@ -780,6 +780,7 @@ class TrizkServer:
             log_dir_size=_dir_size(log_dir),
             environment=status.process_environment(),
             trace_mask=self.trace_mask,
+            digest_log=tuple(core.tree.digest_log),
         )
 
 

@@ -211,6 +211,9 @@ def replay(
     if fuzzy is not None and fuzzy.zxid <= tree.last_processed_zxid:
         _check(tree, fuzzy.digest, fuzzy.zxid, res, check_digests)
         fuzzy = None
+    # ZooKeeper logs no digest while digestFromLoadedSnapshot is set: until the txn of the
+    # snapshot's digest zxid (that one excluded); one it never meets keeps it set for good
+    tree.log_digests = fuzzy is None
     for entry in entries:
         hdr = entry.header
         rc = replica.apply(hdr, current_txn(entry))
@@ -221,6 +224,7 @@ def replay(
         if fuzzy is not None:
             if hdr.zxid >= fuzzy.zxid:
                 _check(tree, fuzzy.digest, fuzzy.zxid, res, check_digests)
+                tree.log_digests = hdr.zxid == fuzzy.zxid
                 fuzzy = None
         elif entry.digest is not None and entry.digest.version == snap.DIGEST_VERSION:
             _check(tree, entry.digest.treeDigest, hdr.zxid, res, check_digests)

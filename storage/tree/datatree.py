@@ -31,12 +31,22 @@ change :meth:`apply` makes (a node's old digest is subtracted before it changes,
 added after), as ``NodeHashMapImpl.preChange/postChange`` do. Each node caches its digest
 until it changes. Whoever builds a tree by other means (snapshot loading) sets it with
 :meth:`DataTree.recompute_digest`.
+
+Digest log (``DataTree.logZxidDigest``, what ``hash`` and ``/commands/hash`` print): after
+every txn whose zxid is a multiple of :data:`DIGEST_LOG_INTERVAL` (128), ``(zxid, tree
+digest)`` is appended to :attr:`DataTree.digest_log`, which keeps the last
+:data:`DIGEST_LOG_LIMIT` (1024). A multi counts once (its zxid), an error txn counts, a txn
+replayed from the log at startup counts -- except while the tree is *fuzzy*
+(:attr:`DataTree.log_digests` False: a loaded snapshot's digest is not reached yet, ZooKeeper's
+``digestFromLoadedSnapshot != null``; the replay clears it, see
+:func:`trizk.storage.formats.treeio.replay`).
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -58,6 +68,10 @@ ZOOKEEPER_NODE = "/zookeeper"
 QUOTA_NODE = "/zookeeper/quota"
 CONFIG_NODE = "/zookeeper/config"
 SPECIAL_PATHS = frozenset({"/", ZOOKEEPER_NODE, QUOTA_NODE, CONFIG_NODE})
+#: DataTree.DIGEST_LOG_INTERVAL: the digest log takes the txns whose zxid is a multiple of it
+DIGEST_LOG_INTERVAL: Final = 128
+#: DataTree.DIGEST_LOG_LIMIT: the digest log keeps this many entries, the newest
+DIGEST_LOG_LIMIT: Final = 1024
 
 #: Watch tables a trigger applies to.
 DATA = 1
@@ -353,6 +367,10 @@ class DataTree:
         self.containers: set[str] = set()
         self.ttls: set[str] = set()
         self.last_processed_zxid = 0
+        #: (zxid, tree digest) every DIGEST_LOG_INTERVAL zxids (see the module docstring)
+        self.digest_log: deque[tuple[int, int]] = deque(maxlen=DIGEST_LOG_LIMIT)
+        #: False while a loaded snapshot's digest is not reached (nothing is logged then)
+        self.log_digests = True
         root = DataNode(b"", OPEN_ACL_UNSAFE)
         self.nodes[""] = root
         self.nodes["/"] = root
@@ -541,6 +559,8 @@ class DataTree:
             rc.err = e.code
         if hdr.zxid > self.last_processed_zxid:
             self.last_processed_zxid = hdr.zxid
+        if self.log_digests and hdr.zxid % DIGEST_LOG_INTERVAL == 0:
+            self.digest_log.append((hdr.zxid, self.digest))
         return rc
 
     def _create(self, hdr: r.TxnHeader, txn: Any, rc: ApplyResult) -> None:

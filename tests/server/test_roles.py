@@ -215,6 +215,41 @@ def test_global_outstanding_limit_stops_reading_until_requests_drain() -> None:
     assert front.in_process == 0 and not a.throttled
 
 
+def test_frames_after_a_connect_request_are_read_as_requests_once_the_session_is_up() -> None:
+    # ZooKeeperServer.processConnectRequest disables reading the connection until
+    # finishSessionInit: what follows the ConnectRequest in the same write waits, then is read
+    # as requests. A second ConnectRequest is then a request of type 0 (the high half of its
+    # lastZxidSeen) with xid 0 (its protocolVersion): UNIMPLEMENTED, zxid -1, closed.
+    h = Harness()
+    front = h.node.front
+    connect = r.ConnectRequest(0, 0, 10_000, 0, bytes(16)).encode() + b"\x00"
+    framed = struct.pack(">i", len(connect)) + connect
+    c = ClientConnection(1, ("127.0.0.1", 40001), 0xFFFFF)
+    front.connection_made(c)
+    front.data_received(c, framed + framed, 0, WALL)
+    assert c.throttled and c.out == b""  # the createSession txn is not committed yet
+    h.commit()
+    assert not c.throttled and c.session_id
+    front.data_received(c, b"", 0, WALL)  # what the shell does once unthrottled
+    frames = replies(c)
+    assert len(frames) == 2
+    assert r.ConnectResponse.decode_from(frames[0], 0)[0].sessionId == c.session_id
+    assert struct.unpack(">iqi", frames[1]) == (0, -1, Code.UNIMPLEMENTED)
+    assert c.closed
+
+    # a request pipelined behind the ConnectRequest is answered after the ConnectResponse
+    d = ClientConnection(2, ("127.0.0.1", 40002), 0xFFFFF)
+    front.connection_made(d)
+    body = r.RequestHeader(1, OpCode.EXISTS).encode() + r.ExistsRequest("/", False).encode()
+    front.data_received(d, framed + struct.pack(">i", len(body)) + body, 0, WALL)
+    assert d.throttled
+    h.commit()
+    front.data_received(d, b"", 0, WALL)
+    frames = replies(d)
+    assert len(frames) == 2 and xids(frames[1:]) == [(1, 0)]
+    assert not d.closed
+
+
 # ------------------------------------------------------------------ learner write path
 # A leader (front end + sequencer) and a follower (front end + LearnerWritePath) sharing one
 # commit stream, with the Zab link between them replaced by direct calls: what the server-side
