@@ -36,7 +36,8 @@ __all__ = ["ProcessEnsemble"]
 
 
 class ProcessEnsemble(MemberSet):
-    """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid. Use as a context
+    """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
+    ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too). Use as a context
     manager (every process stopped, every directory removed on exit)."""
 
     def __init__(
@@ -48,7 +49,10 @@ class ProcessEnsemble(MemberSet):
         start: bool = True,
         lab: NetnsLab | None = None,
         links: bool = False,
+        versions: Mapping[int, str] | None = None,
     ) -> None:
+        #: the ZooKeeper release of each ``zookeeper`` member (servers.ZK_VERSIONS)
+        self.versions = {sid: (versions or {}).get(sid, "3.8.0") for sid in kinds}
         #: members on the hosts of a network-namespace lab (member i on host i, ZooKeeper's
         #: usual ports), else all on 127.0.0.1 with free ports
         self.lab = lab
@@ -76,7 +80,7 @@ class ProcessEnsemble(MemberSet):
 
     # ------------------------------------------------------------------ processes
     def command(self, m: Member) -> list[str]:
-        cmd = _command(m.kind, m.cfg_path, m.workdir)
+        cmd = _command(m.kind, m.cfg_path, m.workdir, version=self.versions[m.sid])
         if m.kind == "zookeeper":
             # INFO: state changes and sync modes are logged (_command writes a WARN config)
             (m.workdir / "log4j.properties").write_text(LOG4J_INFO)

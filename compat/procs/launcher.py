@@ -2,8 +2,9 @@
 
 Theory
 ------
-Each server (Apache ZooKeeper via ``java``, trizk via ``python -m trizk.server``, or any command
-template) runs as a *direct* child process, so the PID we hold is the server's own PID and
+Each server (Apache ZooKeeper via ``java``: kind ``zookeeper`` is 3.8.0, ``zookeeper-3.9.3`` the
+second oracle; trizk via ``python -m trizk.server``, or any command template) runs as a *direct*
+child process, so the PID we hold is the server's own PID and
 ``/proc/PID/stat`` / ``/proc/PID/status`` describe the server itself (CPU ticks, RSS), not a
 wrapper shell. Every server gets its own temp directory (dataDir, zoo.cfg, log4j config, log),
 listens on 127.0.0.1 on a port found by binding port 0, and is stopped by its PID only.
@@ -36,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from trizk.compat.procs.servers import ZK39_JARS
 from trizk.testing.ports import free_port
 from trizk.testing.probes import probe
 from trizk.testing.processes import cfg_text, poll_ready, spawn
@@ -84,7 +86,7 @@ def zoo_cfg(data_dir: str, port: int, extra: dict[str, str] | None = None) -> st
     return cfg_text(lines)
 
 
-def zookeeper_cmd(cfg: str, workdir: str) -> list[str]:
+def zookeeper_cmd(cfg: str, workdir: str, classpath: str = ZK_CLASSPATH) -> list[str]:
     log4j = os.path.join(workdir, "log4j.properties")
     with open(log4j, "w") as f:
         f.write(_LOG4J.format(log=os.path.join(workdir, "zookeeper.log")))
@@ -94,7 +96,7 @@ def zookeeper_cmd(cfg: str, workdir: str) -> list[str]:
         f"-Dlog4j.configuration=file:{log4j}",
         "-Dzookeeper.admin.enableServer=false",
         "-cp",
-        ZK_CLASSPATH,
+        classpath,
         ZK_MAIN,
         cfg,
     ]
@@ -113,9 +115,17 @@ def template_cmd(template: str) -> object:
     return build
 
 
+def zookeeper39_cmd(cfg: str, workdir: str) -> list[str]:
+    """ZooKeeper 3.9.3 (``compat/install-zookeeper.sh`` unpacks it; see
+    :data:`trizk.compat.procs.servers.ZK39_JARS`)."""
+    return zookeeper_cmd(cfg, workdir, ":".join(ZK39_JARS))
+
+
 def command_for(kind: str) -> object:
     if kind == "zookeeper":
         return zookeeper_cmd
+    if kind == "zookeeper-3.9.3":
+        return zookeeper39_cmd
     if kind == "trizk":
         return trizk_cmd
     return template_cmd(kind)

@@ -13,6 +13,10 @@
   rewritten to carry the trailer (:func:`trizk.storage.formats.snapshot.last_zxid_trailer`),
   without "problem reading snap file" or a digest mismatch in its log.
 
+* ``test_mixed_ensemble_with_393_members``: :class:`trizk.compat.procs.ensemble.ProcessEnsemble`
+  runs 3.9.3 members (``versions``) beside trizk and 3.8.0 ones; writes through every member
+  reach every member.
+
 Skipped (with the reason) when 3.9.3 is not installed; under CI a missing oracle fails.
 """
 
@@ -26,9 +30,10 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
+from tests.ensemble_helpers import assert_identical, client
 from trizk.compat.oracle.rawclient import RawClient
 from trizk.compat.procs import servers
-from trizk.compat.procs.ensemble import four_letter
+from trizk.compat.procs.ensemble import ProcessEnsemble, four_letter
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.storage.disk import files
@@ -206,3 +211,21 @@ def test_zookeeper_393_starts_on_trizks_data_dir(needs_zookeeper39: None, traile
     finally:
         tz.stop()
         shutil.rmtree(tz.workdir, ignore_errors=True)
+
+
+def test_mixed_ensemble_with_393_members(needs_zookeeper: None, needs_zookeeper39: None) -> None:
+    kinds = {1: "zookeeper", 2: "trizk", 3: "zookeeper", 4: "zookeeper"}
+    with ProcessEnsemble(kinds, observers=(4,), versions={1: "3.9.3", 4: "3.9.3"}) as ens:
+        assert ens.versions[1] == "3.9.3" and ens.versions[3] == "3.8.0"
+        ens.wait_leader(3)
+        assert four_letter(ens.port(1), "srvr").startswith("Zookeeper version: 3.9.3-")
+        for sid in kinds:
+            zk = client(ens.hosts([sid]))
+            try:
+                zk.create(f"/n{sid}", kinds[sid].encode())
+                zk.create(f"/n{sid}/e", b"", ephemeral=True)
+            finally:
+                zk.stop()
+                zk.close()
+        tree = assert_identical(ens)
+        assert {f"/n{s}" for s in kinds} <= set(tree)
