@@ -63,8 +63,12 @@ class Replica:
         tree = self.tree
         dead = [sid for sid in tree.ephemerals if sid not in self.sessions]
         zxid = tree.last_processed_zxid
+        # DataTree.killSession is no processTxn: nothing goes to the digest log
+        was_logging = tree.log_digests
+        tree.log_digests = False
         for sid in dead:
             tree.apply(r.TxnHeader(sid, 0, zxid, 0, OpCode.CLOSESESSION), None)
+        tree.log_digests = was_logging
         return dead
 
     def reset(self, tree: DataTree, sessions: dict[int, int]) -> None:

@@ -80,3 +80,19 @@ def test_replay_logs_nothing_until_the_snapshots_digest_zxid() -> None:
     treeio.replay(Replica(tree, {}), [], snapshot_digest=content.digest)
     tree.apply(e.header, e.txn)
     assert [z for z, _ in tree.digest_log] == [512]
+
+
+def test_killing_dead_sessions_at_load_logs_nothing() -> None:
+    # ZooKeeperServer.loadData's "Clean up dead sessions" calls DataTree.killSession directly
+    tree = DataTree()
+    for z in range(1, 129):
+        e = _create(z, f"/n{z}")
+        tree.apply(e.header, e.txn)
+    hdr = r.TxnHeader(7, 1, 129, 0, OpCode.CREATE)
+    tree.apply(hdr, r.CreateTxn("/eph", b"", OPEN_ACL_UNSAFE, True, 129))
+    hdr = r.TxnHeader(7, 2, 256, 0, OpCode.CREATE)
+    tree.apply(hdr, r.CreateTxn("/eph2", b"", OPEN_ACL_UNSAFE, True, 130))
+    before = list(tree.digest_log)
+    assert [z for z, _ in before] == [128, 256]
+    assert Replica(tree, {}).kill_dead_sessions() == [7]
+    assert list(tree.digest_log) == before and tree.log_digests
