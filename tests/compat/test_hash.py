@@ -19,8 +19,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from trizk.compat.procs import servers
-from trizk.compat.procs.ensemble import four_letter
 from trizk.storage.formats.snapshot import calculate_digest, to_java_long
+from trizk.testing.probes import four_letter
 
 
 def _tree_digest(zk: KazooClient) -> int:

@@ -33,11 +33,12 @@ from kazoo.security import make_digest_acl
 from tests.ensemble_helpers import assert_identical, client
 from trizk.compat.oracle.rawclient import RawClient
 from trizk.compat.procs import servers
-from trizk.compat.procs.ensemble import ProcessEnsemble, four_letter
+from trizk.compat.procs.ensemble import ProcessEnsemble
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.storage.disk import files
 from trizk.storage.formats import snapshot
+from trizk.testing.probes import four_letter
 
 from .conftest import require_zookeeper
 
