@@ -16,7 +16,7 @@ import trio
 
 from trizk.compat.procs.javaquorum import start_java_member, wait_log, zookeeper_available
 from trizk.compat.procs.servers import Server
-from trizk.quorum.election.election import ElectionView
+from trizk.quorum.election.election import Decision, ElectionView
 from trizk.quorum.election.messages import ServerState
 from trizk.server.shell.cnxmanager import ElectionPort
 from trizk.testing.ports import allocate, config_string
@@ -84,13 +84,16 @@ async def _trizk_member(sid: int, members: dict, nursery: trio.Nursery) -> Elect
     return port
 
 
-async def test_trizk_beside_two_java_members_started_together() -> None:
-    members = allocate([1, 2, 3])
-    javas = [start_java(2, members), start_java(3, members)]
+async def _trizk_beside_javas(
+    sid: int, members: dict, java_sids: list[int]
+) -> tuple[Decision, list[tuple[str, int]]]:
+    """Java members ``java_sids`` and trizk member ``sid`` start an election together (trizk
+    with a zero vote): trizk's decision and the Java members' votes, their logs checked."""
+    javas = [start_java(j, members) for j in java_sids]
     try:
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
-                me = await _trizk_member(1, members, nursery)
+                me = await _trizk_member(sid, members, nursery)
                 me.look(0, 0)
                 decision = await me.wait_decision()
                 votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
@@ -100,6 +103,12 @@ async def test_trizk_beside_two_java_members_started_together() -> None:
     finally:
         for j in javas:
             j.stop()
+    return decision, votes
+
+
+async def test_trizk_beside_two_java_members_started_together() -> None:
+    members = allocate([1, 2, 3])
+    decision, votes = await _trizk_beside_javas(1, members, [2, 3])
     # all three agree; which Java member leads depends on how far apart the JVMs started (a
     # quorum that hears nothing better for 200 ms decides), but never the worse-sid trizk one
     (leader,) = {leader for _, leader in votes}
@@ -153,20 +162,7 @@ async def test_one_java_member_beside_two_trizk_members() -> None:
 
 async def test_trizk_observer_beside_two_java_voters() -> None:
     members = allocate([1, 2, 3], observers=frozenset({3}))
-    javas = [start_java(1, members), start_java(2, members)]
-    try:
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                me = await _trizk_member(3, members, nursery)
-                me.look(0, 0)
-                decision = await me.wait_decision()
-                votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
-                nursery.cancel_scope.cancel()
-        for j in javas:
-            assert_java_content(j)
-    finally:
-        for j in javas:
-            j.stop()
+    decision, votes = await _trizk_beside_javas(3, members, [1, 2])
     assert sorted(votes) == [("FOLLOWING", 2), ("LEADING", 2)]
     assert decision.state == ServerState.OBSERVING and decision.vote.leader == 2
 
