@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import tempfile
 import time
@@ -42,6 +41,7 @@ from trizk.jute.records import SetDataTxn, StatPersisted, TxnHeader
 from trizk.storage.disk import files
 from trizk.storage.formats import snapshot, txnlog
 from trizk.storage.formats.snapshot import SnapNode, SnapshotContent, SnapshotDigest
+from trizk.testing.probes import ask
 
 OPEN = -1
 DATA = b"x" * 100
@@ -80,12 +80,7 @@ def make_content(nodes: int, parents: int) -> tuple[SnapshotContent, int]:
 
 
 def four(port: int, word: bytes) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(word)
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
+    return ask(port, word, 30).decode()
 
 
 def node_count(port: int) -> int:

@@ -246,167 +246,148 @@ def run_load(
     Fails loudly (TimeoutError) if that takes longer than ``deadline_s``.
     """
     with selectors.EpollSelector() as sel:
-        return _run_load(
-            sel,
-            socks,
-            frames,
-            window=window,
-            cycle=cycle,
-            ramp_s=ramp_s,
-            duration_s=duration_s,
-            server_cpu=server_cpu,
-            expect_events=expect_events,
-            deadline_s=deadline_s,
-        )
+        clients = [_Client(s, f, cycle) for s, f in zip(socks, frames, strict=True)]
+        for c in clients:
+            sel.register(c.sock, selectors.EVENT_READ, c)
+        refill = max(1, window // 4)
 
-
-def _run_load(
-    sel: selectors.BaseSelector,
-    socks: Sequence[socket.socket],
-    frames: Sequence[Sequence[bytes]],
-    *,
-    window: int,
-    cycle: bool,
-    ramp_s: float = 0.0,
-    duration_s: float = 0.0,
-    server_cpu: Callable[[], float] = lambda: 0.0,
-    expect_events: int = 0,
-    deadline_s: float = 120.0,
-) -> LoadResult:
-    clients = [_Client(s, f, cycle) for s, f in zip(socks, frames, strict=True)]
-    for c in clients:
-        sel.register(c.sock, selectors.EVENT_READ, c)
-    refill = max(1, window // 4)
-
-    def fill(c: _Client, k: int) -> None:
-        fr = c.frames
-        n = len(fr)
-        if n == 0:
-            c.done_sending = True
-            return
-        i = c.next_i
-        if c.cycle:
-            if i + k <= n:
-                chunk = fr[i : i + k]
-            else:
-                chunk = list(fr[i:]) + list(fr[: (i + k) - n])
-            c.next_i = (i + k) % n
-        else:
-            chunk = fr[i : i + k]
-            c.next_i = i + len(chunk)
-            if c.next_i >= n:
+        def fill(c: _Client, k: int) -> None:
+            fr = c.frames
+            n = len(fr)
+            if n == 0:
                 c.done_sending = True
-        c.outstanding += len(chunk)
-        data = b"".join(chunk)
-        if c.outbuf:
-            c.outbuf += data
-            return
-        sent = c.sock.send(data)
-        if sent < len(data):
-            c.outbuf += data[sent:]
-            sel.modify(c.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, c)
+                return
+            i = c.next_i
+            if c.cycle:
+                if i + k <= n:
+                    chunk = fr[i : i + k]
+                else:
+                    chunk = list(fr[i:]) + list(fr[: (i + k) - n])
+                c.next_i = (i + k) % n
+            else:
+                chunk = fr[i : i + k]
+                c.next_i = i + len(chunk)
+                if c.next_i >= n:
+                    c.done_sending = True
+            c.outstanding += len(chunk)
+            data = b"".join(chunk)
+            if c.outbuf:
+                c.outbuf += data
+                return
+            sent = c.sock.send(data)
+            if sent < len(data):
+                c.outbuf += data[sent:]
+                sel.modify(c.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, c)
 
-    t_start = time.monotonic()
-    hard_end = t_start + deadline_s
-    measuring = not cycle or ramp_s <= 0
-    t_meas = t_start
-    base_replies = base_errors = base_events = 0
-    gen0 = time.process_time()
-    srv0 = server_cpu()
-    sending = True
-    events_done: float | None = None
-    total_events = 0
-    for c in clients:
-        fill(c, window)
-    unpack = _REPLY.unpack_from
-    # recv_into one buffer: recv(256 KiB) would map and unmap that much per read (above
-    # glibc's mmap threshold), costing the generator CPU the servers beside it need
-    scratch = bytearray(262144)
-    scratch_view = memoryview(scratch)
-    while True:
-        now = time.monotonic()
-        if now > hard_end:
-            raise TimeoutError(f"load did not finish within {deadline_s}s")
-        if cycle:
-            if not measuring and now - t_start >= ramp_s:
-                measuring = True
-                t_meas = now
-                base_replies = sum(c.replies for c in clients)
-                base_errors = sum(c.errors for c in clients)
-                base_events = sum(c.events for c in clients)
-                gen0 = time.process_time()
-                srv0 = server_cpu()
-            if measuring and sending and now - t_meas >= duration_s:
-                # End of the measured interval: snapshot, then drain what is in flight.
-                sending = False
-                t_end = now
-                replies = sum(c.replies for c in clients) - base_replies
-                errors = sum(c.errors for c in clients) - base_errors
-                events = sum(c.events for c in clients) - base_events
-                gen1 = time.process_time()
-                srv1 = server_cpu()
-        if not sending and all(c.outstanding == 0 for c in clients):
-            break
-        if not cycle and all(c.done_sending and c.outstanding == 0 for c in clients):
-            if total_events >= expect_events:
-                t_end = time.monotonic()
-                replies = sum(c.replies for c in clients)
-                errors = sum(c.errors for c in clients)
-                events = sum(c.events for c in clients)
-                gen1 = time.process_time()
-                srv1 = server_cpu()
+        t_start = time.monotonic()
+        hard_end = t_start + deadline_s
+        measuring = not cycle or ramp_s <= 0
+        t_meas = t_start
+        base_replies = base_errors = base_events = 0
+        gen0 = time.process_time()
+        srv0 = server_cpu()
+        sending = True
+        events_done: float | None = None
+        total_events = 0
+        for c in clients:
+            fill(c, window)
+        unpack = _REPLY.unpack_from
+        # recv_into one buffer: recv(256 KiB) would map and unmap that much per read (above
+        # glibc's mmap threshold), costing the generator CPU the servers beside it need
+        scratch = bytearray(262144)
+        scratch_view = memoryview(scratch)
+        while True:
+            now = time.monotonic()
+            if now > hard_end:
+                raise TimeoutError(f"load did not finish within {deadline_s}s")
+            if cycle:
+                if not measuring and now - t_start >= ramp_s:
+                    measuring = True
+                    t_meas = now
+                    base_replies = sum(c.replies for c in clients)
+                    base_errors = sum(c.errors for c in clients)
+                    base_events = sum(c.events for c in clients)
+                    gen0 = time.process_time()
+                    srv0 = server_cpu()
+                if measuring and sending and now - t_meas >= duration_s:
+                    # End of the measured interval: snapshot, then drain what is in flight.
+                    sending = False
+                    t_end = now
+                    replies = sum(c.replies for c in clients) - base_replies
+                    errors = sum(c.errors for c in clients) - base_errors
+                    events = sum(c.events for c in clients) - base_events
+                    gen1 = time.process_time()
+                    srv1 = server_cpu()
+            if not sending and all(c.outstanding == 0 for c in clients):
                 break
-        for key, mask in sel.select(0.05):
-            c = key.data
-            if mask & selectors.EVENT_WRITE:
-                sent = c.sock.send(c.outbuf)
-                del c.outbuf[:sent]
-                if not c.outbuf:
-                    sel.modify(c.sock, selectors.EVENT_READ, c)
-            if mask & selectors.EVENT_READ:
-                nread = c.sock.recv_into(scratch)
-                if not nread:
-                    raise ConnectionError("server closed a load connection")
-                buf = c.inbuf
-                buf += scratch_view[:nread]
-                pos = 0
-                end = len(buf)
-                got = 0
-                while end - pos >= 20:
-                    n, xid, _zxid, err = unpack(buf, pos)
-                    if n > MAX_FRAME or n < 16:
-                        raise ConnectionError(f"bad reply frame length {n}")
-                    if end - pos - 4 < n:
-                        break
-                    pos += 4 + n
-                    if xid == NOTIFICATION_XID:
-                        c.events += 1
-                        total_events += 1
-                        if events_done is None and expect_events and total_events >= expect_events:
-                            events_done = time.monotonic() - t_start
-                        continue
-                    got += 1
-                    if err:
-                        c.errors += 1
-                if pos:
-                    del buf[:pos]
-                if got:
-                    c.replies += got
-                    c.outstanding -= got
-                    # Refill in batches of at least a quarter window: fewer, larger sends (the
-                    # generator's cost is mostly syscalls, not Python work per request).
-                    free = window - c.outstanding
-                    if sending and not c.done_sending and (free >= refill or c.outstanding == 0):
-                        fill(c, free)
-    return LoadResult(
-        replies=replies,
-        errors=errors,
-        events=events,
-        wall_s=t_end - (t_meas if cycle else t_start),
-        gen_cpu_s=gen1 - gen0,
-        server_cpu_s=srv1 - srv0,
-        events_done_s=events_done,
-    )
+            if not cycle and all(c.done_sending and c.outstanding == 0 for c in clients):
+                if total_events >= expect_events:
+                    t_end = time.monotonic()
+                    replies = sum(c.replies for c in clients)
+                    errors = sum(c.errors for c in clients)
+                    events = sum(c.events for c in clients)
+                    gen1 = time.process_time()
+                    srv1 = server_cpu()
+                    break
+            for key, mask in sel.select(0.05):
+                c = key.data
+                if mask & selectors.EVENT_WRITE:
+                    sent = c.sock.send(c.outbuf)
+                    del c.outbuf[:sent]
+                    if not c.outbuf:
+                        sel.modify(c.sock, selectors.EVENT_READ, c)
+                if mask & selectors.EVENT_READ:
+                    nread = c.sock.recv_into(scratch)
+                    if not nread:
+                        raise ConnectionError("server closed a load connection")
+                    buf = c.inbuf
+                    buf += scratch_view[:nread]
+                    pos = 0
+                    end = len(buf)
+                    got = 0
+                    while end - pos >= 20:
+                        n, xid, _zxid, err = unpack(buf, pos)
+                        if n > MAX_FRAME or n < 16:
+                            raise ConnectionError(f"bad reply frame length {n}")
+                        if end - pos - 4 < n:
+                            break
+                        pos += 4 + n
+                        if xid == NOTIFICATION_XID:
+                            c.events += 1
+                            total_events += 1
+                            if (
+                                events_done is None
+                                and expect_events
+                                and total_events >= expect_events
+                            ):
+                                events_done = time.monotonic() - t_start
+                            continue
+                        got += 1
+                        if err:
+                            c.errors += 1
+                    if pos:
+                        del buf[:pos]
+                    if got:
+                        c.replies += got
+                        c.outstanding -= got
+                        # Refill in batches of at least a quarter window: fewer, larger sends (the
+                        # generator's cost is mostly syscalls, not Python work per request).
+                        free = window - c.outstanding
+                        if (
+                            sending
+                            and not c.done_sending
+                            and (free >= refill or c.outstanding == 0)
+                        ):
+                            fill(c, free)
+        return LoadResult(
+            replies=replies,
+            errors=errors,
+            events=events,
+            wall_s=t_end - (t_meas if cycle else t_start),
+            gen_cpu_s=gen1 - gen0,
+            server_cpu_s=srv1 - srv0,
+            events_done_s=events_done,
+        )
 
 
 def close_sessions(socks: Sequence[socket.socket], deadline_s: float = 30.0) -> None:

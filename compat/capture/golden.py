@@ -63,6 +63,7 @@ from trizk.jute import multi
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode
 from trizk.testing.ports import free_port
+from trizk.testing.processes import stop_process
 
 ZK_JARS = (
     "/usr/share/java/zookeeper.jar",
@@ -130,12 +131,7 @@ def zookeeper_server(extra_cfg: str = "") -> Iterator[int]:
         print("\n".join(["--- ZooKeeper log tail ---", *tail]), file=sys.stderr)
         raise
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -788,25 +784,28 @@ class _ConnState:
     xids: dict[int, int] = field(default_factory=dict)
 
 
+def _walk_connect(p: bytes, names: list[str], out: dict[str, Any], record: type[R.Record]) -> int:
+    """A connect frame: the ConnectRequest / ConnectResponse, then the optional trailing
+    readOnly ``bool`` (named in ``names`` when present); returns the position after them."""
+    _, pos = _walk(p, names, 0, record)
+    out.update(op="connect", opcode=None)
+    if len(p) - pos == 1:
+        names.append("bool")
+        pos += 1
+    return pos
+
+
 def _annotate(f: Captured, st: _ConnState) -> dict[str, Any]:
     p = f.payload
     names: list[str] = []
     out: dict[str, Any] = {}
     if f.direction == "c2s" and not st.seen_c2s:
         st.seen_c2s = True
-        _, pos = _walk(p, names, 0, R.ConnectRequest)
-        out.update(op="connect", opcode=None)
-        if len(p) - pos == 1:
-            names.append("bool")
-            st.read_only_byte = True
-            pos += 1
+        pos = _walk_connect(p, names, out, R.ConnectRequest)
+        st.read_only_byte = len(names) == 2
     elif f.direction == "s2c" and not st.seen_s2c:
         st.seen_s2c = True
-        _, pos = _walk(p, names, 0, R.ConnectResponse)
-        out.update(op="connect", opcode=None)
-        if len(p) - pos == 1:
-            names.append("bool")
-            pos += 1
+        pos = _walk_connect(p, names, out, R.ConnectResponse)
         if (len(names) == 2) != st.read_only_byte:
             raise AnnotationError("server readOnly byte does not mirror the client's")
     elif f.direction == "c2s":

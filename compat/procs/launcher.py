@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from functools import partial
 from trizk.compat.procs.servers import ZK39_JARS
 from trizk.testing.ports import free_port
 from trizk.testing.probes import probe
-from trizk.testing.processes import cfg_text, poll_ready, spawn
+from trizk.testing.processes import cfg_text, poll_ready, spawn, stop_process
 
 ZK_CLASSPATH = ":".join(
     [
@@ -229,13 +228,7 @@ class Server:
         return out
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
+        stop_process(self.proc, timeout)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from trizk.server.auth import acl as aclmod
 from trizk.server.auth import sasl as saslmod
+from trizk.server.common.latency import Latency
 from trizk.server.common.servermetrics import ServerMetrics
 
 __all__ = ["CoreConfig", "ServerStats"]
@@ -44,10 +45,8 @@ class ServerStats:
 
     packets_received: int = 0
     packets_sent: int = 0
-    min_latency: int = -1
-    max_latency: int = 0
-    total_latency: int = 0
-    latency_count: int = 0
+    #: ``requestLatency``: every answered request's latency
+    latency: Latency = field(default_factory=Latency)
     started: int = 0
     requests: dict[str, int] = field(default_factory=dict)
     #: mntr's ``<namespace>_quota_exceeded_error_per_namespace`` counters, in insertion order
@@ -77,14 +76,6 @@ class ServerStats:
         out["max_client_response_size"] = self.max_response_size
         return out
 
-    def record(self, latency: int) -> None:
-        if self.min_latency < 0 or latency < self.min_latency:
-            self.min_latency = latency
-        if latency > self.max_latency:
-            self.max_latency = latency
-        self.total_latency += latency
-        self.latency_count += 1
-
     def reset(self) -> None:
         # ServerStats.reset -> ServerMetrics.resetAll: counter sets keep their keys at 0
         # (the Prometheus provider's resetAllValues does nothing)
@@ -94,5 +85,4 @@ class ServerStats:
         self.packets_received = self.packets_sent = 0
         self.last_response_size = self.min_response_size = self.max_response_size = -1
         self.metrics.reset()
-        self.min_latency = -1
-        self.max_latency = self.total_latency = self.latency_count = 0
+        self.latency.reset()

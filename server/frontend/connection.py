@@ -19,6 +19,7 @@ from trizk.jute import records as r
 from trizk.jute.codes import KeeperState, Xid
 from trizk.jute.framing import FrameDecoder
 from trizk.server.auth.acl import DEFAULT_AUTH, AuthInfo, new_connection_ids
+from trizk.server.common.latency import Latency
 
 _REPLY_HDR = struct.Struct(">iiqi")  # frame length + ReplyHeader(xid, zxid, err)
 _EVENT_HDR = struct.Struct(">iiqiiii")  # length, hdr(-1, -1, 0), type, state, path length
@@ -61,10 +62,7 @@ class ClientConnection:
         self.last_op = "NA"
         self.last_latency = 0
         self.last_response_time = 0
-        self.min_latency = -1
-        self.max_latency = 0
-        self.total_latency = 0
-        self.latency_count = 0
+        self.latency = Latency()
         self.close_reason = ""
         #: authenticated ids (``ServerCnxn.authInfo``), ``ip`` first; the core gives them the
         #: server's providers in ``connection_made``
@@ -137,7 +135,7 @@ class ClientConnection:
     def reset_stats(self) -> None:
         """``ServerCnxn.resetStats`` (4lw ``crst``): counters and latencies back to start."""
         self.packets_received = self.packets_sent = 0
-        self.min_latency, self.max_latency, self.total_latency, self.latency_count = -1, 0, 0, 0
+        self.latency.reset()
 
     def record_latency(self, op: str, cxid: int, zxid: int, latency: int, now: int) -> None:
         self.last_op = op
@@ -145,9 +143,4 @@ class ClientConnection:
         self.last_zxid = zxid
         self.last_latency = latency
         self.last_response_time = now
-        if self.min_latency < 0 or latency < self.min_latency:
-            self.min_latency = latency
-        if latency > self.max_latency:
-            self.max_latency = latency
-        self.total_latency += latency
-        self.latency_count += 1
+        self.latency.add(latency)

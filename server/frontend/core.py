@@ -809,7 +809,7 @@ class FrontEnd:
         stats.packets_sent += 1
         latency = max(0, now - received)
         conn.record_latency(OP_NAMES.get(op, "NA"), xid, zxid, latency, now)
-        stats.record(latency)
+        stats.latency.add(latency)
         m = stats.metrics
         # ServerStats.updateLatency: requests with a txn header are updates, the rest reads
         (m.updatelatency if txn else m.readlatency).add(latency)

@@ -186,23 +186,24 @@ FastRead = Callable[[bytes, DataTree, WatchManager, Hashable, SummarySet | None]
 FAST_READS: dict[int, FastRead] = {OpCode.GETDATA: fast_get_data, OpCode.EXISTS: fast_exists}
 
 
-def read_get_children(req: Any, ctx: ReadContext) -> r.Record:
+def _get_children(req: Any, ctx: ReadContext) -> tuple[DataNode, tuple[str, ...]]:
+    """getChildren and getChildren2 alike: the node, checked for READ, watched if asked, and
+    its children's names (counted in the read statistics)."""
     n = _node(ctx, req.path)
     _check(ctx, n, Perms.READ)
     if req.watch:
         ctx.watches.child.add(req.path, ctx.watcher)
     names = tuple(n.child_names())
     _read_stat(ctx, req.path, sum(map(len, names)))
-    return r.GetChildrenResponse(names)
+    return n, names
+
+
+def read_get_children(req: Any, ctx: ReadContext) -> r.Record:
+    return r.GetChildrenResponse(_get_children(req, ctx)[1])
 
 
 def read_get_children2(req: Any, ctx: ReadContext) -> r.Record:
-    n = _node(ctx, req.path)
-    _check(ctx, n, Perms.READ)
-    if req.watch:
-        ctx.watches.child.add(req.path, ctx.watcher)
-    names = tuple(n.child_names())
-    _read_stat(ctx, req.path, sum(map(len, names)))
+    n, names = _get_children(req, ctx)
     return r.GetChildren2Response(names, n.stat())
 
 
@@ -233,6 +234,27 @@ def read_get_ephemerals(req: Any, ctx: ReadContext) -> r.Record:
     return r.GetEphemeralsResponse(tuple(eph))
 
 
+def _rewatch(
+    ctx: ReadContext, entries: tuple[str | None, ...] | None, rel: int, children: bool
+) -> None:
+    """One data (``children`` False) or child watch list of setWatches: a node gone since the
+    client's ``rel`` zxid gets NodeDeleted, one changed after it (``mzxid``, or ``pzxid`` for
+    its children) gets NodeDataChanged / NodeChildrenChanged, any other is watched again."""
+    tree, w = ctx.tree, ctx.watcher
+    events = ctx.events
+    for entry in entries or ():
+        path = _null(entry)
+        n = tree.get(path)
+        if n is None:
+            events.append((EventType.NODEDELETED, path))
+        elif children and n.pzxid > rel:
+            events.append((EventType.NODECHILDRENCHANGED, path))
+        elif not children and n.mzxid > rel:
+            events.append((EventType.NODEDATACHANGED, path))
+        else:
+            (ctx.watches.child if children else ctx.watches.data).add(path, w)
+
+
 def _set_watches(
     ctx: ReadContext,
     rel: int,
@@ -259,30 +281,14 @@ def _set_watches(
     # watch (add_null_watch: it never fires, and a second one throws).
     # (Entries of the lists are str | None, as a vector<ustring> decodes: a compiled loop
     # variable typed str would raise TypeError at a null.)
-    for entry in data or ():
-        path = _null(entry)
-        n = tree.get(path)
-        if n is None:
-            ctx.events.append((EventType.NODEDELETED, path))
-        elif n.mzxid > rel:
-            ctx.events.append((EventType.NODEDATACHANGED, path))
-        else:
-            ctx.watches.data.add(path, w)
+    _rewatch(ctx, data, rel, False)
     for entry in exist or ():
         path = _null(entry)
         if tree.get(path) is not None:
             ctx.events.append((EventType.NODECREATED, path))
         else:
             ctx.watches.data.add(path, w)
-    for entry in child or ():
-        path = _null(entry)
-        n = tree.get(path)
-        if n is None:
-            ctx.events.append((EventType.NODEDELETED, path))
-        elif n.pzxid > rel:
-            ctx.events.append((EventType.NODECHILDRENCHANGED, path))
-        else:
-            ctx.watches.child.add(path, w)
+    _rewatch(ctx, child, rel, True)
     for entry in persistent or ():
         if entry is None:
             add_null_watch(ctx.watches.child, w, PERSISTENT)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.frontend.core import FrontEnd
+from trizk.server.roles.standalone import apply_commits
 from trizk.server.writes.committer import Committer, Proposal
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.tree.replica import Replica
@@ -56,8 +57,4 @@ class Leading:
 
     def commit(self, batch: Sequence[Proposal], now: int) -> None:
         """The commit sink: apply ``batch`` (committed by a quorum, in zxid order), answer it."""
-        replica, sequencer, front = self.replica, self.sequencer, self.front
-        for p in batch:
-            rc = replica.apply(p.hdr, p.txn)
-            sequencer.committed(p.hdr, p.txn, now)
-            front.on_committed(p.hdr, rc, now)
+        apply_commits(self.replica, self.sequencer, self.front, batch, now)

@@ -23,7 +23,19 @@ from trizk.server.writes.committer import Committer, Proposal
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.tree.replica import Replica
 
-__all__ = ["Standalone"]
+__all__ = ["Standalone", "apply_commits"]
+
+
+def apply_commits(
+    replica: Replica, sequencer: Sequencer, front: FrontEnd, batch: Sequence[Proposal], now: int
+) -> None:
+    """The commit sink of a server that sequences its own writes (standalone, leading): for
+    each txn of ``batch`` (committed, in zxid order) the replica applies it, the sequencer
+    forgets its pending changes, the front end fires watches and answers it."""
+    for p in batch:
+        rc = replica.apply(p.hdr, p.txn)
+        sequencer.committed(p.hdr, p.txn, now)
+        front.on_committed(p.hdr, rc, now)
 
 
 class Standalone:
@@ -45,8 +57,4 @@ class Standalone:
 
     def commit(self, batch: Sequence[Proposal], now: int) -> None:
         """The committer's sink: apply ``batch`` (committed, in zxid order) and answer it."""
-        replica, sequencer, front = self.replica, self.sequencer, self.front
-        for p in batch:
-            rc = replica.apply(p.hdr, p.txn)
-            sequencer.committed(p.hdr, p.txn, now)
-            front.on_committed(p.hdr, rc, now)
+        apply_commits(self.replica, self.sequencer, self.front, batch, now)

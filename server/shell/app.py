@@ -717,9 +717,9 @@ class TrizkServer:
                     last_zxid=c.last_zxid,
                     last_response_ms=c.last_response_time,
                     last_latency=c.last_latency,
-                    min_latency=max(c.min_latency, 0),
-                    avg_latency=c.total_latency // c.latency_count if c.latency_count else 0,
-                    max_latency=c.max_latency,
+                    min_latency=max(c.latency.min, 0),
+                    avg_latency=c.latency.total // c.latency.count if c.latency.count else 0,
+                    max_latency=c.latency.max,
                     expire_at_ms=status.expiry_bucket(
                         c.last_io,
                         c.session_timeout or status.CONNECTION_EXPIRY_INTERVAL_MS,
@@ -756,7 +756,7 @@ class TrizkServer:
             role_metrics=self.peer.role_metrics() if self.peer is not None else (),
             proposal_sizes=self.peer.proposal_sizes() if self.peer is not None else (-1, -1, -1),
             latency=status.LatencyStats(
-                st.latency_count, st.total_latency, max(st.min_latency, 0), st.max_latency
+                st.latency.count, st.latency.total, max(st.latency.min, 0), st.latency.max
             ),
             packets_received=st.packets_received,
             packets_sent=st.packets_sent,

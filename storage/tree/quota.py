@@ -166,28 +166,32 @@ class PathTrie:
     def __init__(self) -> None:
         self.root = _TrieNode(None, "/")
 
-    def add(self, path: str) -> None:
-        """``addPath``; an empty path is refused (IllegalArgumentException) with ValueError."""
+    def _walk(self, path: str, create: bool) -> _TrieNode | None:
+        """The node of ``path``; a missing one is made (``create``) or ends the walk (None).
+        An empty path is refused (IllegalArgumentException) with ValueError."""
         if not path:
             raise ValueError("Invalid path: ")
         node = self.root
         for part in _trie_split(path):
             child = node.children.get(part)
             if child is None:
+                if not create:
+                    return None
                 child = node.children[part] = _TrieNode(node, part)
             node = child
+        return node
+
+    def add(self, path: str) -> None:
+        """``addPath``: the node (made with its missing ancestors) gets the property."""
+        node = self._walk(path, True)
+        assert node is not None
         node.prop = True
 
     def delete(self, path: str) -> None:
         """``deletePath``: the node loses its property and goes if it is a leaf."""
-        if not path:
-            raise ValueError("Invalid path: ")
-        node = self.root
-        for part in _trie_split(path):
-            child = node.children.get(part)
-            if child is None:
-                return
-            node = child
+        node = self._walk(path, False)
+        if node is None:
+            return
         parent = node.parent
         if parent is None:
             # Java dereferences the root's null parent (NullPointerException).

@@ -16,7 +16,7 @@ import trio
 
 from trizk.compat.procs.javaquorum import start_java_member, wait_log, zookeeper_available
 from trizk.compat.procs.servers import Server
-from trizk.quorum.election.election import ElectionView
+from trizk.quorum.election.election import Decision, ElectionView
 from trizk.quorum.election.messages import ServerState
 from trizk.server.shell.cnxmanager import ElectionPort
 from trizk.testing.ports import allocate, config_string
@@ -84,15 +84,20 @@ async def _trizk_member(sid: int, members: dict, nursery: trio.Nursery) -> Elect
     return port
 
 
-async def test_trizk_beside_two_java_members_started_together() -> None:
-    members = allocate([1, 2, 3])
-    javas = [start_java(2, members), start_java(3, members)]
+async def _trizk_beside_javas(
+    trizk_sids: list[int], members: dict, java_sids: list[int]
+) -> tuple[list[Decision], list[tuple[str, int]]]:
+    """Java members ``java_sids`` and trizk members ``trizk_sids`` start an election together
+    (trizk's with a zero vote): trizk's decisions and the Java members' votes, in the order
+    given, the Java logs checked for complaints about our bytes."""
+    javas = [start_java(j, members) for j in java_sids]
     try:
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
-                me = await _trizk_member(1, members, nursery)
-                me.look(0, 0)
-                decision = await me.wait_decision()
+                mine = [await _trizk_member(s, members, nursery) for s in trizk_sids]
+                for m in mine:
+                    m.look(0, 0)
+                decisions = [await m.wait_decision() for m in mine]
                 votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
                 nursery.cancel_scope.cancel()
         for j in javas:
@@ -100,6 +105,12 @@ async def test_trizk_beside_two_java_members_started_together() -> None:
     finally:
         for j in javas:
             j.stop()
+    return decisions, votes
+
+
+async def test_trizk_beside_two_java_members_started_together() -> None:
+    members = allocate([1, 2, 3])
+    (decision,), votes = await _trizk_beside_javas([1], members, [2, 3])
     # all three agree; which Java member leads depends on how far apart the JVMs started (a
     # quorum that hears nothing better for 200 ms decides), but never the worse-sid trizk one
     (leader,) = {leader for _, leader in votes}
@@ -131,19 +142,7 @@ async def test_trizk_joins_an_established_java_ensemble() -> None:
 
 async def test_one_java_member_beside_two_trizk_members() -> None:
     members = allocate([1, 2, 3])
-    java = start_java(1, members)
-    try:
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                mine = [await _trizk_member(s, members, nursery) for s in (2, 3)]
-                for m in mine:
-                    m.look(0, 0)
-                decisions = [await m.wait_decision() for m in mine]
-                vote = await trio.to_thread.run_sync(java_vote, java)
-                nursery.cancel_scope.cancel()
-        assert_java_content(java)
-    finally:
-        java.stop()
+    decisions, (vote,) = await _trizk_beside_javas([2, 3], members, [1])
     assert vote == ("FOLLOWING", 3)
     assert [(d.state, d.vote.leader) for d in decisions] == [
         (ServerState.FOLLOWING, 3),
@@ -153,39 +152,14 @@ async def test_one_java_member_beside_two_trizk_members() -> None:
 
 async def test_trizk_observer_beside_two_java_voters() -> None:
     members = allocate([1, 2, 3], observers=frozenset({3}))
-    javas = [start_java(1, members), start_java(2, members)]
-    try:
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                me = await _trizk_member(3, members, nursery)
-                me.look(0, 0)
-                decision = await me.wait_decision()
-                votes = [await trio.to_thread.run_sync(java_vote, j) for j in javas]
-                nursery.cancel_scope.cancel()
-        for j in javas:
-            assert_java_content(j)
-    finally:
-        for j in javas:
-            j.stop()
+    (decision,), votes = await _trizk_beside_javas([3], members, [1, 2])
     assert sorted(votes) == [("FOLLOWING", 2), ("LEADING", 2)]
     assert decision.state == ServerState.OBSERVING and decision.vote.leader == 2
 
 
 async def test_java_observer_beside_two_trizk_voters() -> None:
     members = allocate([1, 2, 3], observers=frozenset({3}))
-    java = start_java(3, members)
-    try:
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                mine = [await _trizk_member(s, members, nursery) for s in (1, 2)]
-                for m in mine:
-                    m.look(0, 0)
-                decisions = [await m.wait_decision() for m in mine]
-                vote = await trio.to_thread.run_sync(java_vote, java)
-                nursery.cancel_scope.cancel()
-        assert_java_content(java)
-    finally:
-        java.stop()
+    decisions, (vote,) = await _trizk_beside_javas([1, 2], members, [3])
     assert [(d.state, d.vote.leader) for d in decisions] == [
         (ServerState.FOLLOWING, 2),
         (ServerState.LEADING, 2),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from trizk.compat.capture import zookeeper_metrics as zkm
 from trizk.compat.procs import servers
 from trizk.server.ops import status
 from trizk.testing.ports import free_port
+from trizk.testing.probes import ask
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",')
@@ -56,12 +56,7 @@ def _expected_types() -> dict[str, str]:
 
 
 def _fourlw(srv: servers.Server, word: str) -> str:
-    with socket.create_connection((srv.host, srv.port), timeout=10) as s:
-        s.sendall(word.encode())
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
+    return ask(srv.port, word, 10, srv.host).decode()
 
 
 @contextlib.contextmanager

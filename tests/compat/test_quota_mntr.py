@@ -4,23 +4,17 @@ The request/reply side of quotas is in compat/scenarios/quota.json."""
 
 from __future__ import annotations
 
-import socket
-
 from kazoo.client import KazooClient
 from kazoo.exceptions import QuotaExceededError
 
 from trizk.compat.procs import servers
+from trizk.testing.probes import ask
 
 CFG = {"enforceQuota": "true", "4lw.commands.whitelist": "*"}
 
 
 def _fourlw(srv: servers.Server, word: str) -> str:
-    with socket.create_connection((srv.host, srv.port), timeout=10) as s:
-        s.sendall(word.encode())
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
+    return ask(srv.port, word, 10, srv.host).decode()
 
 
 def _session(srv: servers.Server) -> tuple[list[str], list[str]]:

@@ -18,6 +18,7 @@ from trizk.server.config import docker
 from trizk.server.config.zoocfg import load_config
 from trizk.testing.ports import free_port
 from trizk.testing.probes import handshake_ok
+from trizk.testing.processes import stop_process
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:
@@ -157,12 +158,7 @@ def test_the_image_starts_a_server_probes_can_use(tmp_path: Path) -> None:
         assert f"binding to port /127.0.0.1:{client}" in out
         assert f"Started AdminServer on address 127.0.0.1, port {adm}" in out
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc, 10)
 
 
 @pytest.mark.parametrize("name", ["zkServer.sh", "/apache-zookeeper-3.8.0-bin/bin/zkServer.sh"])

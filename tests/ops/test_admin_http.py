@@ -15,6 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.conftest import ThreadedServer, free_port, make_config
+from trizk.testing.probes import ask
 
 
 def _admin_cfg(tmp_path: Path, port: int | None = None, **extra: Any) -> Any:
@@ -51,12 +52,7 @@ def _json(port: int, path: str) -> dict[str, Any]:
 
 
 def _fourlw(srv: ThreadedServer, word: str) -> str:
-    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-        s.sendall(word.encode())
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
+    return ask(srv.port, word, 10).decode()
 
 
 def _port(srv: ThreadedServer) -> int:

@@ -40,20 +40,13 @@ from trizk.quorum.zab.zabwire import (
     packet,
 )
 from trizk.testing.ports import free_port
+from trizk.testing.probes import four_letter
 
 P = PacketType
 
 
 def four(port: int, cmd: bytes) -> str:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-            s.sendall(cmd)
-            out = b""
-            while chunk := s.recv(4096):
-                out += chunk
-            return out.decode(errors="replace")
-    except OSError:
-        return ""
+    return four_letter(port, cmd.decode(), 2)
 
 
 class Link:

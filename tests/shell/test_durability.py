@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from trizk.server.shell.persistence import DataDirError
 from trizk.storage.disk import files
 from trizk.storage.formats import snapshot, treeio
 from trizk.storage.tree.replica import Replica
+from trizk.testing.probes import ask
 
 ZKDATA = Path(__file__).resolve().parents[1] / "data" / "zkdata"
 _spec = importlib.util.spec_from_file_location("zkrun", ZKDATA / "zkrun.py")
@@ -49,15 +49,7 @@ def dump_tree(zk: KazooClient, path: str = "/") -> dict[str, Any]:
 
 
 def four(port: int, word: bytes) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(word)
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    return b"".join(chunks).decode()
+    return ask(port, word, 5).decode()
 
 
 def client(hosts: str, **kw: Any) -> KazooClient:

@@ -29,18 +29,14 @@ from trizk.compat.oracle.rawclient import Event, RawClient, Reply
 from trizk.jute import records as R
 from trizk.jute.codes import Code, EventType, OpCode
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
+from trizk.testing.probes import ask
 
 DEADLINE = 30.0
 _LEN = struct.Struct(">i")
 
 
 def _fourlw(port: int, word: bytes) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as s:
-        s.sendall(word)
-        out = bytearray()
-        while chunk := s.recv(65536):
-            out += chunk
-    return out.decode()
+    return ask(port, word, DEADLINE).decode()
 
 
 def _alive_connections(port: int) -> int:

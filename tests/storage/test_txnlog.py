@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from trizk.jute.records import (
 from trizk.storage.disk import files
 from trizk.storage.formats import txnlog
 from trizk.storage.formats.txnlog import StopReason, TxnEntry
+from trizk.testing.probes import ask
 
 DATA = Path(__file__).parents[1] / "data" / "zkdata"
 V2 = DATA / "version-2"
@@ -551,12 +551,7 @@ def test_separate_log_dir_and_listing(tmp_path: Path) -> None:
 
 
 def _four_letter(port: int, cmd: bytes) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(cmd)
-        out = b""
-        while chunk := s.recv(4096):
-            out += chunk
-    return out.decode()
+    return ask(port, cmd, 10).decode()
 
 
 @pytest.mark.oracle

@@ -13,8 +13,9 @@ one leads, and every one accepts a session.
 Invariants
 ----------
 * Every probe is bounded by its socket timeout and answers False or '' rather than raising
-  when nothing (or something else) answers; :func:`wait_serving` is bounded by its deadline
-  and fails with a TimeoutError naming the modes it saw.
+  when nothing (or something else) answers (:func:`ask`, the four-letter word sender under
+  :func:`four_letter`, is the strict one: it raises OSError); :func:`wait_serving` is
+  bounded by its deadline and fails with a TimeoutError naming the modes it saw.
 * A handshake is sent as ZooKeeper 3.8 clients send it: ConnectRequest with the readOnly byte.
 """
 
@@ -30,6 +31,7 @@ from trizk.jute.framing import frame
 from trizk.jute.records import ConnectRequest, ConnectResponse, ExistsRequest, RequestHeader
 
 __all__ = [
+    "ask",
     "four_letter",
     "handshake_bytes",
     "handshake_ok",
@@ -120,19 +122,24 @@ def probe(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def ask(port: int, word: str | bytes, timeout: float = 3.0, host: str = "127.0.0.1") -> bytes:
+    """Send a four-letter word to host:port and read its whole answer (the server closes the
+    connection after it). Strict, unlike the probes: OSError (a timeout among them) when
+    nothing answers in ``timeout`` s."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode() if isinstance(word, str) else word)
+        out = bytearray()
+        while chunk := s.recv(65536):
+            out += chunk
+    return bytes(out)
+
+
 def four_letter(
     port: int, word: str = "srvr", timeout: float = 3.0, host: str = "127.0.0.1"
 ) -> str:
     """Send a four-letter word to host:port; the answer ('' if nothing answers)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(word.encode())
-            out = b""
-            while True:
-                data = s.recv(65536)
-                if not data:
-                    return out.decode(errors="replace")
-                out += data
+        return ask(port, word, timeout, host).decode(errors="replace")
     except OSError:
         return ""
 

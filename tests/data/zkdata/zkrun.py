@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trizk.testing.ports import free_port
+from trizk.testing.processes import stop_process
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -138,13 +138,8 @@ class ZkServer:
             return "(no log)"
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
+        if self.proc is not None:
+            stop_process(self.proc, timeout)
         self.proc = None
 
     def cleanup(self) -> None:
