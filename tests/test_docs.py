@@ -41,7 +41,8 @@ EXAMPLES = ROOT / "docs" / "examples"
 
 FRESH_MACHINE = "python -m pip install . && trizk-server"
 TEST_COMMAND = (
-    "sh compat/install-zookeeper.sh && python -m pip install -q '.[test]' && python -m pytest -q"
+    "sh compat/install-zookeeper.sh && python -m pip install -q '.[test]'"
+    " && python -m pytest -q -n 2 --dist loadgroup"
 )
 
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.M | re.S)
