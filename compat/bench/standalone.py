@@ -1,5 +1,4 @@
-"""trizk vs Apache ZooKeeper benchmark: ``python -m trizk.compat.bench.standalone [--quick] [--json
-F]``.
+"""trizk vs Apache ZooKeeper benchmark: ``python -m trizk.compat.bench [--quick] [--json F]``.
 
 Theory
 ------
