@@ -151,9 +151,12 @@ def main_source(module: str) -> str | None:
         if main is None or main.origin is None:
             return None
         source = Path(main.origin).read_text()
-        # a __main__ that only hands over (``from .standalone import main``): that module too
-        for target in re.findall(r"from \.(\w+) import main", source):
-            source += Path(spec.origin).with_name(target + ".py").read_text()
+        # a __main__ that only hands over (``from trizk.compat.bench.standalone import main``):
+        # that module too
+        for target in re.findall(r"from ([\w.]+) import main", source):
+            handed = importlib.util.find_spec(target)
+            if handed is not None and handed.origin is not None:
+                source += Path(handed.origin).read_text()
         return source
     source = Path(spec.origin).read_text()
     return source if '__name__ == "__main__"' in source else None
