@@ -161,5 +161,20 @@ def leader_keys() -> dict[str, list[str]]:
     return out
 
 
+#: Keys whose relative order a ZooKeeper leader does not keep from run to run: their Java
+#: String hashes fall in one bin of a table of up to 64 entries (bin 2 for both), and within a
+#: bin a Java hash map keeps insertion order, which the leader's threads race on; in a larger
+#: table they are apart (num_alive_connections first, as trizk and a standalone ZooKeeper print).
+_RACED_PAIR = ("zk_num_alive_connections", "zk_avg_latency")
+
+
 def test_leader_mntr_keys_in_zookeepers_order(leader_keys: dict[str, list[str]]) -> None:
-    assert leader_keys["trizk"] == leader_keys["zookeeper"]
+    trizk, zookeeper = leader_keys["trizk"], leader_keys["zookeeper"]
+    if trizk != zookeeper:
+        # the one order ZooKeeper itself does not hold: the raced pair swapped, every other
+        # key where it was
+        first, second = _RACED_PAIR
+        i = trizk.index(first)
+        assert trizk[i + 1] == second
+        swapped = [*trizk[:i], second, first, *trizk[i + 2 :]]
+        assert swapped == zookeeper
