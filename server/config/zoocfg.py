@@ -126,7 +126,6 @@ __all__ = [
     "ServerConfig",
     "Support",
     "config_from_entries",
-    "java_boolean",
     "load_config",
     "parse_config",
     "parse_properties",
@@ -479,7 +478,7 @@ class ServerConfig:
     def flag(self, name: str, default: bool = False) -> bool:
         """A boolean property as Java's ``Boolean.parseBoolean`` reads it."""
         value = self.properties.get(name)
-        return default if value is None else java_boolean(value)
+        return default if value is None else javalang.parse_boolean(value)
 
     @property
     def extended_types_enabled(self) -> bool:
@@ -495,11 +494,6 @@ class ServerConfig:
     def super_digest(self) -> str | None:
         """``zookeeper.DigestAuthenticationProvider.superDigest`` (``super:<base64 sha1>``)."""
         return self.properties.get("zookeeper.DigestAuthenticationProvider.superDigest")
-
-
-#: ``Boolean.parseBoolean`` (:func:`trizk.jute.javalang.parse_boolean`), under the name its
-#: importers know.
-java_boolean = javalang.parse_boolean
 
 
 # -- the four-letter words' whitelist -------------------------------------------------------
@@ -686,7 +680,11 @@ def config_from_entries(
     for name, value in items:
         props[name] = value
         prop_lines.pop(name, None)
-        if name == "readonlymode.enabled" and java_boolean(value) and name not in unsupported:
+        if (
+            name == "readonlymode.enabled"
+            and javalang.parse_boolean(value)
+            and name not in unsupported
+        ):
             unsupported.append(name)  # ZooKeeper reads this one without the prefix
         if name.startswith("zookeeper."):
             spec = key_spec(name[len("zookeeper.") :])
@@ -784,7 +782,7 @@ def config_from_entries(
         max_session_timeout=max_timeout,
         four_letter_words=parse_whitelist(
             props.get("zookeeper.4lw.commands.whitelist"),
-            read_only_mode=java_boolean(props.get("readonlymode.enabled", "false")),
+            read_only_mode=javalang.parse_boolean(props.get("readonlymode.enabled", "false")),
         ),
         jute_max_buffer=jute_max_buffer,
         global_outstanding_limit=int_prop(

@@ -43,8 +43,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Protocol
 
 import trizk
+from trizk.jute.javalang import parse_boolean
 from trizk.server.common import metricregistry as registry
-from trizk.server.config.zoocfg import java_boolean
 from trizk.server.ops.javatext import go_double
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def prometheus_configured(config: ServerConfig) -> bool:
 
 def prometheus_exports_process(config: ServerConfig) -> bool:
     """``metricsProvider.exportJvmInfo`` (default true): the process families are exported."""
-    return java_boolean(config.metrics_provider.get("exportJvmInfo", "true"))
+    return parse_boolean(config.metrics_provider.get("exportJvmInfo", "true"))
 
 
 # -- the view ---------------------------------------------------------------------------------

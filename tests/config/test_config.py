@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from trizk.jute.javalang import parse_boolean
 from trizk.server.config.zoocfg import (
     FOUR_LETTER_WORDS,
     KEYS,
     ConfigError,
     ServerConfig,
     Support,
-    java_boolean,
     load_config,
     parse_config,
     parse_properties,
@@ -177,8 +177,8 @@ def test_comment_lines_do_not_continue_and_later_keys_win() -> None:
 
 def test_java_boolean() -> None:
     # Boolean.parseBoolean: "true" in any case, untrimmed (zoo.cfg values arrive trimmed).
-    assert java_boolean("TRUE") and java_boolean("tRuE")
-    assert not java_boolean(" true ") and not java_boolean("yes") and not java_boolean("1")
+    assert parse_boolean("TRUE") and parse_boolean("tRuE")
+    assert not parse_boolean(" true ") and not parse_boolean("yes") and not parse_boolean("1")
 
 
 # -- properties and the supported / unsupported split ---------------------------------------
