@@ -164,6 +164,15 @@ KAZOO_SUITES = [
 KAZOO_NOT_HERE = (
     "not TestReadOnlyMode and not TestReconfig and not TestSSLClient and not test_update_host_list"
 )
+#: races in kazoo's own tests, not in a server: each that fails is run once more, alone,
+#: and must pass then (any other failure fails this test).
+#: - test_invalid_sasl_auth: ``KazooClient.start()`` returns as soon as the session is
+#:   CONNECTED, which kazoo reports *before* its SASL exchange; the test expects the
+#:   AuthFailedError of the chroot check that follows. When the server's AUTHFAILED reply
+#:   arrives before the test's thread wakes, start() finds the session AUTH_FAILED and raises
+#:   its own KazooTimeoutError instead -- kazoo's maintainers saw the same against ZooKeeper
+#:   (python-zk/kazoo pull 547), and a busy 2-core CI machine hits it now and then.
+KAZOO_RACES = {"test_invalid_sasl_auth": "kazoo.tests.test_sasl"}
 
 
 @pytest.mark.slow
@@ -177,4 +186,20 @@ def test_kazoos_own_tests_run_unchanged(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(*args, *suites, timeout=600)
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) >= 180, outcomes
-    assert "failed" not in outcomes and "error" not in outcomes and "errors" not in outcomes
+    assert "error" not in outcomes and "errors" not in outcomes, outcomes
+    failed = _failed_tests(result.outlines)
+    assert {name for _, name in failed} <= KAZOO_RACES.keys(), result.outlines[-20:]
+    for cls, name in sorted(failed):
+        again = pytester.runpytest_subprocess(
+            *("-p", "no:cacheprovider", "-k", f"{cls} and {name}"),
+            *("--pyargs", KAZOO_RACES[name]),
+            timeout=120,
+        )
+        assert again.parseoutcomes().get("passed") == 1, again.outlines[-20:]
+        assert again.ret == 0, again.outlines[-20:]
+
+
+def _failed_tests(lines: list[str]) -> set[tuple[str, str]]:
+    """(class, test) of pytest's ``FAILED <node id> - <reason>`` summary lines."""
+    ids = (line.split()[1].split("::") for line in lines if line.startswith("FAILED "))
+    return {(parts[-2], parts[-1]) for parts in ids}
