@@ -22,6 +22,12 @@ given)
     default, silently.
 ``parse_boolean`` / ``get_boolean`` (``Boolean.parseBoolean`` / ``Boolean.getBoolean``)
     True exactly when the text is ``true`` in any case, without trimming; absent is false.
+``parse_double`` (``Double.parseDouble``)
+    The text trimmed of leading and trailing characters up to U+0020 (``String.trim``), then
+    an optional sign and ``NaN``, ``Infinity``, a decimal (ASCII digits, at most one ``.``, at
+    least one digit, an optional ``e``/``E`` exponent with digits) or a hexadecimal
+    floating-point literal (``0x1.8p1``, the binary exponent required), the last two with an
+    optional ``f``/``F``/``d``/``D`` suffix; too large is infinity, too small zero.
 ``java_split`` (``String.split`` / ``Pattern.split``, limit 0)
     Without a match the text itself (``""`` splits to ``[""]``); otherwise the pieces with every
     trailing empty one dropped (``","`` splits to nothing at all).
@@ -37,6 +43,7 @@ This module is in ``jute`` because every layer reads such text (jute itself read
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -55,6 +62,7 @@ __all__ = [
     "get_long",
     "java_split",
     "parse_boolean",
+    "parse_double",
     "parse_int",
     "parse_integer",
     "parse_long",
@@ -168,6 +176,36 @@ def parse_boolean(text: str | None) -> bool:
 def get_boolean(props: Mapping[str, str], name: str) -> bool:
     """``Boolean.getBoolean(name)``: the property parsed as a boolean; absent is false."""
     return parse_boolean(props.get(name))
+
+
+_DECIMAL = re.compile(r"([+-]?)((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
+_HEX_FLOAT = re.compile(
+    r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?"
+)
+
+
+def parse_double(text: str | None) -> float | None:
+    """``Double.parseDouble(text)`` (see the module docstring); None for NumberFormatException."""
+    if text is None:
+        return None
+    t = text.strip("".join(map(chr, range(0x21))))  # String.trim
+    sign, body = (t[0], t[1:]) if t[:1] in ("+", "-") else ("", t)
+    if body == "NaN":
+        return math.nan  # Java has one NaN: "-NaN" is it too
+    if body == "Infinity":
+        return -math.inf if sign == "-" else math.inf
+    m = _DECIMAL.fullmatch(t)
+    if m is not None:
+        return float(m.group(1) + m.group(2))
+    m = _HEX_FLOAT.fullmatch(t)
+    if m is not None:
+        # float.fromhex's grammar contains Java's; a huge exponent overflows to infinity
+        try:
+            value = float.fromhex("0x" + m.group(2))
+        except OverflowError:
+            value = float("inf")
+        return -value if m.group(1) == "-" else value
+    return None
 
 
 def java_split(text: str, sep: str | re.Pattern[str]) -> list[str]:

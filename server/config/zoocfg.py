@@ -214,6 +214,8 @@ KEYS: Mapping[str, KeySpec] = {
     "digest.enabled": KeySpec(_P),
     "snapshot.compression.method": KeySpec(_P),
     "snapshot.trust.empty": KeySpec(_P),
+    # a leader's DIFF from its txn log (persistence.Persistence.proposals_from_txnlog)
+    "snapshotSizeFactor": KeySpec(_P),
     # the AdminServer (trizk.server.ops.admin; admin.portUnification/forceHttps are not served)
     "admin.enableServer": KeySpec(_P),
     "admin.serverAddress": KeySpec(_P),

@@ -627,6 +627,7 @@ class QuorumPeer:
             last_zxid=self.replica.last_zxid,
             now_ms=self.clock.now(),
             committed_log=list(self._committed_log),
+            txnlog=self.persistence.txnlog_source(),
             force_snap=spec.force_snap_sync,
             ack_logging_frequency=spec.ack_logging_frequency,
         )

@@ -72,14 +72,15 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_long
+from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_double, parse_long
+from trizk.quorum.zab.zab import Entry
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.writes.committer import CommitSink, Proposal
@@ -106,6 +107,8 @@ FREEZE_MIN_NODES = 100_000
 COMMIT_LOG_COUNT = 500
 #: Seconds between progress lines during a long load.
 PROGRESS_EVERY = 2.0
+#: ``zookeeper.snapshotSizeFactor`` default (ZKDatabase.DEFAULT_SNAPSHOT_SIZE_FACTOR).
+DEFAULT_SNAPSHOT_SIZE_FACTOR = 0.33
 
 
 class DataDirError(OSError):
@@ -130,6 +133,29 @@ def _prealloc_kb(config: ServerConfig) -> int:
     return kb
 
 
+def _snapshot_size_factor(config: ServerConfig) -> float:
+    """``ZKDatabase``'s constructor: ``Double.parseDouble(zookeeper.snapshotSizeFactor)``; above
+    1 or not a double: the default (0.33), with a log line. Negative (or NaN) turns a leader's
+    syncing from the txn log off."""
+    raw = config.get_property("zookeeper.snapshotSizeFactor")
+    if raw is None:
+        return DEFAULT_SNAPSHOT_SIZE_FACTOR
+    factor = parse_double(raw)
+    if factor is None:
+        log.error(
+            "Error parsing zookeeper.snapshotSizeFactor, using default value %s",
+            DEFAULT_SNAPSHOT_SIZE_FACTOR,
+        )
+        return DEFAULT_SNAPSHOT_SIZE_FACTOR
+    if factor > 1:
+        log.warning(
+            "The configured zookeeper.snapshotSizeFactor is invalid, going to use the default %s",
+            DEFAULT_SNAPSHOT_SIZE_FACTOR,
+        )
+        return DEFAULT_SNAPSHOT_SIZE_FACTOR
+    return factor
+
+
 @dataclass(frozen=True)
 class PersistenceSettings:
     data_dir: Path
@@ -142,6 +168,9 @@ class PersistenceSettings:
     trust_empty: bool = False
     snap_retain_count: int = MIN_SNAP_RETAIN_COUNT
     purge_interval_hours: int = 0
+    #: ``zookeeper.snapshotSizeFactor``: a leader syncs a learner from the txn log while the
+    #: files read are at most this times the newest snapshot's size (negative: never)
+    snapshot_size_factor: float = DEFAULT_SNAPSHOT_SIZE_FACTOR
 
     @property
     def snap_dir(self) -> Path:
@@ -186,6 +215,7 @@ class PersistenceSettings:
             trust_empty=get_boolean(props, "zookeeper.snapshot.trust.empty"),
             snap_retain_count=retain,
             purge_interval_hours=config.purge_interval,
+            snapshot_size_factor=_snapshot_size_factor(config),
         )
 
 
@@ -679,6 +709,67 @@ class Persistence:
             self._kick.set()
         self.on_durable()
 
+    # ------------------------------------------------------------------ a leader's DIFF
+    def txnlog_source(self) -> Callable[[int], Iterable[Entry]] | None:
+        """The ``txnlog`` a leader syncs learners from (``Leader(txnlog=...)``), or None when
+        ``zookeeper.snapshotSizeFactor`` is negative (``ZKDatabase.isTxnLogSyncEnabled``)."""
+        factor = self.settings.snapshot_size_factor
+        if not factor >= 0:  # NaN too, as Java's comparison
+            log.info("On disk txn sync disabled")
+            return None
+        log.info("On disk txn sync enabled with snapshotSizeFactor %s", factor)
+        return self.proposals_from_txnlog
+
+    def proposals_from_txnlog(self, peer_zxid: int) -> Iterable[Entry]:
+        """``ZKDatabase.getProposalsFromTxnLog(peer_zxid, calculateTxnLogSizeLimit())``: the
+        txns of the log files from the one holding ``peer_zxid`` on, oldest first, or nothing
+        when they cannot serve a sync: the log starts after ``peer_zxid`` (purged, or the
+        member joined by SNAP since), or the files' total length (preallocation included)
+        exceeds snapshotSizeFactor x the newest snapshot's length.
+
+        *Committed only.* The log also holds what this leader proposed and has not committed
+        (appended before its quorum ACKed), and the iterator yields it too, as ZooKeeper's
+        does: the leader takes from it only up to the first zxid of its committed log
+        (``queueCommittedProposals``' maxZxid = minCommittedLog, itself at most the
+        lastProcessedZxid), then the committed log, so nothing uncommitted is sent as
+        committed. Every txn a leader holds at or below lastProcessedZxid is in its log:
+        it replayed or synced them, and applies its own only once durable.
+
+        *On the Trio thread, bounded.* The leader machine asks for this synchronously while it
+        plans a sync, and ZooKeeper too holds its log lock (which commits wait for) while it
+        reads. The read here is lazy (one file mapped at a time, only up to the leader's
+        committed log, padding never read), scans without decoding (checksums checked, the
+        payload copied as the PROPOSAL carries it: no decode and re-encode), and the size rule
+        bounds it by a third (the default factor) of the snapshot that a SNAP would otherwise
+        serialize on this same thread. A limit of 0 (no snapshot, or a factor of 0) bounds
+        nothing, in ZooKeeper as here.
+        """
+        s = self.settings
+        newest = files.newest_valid_snapshot(s.snap_dir)
+        limit = txnlog.txnlog_size_limit(
+            files.length(newest) if newest is not None else 0, s.snapshot_size_factor
+        )
+        if limit < 0:
+            return ()  # "Negative size limit - retrieving proposal via txnlog is disabled"
+        reader = files.TxnLogReader(s.txnlog_dir, peer_zxid)
+        entries = iter(reader)
+        first = next(entries, None)
+        if first is not None and first[0] > peer_zxid:
+            log.warning("Unable to find proposals from txnlog for zxid: %#x", peer_zxid)
+            return ()
+        if not txnlog.txnlog_sync_allowed(reader.storage_size, limit):
+            log.info("Txnlog size: %d exceeds sizeLimit: %d", reader.storage_size, limit)
+            return ()
+        if first is None:
+            return ()
+        log.info(
+            "Use txnlog and committedLog for peer zxid %#x (%d bytes of txn log in %d files)",
+            peer_zxid,
+            reader.storage_size,
+            len(reader.files),
+        )
+        return _as_entries(first, entries)
+
     def newest_snapshot_zxid(self) -> int:
         """The zxid in the name of the newest snapshot on disk (0: none)."""
         snaps = files.list_snapshots(self.settings.snap_dir)
@@ -816,6 +907,12 @@ class Persistence:
             return []
         log.info("Purge task completed (%d files removed).", len(gone))
         return gone
+
+
+def _as_entries(first: tuple[int, bytes], rest: Iterator[tuple[int, bytes]]) -> Iterator[Entry]:
+    yield Entry(*first)
+    for zxid, data in rest:
+        yield Entry(zxid, data)
 
 
 class HelperProcess(Protocol):

@@ -53,11 +53,13 @@ Recovery (:func:`recover`)
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from trizk.storage.disk import fsyncd
 from trizk.storage.formats import snapshot as snap
@@ -580,6 +582,88 @@ def _cut(path: Path, offset: int, why: str, really: bool) -> tuple[Path, int, st
     if really:
         truncate_file(path, offset)
     return path, offset, why
+
+
+# ------------------------------------------------------------------------------ reading for a sync
+
+
+class TxnLogReader:
+    """The txns of the on-disk log from the file holding ``zxid`` on (``FileTxnIterator(logDir,
+    zxid, false)``): what a leader syncs a learner from when its committed log is too short.
+
+    ``files`` (oldest first) are chosen once, by name (:func:`txnlog.iterator_files`);
+    ``storage_size`` is the sum of their lengths, zero padding included (``getStorageSize``).
+    Iterating yields (zxid, payload) from the oldest file's first txn on -- not fast-forwarded
+    to ``zxid`` -- mapping one file at a time and only as far as it is read: a caller that
+    stops early reads no further file, and the preallocated zeros after the last txn are
+    never read. The payload is the marshalled entry a PROPOSAL carries (what
+    ``Util.marshallTxnEntry`` rebuilds from the decoded txn, byte for byte).
+
+    As ``FileTxnIterator.next``: a file ends at its zero padding or at a torn, short or
+    unterminated record (then the next file is read); a checksum mismatch, an entry that is
+    no txn, or a file without a whole header ends the iteration (an ``IOException`` there
+    makes ``TxnLogProposalIterator`` stop).
+    """
+
+    def __init__(self, log_dir: Path, zxid: int) -> None:
+        self.zxid = zxid
+        self.files = [p for _, p in txnlog.iterator_files(list_logs(log_dir), zxid)]
+        self.storage_size = sum(length(p) for p in self.files)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        for path in self.files:
+            try:
+                f = open(path, "rb")
+            except OSError as e:
+                log.error("Unable to read txnlog from disk: %s", e)
+                return
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                if size < txnlog.FILE_HEADER_SIZE:
+                    return
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                reason = yield from _mapped_entries(mm)
+            finally:
+                mm.close()
+            if reason is None or reason in (StopReason.CHECKSUM, StopReason.PAYLOAD):
+                return
+
+
+def _mapped_entries(mm: mmap.mmap) -> Generator[tuple[int, bytes], None, StopReason | None]:
+    """The entries of one mapped file; returns why the file ended (None: no valid header).
+    Every view of ``mm`` is released before this returns, so the caller can unmap it."""
+    view = memoryview(mm)
+    scanner = LogScanner(view, decode=False, check_padding=False)
+    scanned = cast(Generator[txnlog.ScannedEntry, None, None], iter(scanner))
+    try:
+        for se in scanned:
+            yield se.entry.zxid, bytes(view[se.payload])
+    except txnlog.LogFormatError:  # not a txn log (magic)
+        return None
+    finally:
+        scanned.close()
+        scanner.data.release()
+        view.release()
+    if scanner.file_header is None or scanner.stop is None:
+        return None
+    return scanner.stop.reason
+
+
+def length(p: Path) -> int:
+    """``File.length()``: 0 for a file that is gone."""
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def newest_valid_snapshot(snap_dir: Path) -> Path | None:
+    """``FileSnap.findMostRecentSnapshot``: the newest snapshot that looks valid (not parsed)."""
+    for _, path in reversed(list_snapshots(snap_dir)):
+        if looks_valid_snapshot(path):
+            return path
+    return None
 
 
 # ------------------------------------------------------------------------------ TRUNC

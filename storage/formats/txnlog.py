@@ -56,11 +56,13 @@ read), which is never a torn write and must not be truncated away.
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from trizk.jute.codes import OpCode
 from trizk.jute.primitives import JuteDecodeError, Record
@@ -100,6 +102,8 @@ LOG_PREFIX = "log"
 _ENTRY_HEAD = struct.Struct(">qi")  # checksum, length
 _DIGEST = struct.Struct(">iq")  # TxnDigest: version, treeDigest
 _TXN_HEADER_SIZE = 28
+_LONG_MAX = (1 << 63) - 1
+_F = TypeVar("_F")
 _DIGEST_SIZE = 12
 
 #: Txn record class per TxnHeader.type (SerializeUtils.deserializeTxn; check for multi ops).
@@ -334,6 +338,11 @@ class ScannedEntry:
     end: int  # just after the 0x42
     entry: TxnEntry
 
+    @property
+    def payload(self) -> slice:
+        """Where the payload (``Util.marshallTxnEntry``'s bytes) lies in the scanned data."""
+        return slice(self.offset + _ENTRY_HEAD.size, self.end - 1)
+
 
 _ZEROS = bytes(1 << 20)
 
@@ -352,12 +361,21 @@ class LogScanner:
 
     ``file_header`` is set once the header is read; ``stop`` once iteration ends.
     ``decode=False`` skips payload decoding (checksums still verified) for fast scans;
-    entries then carry only the header.
+    entries then carry only the header. ``check_padding=False`` takes a zero checksum and
+    zero length as the end of the file without reading the bytes after them (as
+    ``Util.readTxnBytes`` does: a reader of a preallocated file that does not recover it).
     """
 
-    def __init__(self, data: bytes | bytearray | memoryview, *, decode: bool = True) -> None:
+    def __init__(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        decode: bool = True,
+        check_padding: bool = True,
+    ) -> None:
         self.data = memoryview(data)
         self.decode = decode
+        self.check_padding = check_padding
         self.file_header: FileHeader | None = None
         self.stop: ScanStop | None = None
         self.count = 0
@@ -387,7 +405,7 @@ class LogScanner:
             crc, length = _ENTRY_HEAD.unpack_from(b, pos)
             if length == 0:
                 # Util.readTxnBytes: an empty record is EOF, "since we preallocate".
-                if crc == 0 and _all_zero(b[pos:]):
+                if crc == 0 and (not self.check_padding or _all_zero(b[pos:])):
                     self._finish(StopReason.PADDING, pos, "zero padding", last)
                 else:
                     self._finish(
@@ -465,6 +483,45 @@ def zxid_from_name(name: str, prefix: str) -> int:
             return -1
         return to_java_long(v)
     return -1
+
+
+def iterator_files(logs: Sequence[tuple[int, _F]], zxid: int) -> list[tuple[int, _F]]:
+    """The log files ``FileTxnIterator(logDir, zxid, false)`` reads, oldest first: every file
+    named ``zxid`` or later, and the newest one named below it (``FileTxnIterator.init``).
+
+    ``logs`` is (first zxid, file) ascending (:func:`zxid_from_name` order). Unlike recovery's
+    choice (the last file starting *at or before* a zxid), a file named exactly ``zxid``
+    brings in the one before it too, as ZooKeeper's strict ``<`` does: it counts in
+    :func:`txnlog_sync_allowed`'s size.
+    """
+    out: list[tuple[int, _F]] = []
+    for start, f in reversed(logs):
+        out.append((start, f))
+        if start < zxid:
+            break
+    out.reverse()
+    return out
+
+
+def txnlog_size_limit(snapshot_size: int, factor: float) -> int:
+    """``ZKDatabase.calculateTxnLogSizeLimit``: ``(long) (snapSize * snapshotSizeFactor)``,
+    ``snapshot_size`` the length of the newest snapshot file (0: none)."""
+    limit = snapshot_size * factor
+    if math.isnan(limit):
+        return 0
+    if math.isinf(limit):
+        return _LONG_MAX if limit > 0 else -_LONG_MAX - 1
+    return max(min(int(limit), _LONG_MAX), -_LONG_MAX - 1)  # Java's (long) cast truncates
+
+
+def txnlog_sync_allowed(storage_size: int, limit: int) -> bool:
+    """``ZKDatabase.getProposalsFromTxnLog``'s size rule: a negative limit turns syncing from
+    the log off; a positive one bounds the total length of the files the iterator reads
+    (:func:`iterator_files`, preallocated padding included: ``File.length()``); a limit of 0
+    (no snapshot, or a product that truncates to 0) bounds nothing."""
+    if limit < 0:
+        return False
+    return limit == 0 or storage_size <= limit
 
 
 def padded_size(position: int, file_size: int, prealloc: int) -> int:

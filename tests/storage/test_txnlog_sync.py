@@ -1,0 +1,99 @@
+"""Reading the on-disk txn log for a leader's DIFF (``FileTxnIterator`` with fastForward off,
+``ZKDatabase.getProposalsFromTxnLog``'s size rule): which files are read, their total size,
+lazy reading, and where a damaged file ends the iteration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trizk.jute.codes import OpCode
+from trizk.jute.records import SetDataTxn, TxnHeader
+from trizk.storage.disk import files
+from trizk.storage.formats import txnlog
+from trizk.storage.formats.txnlog import TxnEntry
+
+
+def entry(zxid: int) -> TxnEntry:
+    return TxnEntry(
+        TxnHeader(1, zxid & 0xFFFF, zxid, 0, OpCode.SETDATA),
+        SetDataTxn("/a", b"x" * 10, zxid & 0xFFFF),
+        txnlog.make_digest(zxid * 7),
+    )
+
+
+def write_logs(d: Path, runs: list[range], prealloc: int = 4096) -> None:
+    """One log file per run of zxids (the writer rolls between them)."""
+    w = files.TxnLogWriter(d, prealloc_size=prealloc, force_sync=False)
+    for run in runs:
+        w.append(entry(z) for z in run)
+        w.sync()
+        w.roll()
+    w.close()
+
+
+def test_iterator_files_as_zookeeper_chooses_them() -> None:
+    logs = [(1, "a"), (10, "b"), (20, "c")]
+    sel = txnlog.iterator_files
+    assert sel(logs, 15) == [(10, "b"), (20, "c")]
+    assert sel(logs, 25) == [(20, "c")]
+    # a file named exactly the zxid brings in the one before it (strict <)
+    assert sel(logs, 10) == [(1, "a"), (10, "b"), (20, "c")]
+    assert sel(logs, 20) == [(10, "b"), (20, "c")]
+    # older than every file: all of them (their first txn is then after the zxid)
+    assert sel(logs, 0) == logs
+    assert sel([], 5) == []
+
+
+def test_size_rule() -> None:
+    limit, allowed = txnlog.txnlog_size_limit, txnlog.txnlog_sync_allowed
+    assert limit(1000, 0.33) == 330
+    assert limit(1001, 0.5) == 500  # (long) truncates
+    assert limit(0, 0.33) == 0  # no snapshot
+    assert limit(1000, -1.0) == -1000
+    assert limit(1000, -0.0001) == 0  # a negative factor truncated to 0: no bound at all
+    assert limit(5, float("nan")) == 0
+    assert allowed(330, 330) and not allowed(331, 330)
+    assert allowed(10**12, 0)  # 0 bounds nothing
+    assert not allowed(0, -1)
+
+
+def test_reader_yields_payloads_from_the_file_holding_the_zxid(tmp_path: Path) -> None:
+    write_logs(tmp_path, [range(1, 11), range(11, 21), range(21, 31)])
+    r = files.TxnLogReader(tmp_path, 15)
+    assert [p.name for p in r.files] == ["log.b", "log.15"]
+    assert r.storage_size == sum(p.stat().st_size for p in r.files)
+    assert r.storage_size >= 2 * 4096  # padding counts (File.length)
+    got = list(r)
+    assert [z for z, _ in got] == list(range(11, 31))  # not fast-forwarded to 15
+    assert all(data == txnlog.encode_payload(entry(z)) for z, data in got)
+
+
+def test_reader_is_lazy(tmp_path: Path) -> None:
+    write_logs(tmp_path, [range(1, 11), range(11, 21)])
+    r = files.TxnLogReader(tmp_path, 3)
+    (tmp_path / "log.b").write_bytes(b"not a log at all")  # never opened below
+    it = iter(r)
+    assert [next(it)[0] for _ in range(10)] == list(range(1, 11))
+    it.close()  # the mapping of log.1 is released (no BufferError)
+
+
+def test_a_torn_tail_goes_on_with_the_next_file_a_bad_checksum_stops(tmp_path: Path) -> None:
+    write_logs(tmp_path, [range(1, 6), range(6, 11)], prealloc=0)
+    first = tmp_path / "log.1"
+    data = first.read_bytes()
+    first.write_bytes(data[:-5])  # torn last entry (zxid 5)
+    assert [z for z, _ in files.TxnLogReader(tmp_path, 1)] == [1, 2, 3, 4, *range(6, 11)]
+    entries, _ = txnlog.scan(data)
+    bad = bytearray(data)
+    bad[entries[2].offset + 12] ^= 0xFF  # zxid 3's payload: checksum mismatch
+    first.write_bytes(bytes(bad))
+    assert [z for z, _ in files.TxnLogReader(tmp_path, 1)] == [1, 2]
+
+
+def test_no_logs_and_a_log_without_a_header(tmp_path: Path) -> None:
+    assert list(files.TxnLogReader(tmp_path, 5)) == []
+    (tmp_path / "log.1").write_bytes(b"")
+    write_logs(tmp_path, [range(2, 5)])
+    # FileTxnIterator fails on a file without a whole header: nothing after it is read
+    assert list(files.TxnLogReader(tmp_path, 1)) == []
+    assert [z for z, _ in files.TxnLogReader(tmp_path, 3)] == [2, 3, 4]
