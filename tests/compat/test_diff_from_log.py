@@ -1,0 +1,131 @@
+"""A member away for 10,000 txns comes back by DIFF from its leader's on-disk txn log
+(``LearnerHandler.syncFollower`` case 5: the txn log up to the committed log, then the committed
+log), not by SNAP: trizk alone, and across kinds both ways round, beside ZooKeeper alone as
+the reference. Real processes started from zoo.cfg files (compat/procs/ensemble.py).
+
+The scene is set so that ZooKeeper's size rule allows the DIFF: ``preAllocSize=64`` (KiB;
+with the default 64 MiB every log file is 64 MiB long, ``File.length()`` counts the padding,
+and no snapshot of a test is three times that) and 40 znodes of 100 KB written, then the whole
+ensemble restarted: the leader's newest snapshot holds them (ZooKeeper snapshots when it starts
+leading, trizk after a start that replayed txns) and its log starts a new file, so the files
+from the one holding the absent member's zxid on are ~0.8 MB against a limit of ~1.3 MB
+(0.33 x the snapshot). 10,000 txns are far more than the committed log (500) can serve.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.compat.conftest import require_zookeeper
+from tests.ensemble_helpers import DEADLINE, assert_identical, client
+from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.testing.probes import four_letter
+
+pytestmark = pytest.mark.slow
+
+AWAY = 1
+LEADER = 3
+BIG = 40  # znodes of 100 KB: the leader's snapshot is ~4 MB
+TXNS = 10_000
+#: zoo.cfg keys of every member (preAllocSize in KiB)
+EXTRA = {"preAllocSize": "64"}
+
+KINDS = {
+    "trizk": {1: "trizk", 2: "trizk", 3: "trizk"},
+    "zookeeper-follower-of-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},
+    "trizk-follower-of-zookeeper": {1: "trizk", 2: "zookeeper", 3: "zookeeper"},
+    "zookeeper": {1: "zookeeper", 2: "zookeeper", 3: "zookeeper"},  # the reference
+}
+
+
+def mntr(ens: ProcessEnsemble, sid: int) -> dict[str, str]:
+    out = {}
+    for line in four_letter(ens.port(sid), "mntr", host=ens.host(sid)).splitlines():
+        key, _, value = line.partition("\t")
+        out[key] = value
+    return out
+
+
+def pipelined(zk: KazooClient, calls: list[tuple[str, bytes]], window: int = 500) -> None:
+    """setData of each (path, data), ``window`` requests in flight at a time."""
+    for i in range(0, len(calls), window):
+        for r in [zk.set_async(p, d) for p, d in calls[i : i + window]]:
+            r.get(timeout=DEADLINE)
+
+
+def newest_snapshot_size(data_dir: Path) -> int:
+    snaps = sorted(
+        (int(p.name.split(".")[1], 16), p.stat().st_size)
+        for p in (data_dir / "version-2").glob("snapshot.*")
+    )
+    return snaps[-1][1] if snaps else 0
+
+
+def wait_for(what: str, ok: object, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)  # polling interval of a bounded wait
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_a_member_away_for_10000_txns_rejoins_by_diff_from_the_log(name: str) -> None:
+    kinds = KINDS[name]
+    if "zookeeper" in kinds.values():
+        require_zookeeper()
+    with ProcessEnsemble(kinds, extra=EXTRA) as ens:
+        ens.wait_leader(LEADER)
+        zk = client(ens.hosts([LEADER]))
+        try:
+            for i in range(BIG):
+                zk.create(f"/big{i}", bytes([i]) * 100_000)
+            for i in range(10):
+                zk.create(f"/c{i}", b"")
+        finally:
+            zk.stop()
+            zk.close()
+        # restart all: the leader's newest snapshot holds the big znodes, its log a new file
+        for sid in kinds:
+            ens.stop(sid)
+        for sid in kinds:
+            ens.start(sid)
+        ens.wait_leader(LEADER)
+        leader_dir = ens.members[LEADER].data_dir
+        wait_for("the leader's snapshot", lambda: newest_snapshot_size(leader_dir) > BIG * 100_000)
+        # a few txns of the new epoch on every member (the absent member's zxid is then in the
+        # leader's new log file), then member 1 goes away
+        zk = client(ens.hosts([AWAY]))
+        try:
+            for i in range(5):
+                zk.set(f"/c{i}", b"new epoch")
+            zk.sync("/")
+            assert zk.get("/c4")[0] == b"new epoch"
+        finally:
+            zk.stop()
+            zk.close()
+        ens.kill(AWAY)
+        zk = client(ens.hosts([LEADER, 2]))
+        try:
+            pipelined(zk, [(f"/c{i % 10}", f"v{i}".encode()) for i in range(TXNS)])
+        finally:
+            zk.stop()
+            zk.close()
+        before = mntr(ens, LEADER)
+        ens.start(AWAY)
+        ens.wait_serving()
+        after = mntr(ens, LEADER)
+        final = assert_identical(ens)
+        assert final[f"/c{(TXNS - 1) % 10}"][0] == f"v{TXNS - 1}".encode()
+        assert len(final["/big0"][0]) == 100_000
+        # the leader synced it by DIFF (DIFF_COUNT), not SNAP
+        assert int(after["zk_diff_count"]) == int(before["zk_diff_count"]) + 1, (before, after)
+        assert after["zk_snap_count"] == before["zk_snap_count"]
+        leader_log = ens.members[LEADER].log_path.read_text(errors="replace")
+        assert "Use txnlog and committedLog" in leader_log
+        away_log = ens.members[AWAY].log_path.read_text(errors="replace").splitlines()
+        synced = [ln for ln in away_log if "synced with the leader by" in ln or "Getting a " in ln]
+        assert synced and "DIFF" in synced[-1].upper(), synced[-3:]
