@@ -48,6 +48,15 @@ Recovery (:func:`recover`)
    steps by one; a new epoch may start anywhere).
 
 :func:`purge` deletes what recovery from the newest N snapshots no longer needs (PurgeTxnLog).
+
+Reading for a leader's DIFF
+---------------------------
+:class:`TxnLogReader` reads what ``FileTxnIterator(logDir, zxid, false)`` reads for
+``ZKDatabase.getProposalsFromTxnLog``: the files chosen by name
+(:func:`~trizk.storage.formats.txnlog.iterator_files`), their total length for the
+``snapshotSizeFactor`` rule, and their txns lazily, as the marshalled payloads a PROPOSAL
+carries. It never truncates or writes; the writer appends on the same (Trio) thread, so a
+reader sees whole entries up to the zero padding.
 """
 
 from __future__ import annotations

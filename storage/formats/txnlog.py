@@ -52,6 +52,13 @@ says where (``good_end``: the offset just after the last good entry) and why
 else (short record, checksum mismatch, missing 0x42, bad length) is a torn or corrupt tail that
 recovery truncates at ``good_end``, except ``PAYLOAD`` (checksum right, body not a txn we can
 read), which is never a torn write and must not be truncated away.
+
+Syncing a learner from the log
+------------------------------
+A leader whose committed log does not reach back to a learner's zxid reads the log files from
+the one holding it (:func:`iterator_files`: ``FileTxnIterator.init``'s choice) when their total
+length is within ``snapshotSizeFactor`` x the newest snapshot's length
+(:func:`txnlog_size_limit`, :func:`txnlog_sync_allowed`: ``ZKDatabase``'s rule).
 """
 
 from __future__ import annotations
