@@ -65,10 +65,9 @@ import logging
 import mmap
 import os
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 from trizk.storage.disk import fsyncd
 from trizk.storage.formats import snapshot as snap
@@ -602,15 +601,20 @@ class TxnLogReader:
 
     ``files`` (oldest first) are chosen once, by name (:func:`txnlog.iterator_files`);
     ``storage_size`` is the sum of their lengths, zero padding included (``getStorageSize``).
-    Iterating yields (zxid, payload) from the oldest file's first txn on -- not fast-forwarded
-    to ``zxid`` -- mapping one file at a time and only as far as it is read: a caller that
-    stops early reads no further file, and the preallocated zeros after the last txn are
-    never read. The payload is the marshalled entry a PROPOSAL carries (what
-    ``Util.marshallTxnEntry`` rebuilds from the decoded txn, byte for byte).
+    Iterating yields (zxid, payload), the payload being the marshalled entry a PROPOSAL
+    carries (what ``Util.marshallTxnEntry`` rebuilds from the decoded txn, byte for byte),
+    mapping one file at a time and only as far as it is read: a caller that stops early reads
+    no further file, and the preallocated zeros after the last txn are never read.
+
+    Of the txns below ``zxid`` only the newest is yielded (as ZooKeeper, every checksum is
+    verified): ``queueCommittedProposals`` skips them all and remembers only the newest (the
+    TRUNC point), and the first txn yielded is above ``zxid`` exactly when the log holds
+    nothing at or below it (the "Unable to find proposals" case). From the first txn at or
+    above ``zxid`` on, everything is yielded, in file order.
 
     As ``FileTxnIterator.next``: a file ends at its zero padding or at a torn, short or
-    unterminated record (then the next file is read); a checksum mismatch, an entry that is
-    no txn, or a file without a whole header ends the iteration (an ``IOException`` there
+    unterminated record (then the next file is read); a checksum mismatch, a negative length
+    or a file without a whole, right header ends the iteration (an ``IOException`` there
     makes ``TxnLogProposalIterator`` stop).
     """
 
@@ -620,43 +624,53 @@ class TxnLogReader:
         self.storage_size = sum(length(p) for p in self.files)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        zxid = self.zxid
+        reached = False  # a txn at or above zxid was seen
+        held: tuple[int, bytes] | None = None  # the newest txn below zxid, not yet yielded
         for path in self.files:
             try:
-                f = open(path, "rb")
+                with open(path, "rb") as f:
+                    if os.fstat(f.fileno()).st_size < txnlog.FILE_HEADER_SIZE:
+                        break
+                    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except OSError as e:
                 log.error("Unable to read txnlog from disk: %s", e)
-                return
-            with f:
-                size = os.fstat(f.fileno()).st_size
-                if size < txnlog.FILE_HEADER_SIZE:
-                    return
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                break
+            view = memoryview(mm)
+            spans = None
             try:
-                reason = yield from _mapped_entries(mm)
+                try:
+                    txnlog.decode_file_header(view)
+                except txnlog.LogFormatError as e:
+                    log.error("Unable to read txnlog %s: %s", path, e)
+                    break
+                spans = txnlog.entry_spans(view)
+                while True:
+                    try:
+                        z, start, stop = next(spans)
+                    except StopIteration as end:
+                        reason: StopReason = end.value
+                        break
+                    if reached:
+                        yield z, bytes(view[start:stop])
+                    elif z < zxid:
+                        held = (z, bytes(view[start:stop]))
+                    else:
+                        reached = True
+                        if held is not None:
+                            yield held
+                            held = None
+                        yield z, bytes(view[start:stop])
             finally:
+                if spans is not None:
+                    spans.close()
+                view.release()
                 mm.close()
-            if reason is None or reason in (StopReason.CHECKSUM, StopReason.PAYLOAD):
-                return
-
-
-def _mapped_entries(mm: mmap.mmap) -> Generator[tuple[int, bytes], None, StopReason | None]:
-    """The entries of one mapped file; returns why the file ended (None: no valid header).
-    Every view of ``mm`` is released before this returns, so the caller can unmap it."""
-    view = memoryview(mm)
-    scanner = LogScanner(view, decode=False, check_padding=False)
-    scanned = cast(Generator[txnlog.ScannedEntry, None, None], iter(scanner))
-    try:
-        for se in scanned:
-            yield se.entry.zxid, bytes(view[se.payload])
-    except txnlog.LogFormatError:  # not a txn log (magic)
-        return None
-    finally:
-        scanned.close()
-        scanner.data.release()
-        view.release()
-    if scanner.file_header is None or scanner.stop is None:
-        return None
-    return scanner.stop.reason
+            if reason is not StopReason.EOF:
+                log.error("Unable to read txnlog %s: %s", path, reason)
+                break
+        if held is not None:
+            yield held
 
 
 def length(p: Path) -> int:

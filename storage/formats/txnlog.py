@@ -66,7 +66,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
@@ -108,6 +108,7 @@ LOG_PREFIX = "log"
 
 _ENTRY_HEAD = struct.Struct(">qi")  # checksum, length
 _DIGEST = struct.Struct(">iq")  # TxnDigest: version, treeDigest
+_ZXID = struct.Struct(">q")  # TxnHeader.zxid, 12 bytes into the payload
 _TXN_HEADER_SIZE = 28
 _LONG_MAX = (1 << 63) - 1
 _F = TypeVar("_F")
@@ -345,11 +346,6 @@ class ScannedEntry:
     end: int  # just after the 0x42
     entry: TxnEntry
 
-    @property
-    def payload(self) -> slice:
-        """Where the payload (``Util.marshallTxnEntry``'s bytes) lies in the scanned data."""
-        return slice(self.offset + _ENTRY_HEAD.size, self.end - 1)
-
 
 _ZEROS = bytes(1 << 20)
 
@@ -368,21 +364,12 @@ class LogScanner:
 
     ``file_header`` is set once the header is read; ``stop`` once iteration ends.
     ``decode=False`` skips payload decoding (checksums still verified) for fast scans;
-    entries then carry only the header. ``check_padding=False`` takes a zero checksum and
-    zero length as the end of the file without reading the bytes after them (as
-    ``Util.readTxnBytes`` does: a reader of a preallocated file that does not recover it).
+    entries then carry only the header.
     """
 
-    def __init__(
-        self,
-        data: bytes | bytearray | memoryview,
-        *,
-        decode: bool = True,
-        check_padding: bool = True,
-    ) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, *, decode: bool = True) -> None:
         self.data = memoryview(data)
         self.decode = decode
-        self.check_padding = check_padding
         self.file_header: FileHeader | None = None
         self.stop: ScanStop | None = None
         self.count = 0
@@ -412,7 +399,7 @@ class LogScanner:
             crc, length = _ENTRY_HEAD.unpack_from(b, pos)
             if length == 0:
                 # Util.readTxnBytes: an empty record is EOF, "since we preallocate".
-                if crc == 0 and (not self.check_padding or _all_zero(b[pos:])):
+                if crc == 0 and _all_zero(b[pos:]):
                     self._finish(StopReason.PADDING, pos, "zero padding", last)
                 else:
                     self._finish(
@@ -460,6 +447,40 @@ class LogScanner:
             self.count += 1
             yield ScannedEntry(pos, stop + 1, entry)
             pos = stop + 1
+
+
+def entry_spans(
+    data: bytes | memoryview,
+) -> Generator[tuple[int, int, int], None, StopReason]:
+    """(zxid, payload start, payload end) of each entry after the file header, checksums
+    verified, as ``FileTxnIterator.next`` reads them without decoding the txn: lean, for
+    reading many entries. Returns why the file ended: EOF (the end of the bytes, a zero
+    length -- the padding, not read further --, a torn or unterminated record, a payload
+    shorter than a TxnHeader: ``Util.readTxnBytes`` and ``TxnHeader`` reading EOF, after
+    which ZooKeeper reads the next file) or CHECKSUM / LENGTH (an ``IOException``: nothing
+    further is read). The caller checks the header (:func:`decode_file_header`)."""
+    n = len(data)
+    head = _ENTRY_HEAD.unpack_from
+    zxid_at = _ZXID.unpack_from
+    adler32 = zlib.adler32
+    pos = FILE_HEADER_SIZE
+    while pos + _ENTRY_HEAD.size <= n:
+        crc, length = head(data, pos)
+        if length == 0:
+            return StopReason.EOF
+        if length < 0:
+            return StopReason.LENGTH
+        start = pos + _ENTRY_HEAD.size
+        stop = start + length
+        if stop >= n or data[stop] != EOR:
+            return StopReason.EOF
+        if adler32(data[start:stop]) != crc:
+            return StopReason.CHECKSUM
+        if length < _TXN_HEADER_SIZE:
+            return StopReason.EOF
+        yield zxid_at(data, start + 12)[0], start, stop
+        pos = stop + 1
+    return StopReason.EOF
 
 
 def scan(data: bytes | bytearray | memoryview) -> tuple[list[ScannedEntry], ScanStop]:

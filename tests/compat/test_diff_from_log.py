@@ -31,8 +31,12 @@ AWAY = 1
 LEADER = 3
 BIG = 40  # znodes of 100 KB: the leader's snapshot is ~4 MB
 TXNS = 10_000
-#: zoo.cfg keys of every member (preAllocSize in KiB)
-EXTRA = {"preAllocSize": "64"}
+#: zoo.cfg keys of every member (preAllocSize in KiB). tickTime 500 ms, not the harness's
+#: 200: a learner synced by a DIFF of 10,000 txns logs them all before it ACKs anything
+#: (a ZooKeeper follower does so on NEWLEADER), and a trizk leader plans and queues the whole
+#: DIFF in one pass of its loop; on a loaded 2-core machine either can outlast a syncLimit of
+#: 5 x 200 ms, and the member is then dropped and synced again (by DIFF again)
+EXTRA = {"preAllocSize": "64", "tickTime": "500"}
 
 KINDS = {
     "trizk": {1: "trizk", 2: "trizk", 3: "trizk"},
@@ -121,11 +125,15 @@ def test_a_member_away_for_10000_txns_rejoins_by_diff_from_the_log(name: str) ->
         final = assert_identical(ens)
         assert final[f"/c{(TXNS - 1) % 10}"][0] == f"v{TXNS - 1}".encode()
         assert len(final["/big0"][0]) == 100_000
-        # the leader synced it by DIFF (DIFF_COUNT), not SNAP
-        assert int(after["zk_diff_count"]) == int(before["zk_diff_count"]) + 1, (before, after)
-        assert after["zk_snap_count"] == before["zk_snap_count"]
+        # the leader synced it by DIFF (DIFF_COUNT), not SNAP; once, unless a timeout on the
+        # loaded machine made it sync again (see EXTRA)
+        diffs = int(after["zk_diff_count"]) - int(before["zk_diff_count"])
+        assert diffs >= 1 and after["zk_snap_count"] == before["zk_snap_count"], ens.tails()
+        if diffs > 1:
+            print(f"\n{name}: {diffs} DIFFs (a sync was repeated)")
         leader_log = ens.members[LEADER].log_path.read_text(errors="replace")
         assert "Use txnlog and committedLog" in leader_log
         away_log = ens.members[AWAY].log_path.read_text(errors="replace").splitlines()
         synced = [ln for ln in away_log if "synced with the leader by" in ln or "Getting a " in ln]
-        assert synced and "DIFF" in synced[-1].upper(), synced[-3:]
+        synced = synced[-diffs:]  # its syncs since it came back
+        assert synced and all("DIFF" in ln.upper() for ln in synced), synced

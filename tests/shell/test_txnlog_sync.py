@@ -6,10 +6,15 @@ from the files (``LearnerHandler.syncFollower``: DIFF, TRUNC, SNAP on a gap)."""
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.seeds import examples
 from tests.storage.test_txnlog_sync import entry, write_logs
 from trizk.quorum.zab.leader import sync_follower
 from trizk.quorum.zab.zab import Entry
@@ -20,18 +25,18 @@ from trizk.storage.disk import files
 from trizk.storage.formats import snapshot, txnlog
 
 
-def settings(data_dir: Path | str = "/d", **keys: str | int) -> PersistenceSettings:
+def config(data_dir: Path | str = "/d", **keys: str | int) -> PersistenceSettings:
     return PersistenceSettings.from_config(
         ServerConfig.create(str(data_dir), clientPort=2181, **keys)  # type: ignore[arg-type]
     )
 
 
 def factor(value: str) -> float:
-    return settings(**{"snapshotSizeFactor": value}).snapshot_size_factor
+    return config(**{"snapshotSizeFactor": value}).snapshot_size_factor
 
 
 def test_snapshot_size_factor_as_zkdatabase_reads_it(caplog: pytest.LogCaptureFixture) -> None:
-    assert settings().snapshot_size_factor == 0.33
+    assert config().snapshot_size_factor == 0.33
     assert factor("0.5") == 0.5
     assert factor(" 1 ") == 1.0
     assert factor("-1") == -1.0  # off
@@ -45,13 +50,13 @@ def test_snapshot_size_factor_as_zkdatabase_reads_it(caplog: pytest.LogCaptureFi
 
 def test_negative_or_nan_factor_turns_txnlog_sync_off(tmp_path: Path) -> None:
     for value in ("-1", "-0.01", "NaN"):
-        p = Persistence(settings(tmp_path, snapshotSizeFactor=value))
+        p = Persistence(config(tmp_path, snapshotSizeFactor=value))
         assert p.txnlog_source() is None
-    assert Persistence(settings(tmp_path, snapshotSizeFactor="-0")).txnlog_source() is not None
+    assert Persistence(config(tmp_path, snapshotSizeFactor="-0")).txnlog_source() is not None
 
 
 def setup_dir(tmp_path: Path, factor: str, runs: list[range]) -> Persistence:
-    p = Persistence(settings(tmp_path, snapshotSizeFactor=factor))
+    p = Persistence(config(tmp_path, snapshotSizeFactor=factor))
     d = p.settings.txnlog_dir
     d.mkdir(parents=True)
     write_logs(d, runs, prealloc=0)
@@ -76,17 +81,17 @@ def test_size_rule_against_the_newest_snapshot(
     caplog.set_level(logging.INFO)
     p = setup_dir(tmp_path, "0.5", [range(1, 101)])
     size = sum(x.stat().st_size for x in p.settings.txnlog_dir.iterdir())
-    assert zxids(p.proposals_from_txnlog(10)) == list(range(1, 101))  # no snapshot: no bound
+    assert zxids(p.proposals_from_txnlog(10)) == list(range(9, 101))  # no snapshot: no bound
     snap(p, 0, 2 * size)
-    assert zxids(p.proposals_from_txnlog(10)) == list(range(1, 101))  # exactly at the limit
+    assert zxids(p.proposals_from_txnlog(10)) == list(range(9, 101))  # exactly at the limit
     snap(p, 5, 2 * size - 2)
     assert list(p.proposals_from_txnlog(10)) == []
     assert f"Txnlog size: {size} exceeds sizeLimit: {size - 1}" in caplog.text
     # an invalid newest snapshot is skipped (findMostRecentSnapshot looks for a valid one)
     (p.settings.snap_dir / "snapshot.9").write_bytes(b"garbage that is no snapshot")
     assert list(p.proposals_from_txnlog(10)) == []
-    p0 = Persistence(settings(tmp_path, snapshotSizeFactor="0"))
-    assert zxids(p0.proposals_from_txnlog(10)) == list(range(1, 101))  # 0: no bound
+    p0 = Persistence(config(tmp_path, snapshotSizeFactor="0"))
+    assert zxids(p0.proposals_from_txnlog(10)) == list(range(9, 101))  # 0: no bound
 
 
 def test_a_purged_log_cannot_serve(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -94,7 +99,7 @@ def test_a_purged_log_cannot_serve(tmp_path: Path, caplog: pytest.LogCaptureFixt
     assert list(p.proposals_from_txnlog(49)) == []
     assert "Unable to find proposals from txnlog for zxid: 0x31" in caplog.text
     assert zxids(p.proposals_from_txnlog(50)) == list(range(50, 70))
-    assert zxids(p.proposals_from_txnlog(65)) == list(range(60, 70))
+    assert zxids(p.proposals_from_txnlog(65)) == list(range(64, 70))
 
 
 def E(z: int) -> Entry:
@@ -148,3 +153,64 @@ def test_what_the_leader_logged_beyond_its_committed_log_is_not_sent(tmp_path: P
     assert (need_snap, op, tail, current) == (False, ("DIFF", 900), [900], 900)
     # an empty committed log: min = max = lastProcessedZxid
     assert plan(p, 10, 700, [])[1:] == (("DIFF", 700), [11, 12], [700], 700)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 3), st.integers(1, 4)), min_size=1, max_size=40),
+    st.sets(st.integers(0, 39), max_size=4),
+    st.integers(0, 45),
+    st.integers(0, 12),
+    st.data(),
+)
+def test_the_plan_from_the_files_is_the_plan_from_every_txn_they_hold(
+    steps: list[tuple[int, int]],
+    rolls: set[int],
+    peer_at: int,
+    committed_n: int,
+    data: st.DataObject,
+) -> None:
+    """What the reader leaves out (the txns below the peer's zxid but the newest) changes
+    nothing in ``LearnerHandler.syncFollower``'s plan against ``FileTxnIterator``'s whole
+    files."""
+    zxids: list[int] = []
+    epoch, counter = 1, 0
+    for de, dc in steps:  # epochs and counters that go up, with gaps
+        if de > 1:
+            epoch, counter = epoch + de - 1, 0
+        counter += dc
+        zxids.append(make_zxid(epoch, counter))
+    runs: list[range] = []
+    start = 0
+    for i in sorted(rolls | {len(zxids)}):
+        if start < i <= len(zxids):
+            runs.append(range(start, i))
+            start = i
+    with tempfile.TemporaryDirectory() as d:
+        p = Persistence(config(d))
+        p.settings.txnlog_dir.mkdir(parents=True)
+        w = files.TxnLogWriter(p.settings.txnlog_dir, prealloc_size=0, force_sync=False)
+        for run in runs:
+            w.append(entry(zxids[i]) for i in run)
+            w.sync()
+            w.roll()
+        w.close()
+        every = data.draw(st.sampled_from(zxids))
+        peer = data.draw(st.sampled_from([every, every - 1, every + 1, zxids[0] - 1]))
+        if peer_at < len(zxids):
+            peer = zxids[peer_at] - (peer_at % 2)
+        last = zxids[-1]
+        committed = [E(z) for z in zxids[len(zxids) - min(committed_n, len(zxids)) :]]
+
+        def whole_files(z: int) -> list[Entry]:
+            reader = files.TxnLogReader(p.settings.txnlog_dir, z)
+            out = []
+            for path in reader.files:
+                out += [Entry(e.entry.zxid, b"") for e in txnlog.scan(path.read_bytes())[0]]
+            return out if out and out[0].zxid <= z else []
+
+        def plan_of(source: Callable[[int], Iterable[Entry]]) -> tuple[object, ...]:
+            need, current, out = sync_follower(peer, last, committed, source)
+            return need, current, [(q.type, q.zxid) for q in out]
+
+        assert plan_of(p.proposals_from_txnlog) == plan_of(whole_files)

@@ -64,13 +64,14 @@ def test_reader_yields_payloads_from_the_file_holding_the_zxid(tmp_path: Path) -
     assert r.storage_size == sum(p.stat().st_size for p in r.files)
     assert r.storage_size >= 2 * 4096  # padding counts (File.length)
     got = list(r)
-    assert [z for z, _ in got] == list(range(11, 31))  # not fast-forwarded to 15
+    # of the txns below 15 only the newest (a TRUNC's target); checksums of all verified
+    assert [z for z, _ in got] == list(range(14, 31))
     assert all(data == txnlog.encode_payload(entry(z)) for z, data in got)
 
 
 def test_reader_is_lazy(tmp_path: Path) -> None:
     write_logs(tmp_path, [range(1, 11), range(11, 21)])
-    r = files.TxnLogReader(tmp_path, 3)
+    r = files.TxnLogReader(tmp_path, 1)
     (tmp_path / "log.b").write_bytes(b"not a log at all")  # never opened below
     it = iter(r)
     assert [next(it)[0] for _ in range(10)] == list(range(1, 11))
@@ -88,6 +89,33 @@ def test_a_torn_tail_goes_on_with_the_next_file_a_bad_checksum_stops(tmp_path: P
     bad[entries[2].offset + 12] ^= 0xFF  # zxid 3's payload: checksum mismatch
     first.write_bytes(bytes(bad))
     assert [z for z, _ in files.TxnLogReader(tmp_path, 1)] == [1, 2]
+
+
+def test_the_newest_txn_below_the_zxid_comes_first_whatever_file_it_is_in(tmp_path: Path) -> None:
+    write_logs(tmp_path, [range(1, 11), range(12, 21)])
+    assert [z for z, _ in files.TxnLogReader(tmp_path, 11)] == [10, *range(12, 21)]
+    assert [z for z, _ in files.TxnLogReader(tmp_path, 12)] == [10, *range(12, 21)]
+    assert [z for z, _ in files.TxnLogReader(tmp_path, 99)] == [20]  # all below: the newest
+    # a txn repeated after the zxid was reached is yielded again (the leader skips it)
+    write_logs(tmp_path / "dup", [range(1, 6), range(3, 8)])
+    got = [z for z, _ in files.TxnLogReader(tmp_path / "dup", 2)]
+    assert got == [1, 2, 3, 4, 5, 3, 4, 5, 6, 7]
+
+
+def test_entry_spans_read_as_zookeeper_reads(tmp_path: Path) -> None:
+    write_logs(tmp_path, [range(1, 4)], prealloc=4096)
+    data = (tmp_path / "log.1").read_bytes()
+    spans = txnlog.entry_spans(data)
+    got = []
+    while True:
+        try:
+            got.append(next(spans))
+        except StopIteration as end:
+            reason = end.value
+            break
+    assert [z for z, _, _ in got] == [1, 2, 3] and reason is txnlog.StopReason.EOF
+    _, start, stop = got[1]
+    assert data[start:stop] == txnlog.encode_payload(entry(2))
 
 
 def test_no_logs_and_a_log_without_a_header(tmp_path: Path) -> None:
