@@ -644,7 +644,7 @@ class TxnLogReader:
                 except txnlog.LogFormatError as e:
                     log.error("Unable to read txnlog %s: %s", path, e)
                     break
-                spans = txnlog.entry_spans(view)
+                spans = txnlog.entry_spans(view, None if reached else zxid)
                 while True:
                     try:
                         z, start, stop = next(spans)

@@ -450,37 +450,55 @@ class LogScanner:
 
 
 def entry_spans(
-    data: bytes | memoryview,
+    data: bytes | memoryview, skip_below: int | None = None
 ) -> Generator[tuple[int, int, int], None, StopReason]:
     """(zxid, payload start, payload end) of each entry after the file header, checksums
     verified, as ``FileTxnIterator.next`` reads them without decoding the txn: lean, for
-    reading many entries. Returns why the file ended: EOF (the end of the bytes, a zero
-    length -- the padding, not read further --, a torn or unterminated record, a payload
-    shorter than a TxnHeader: ``Util.readTxnBytes`` and ``TxnHeader`` reading EOF, after
-    which ZooKeeper reads the next file) or CHECKSUM / LENGTH (an ``IOException``: nothing
-    further is read). The caller checks the header (:func:`decode_file_header`)."""
+    reading many entries. With ``skip_below``, of the entries before the first one at or
+    above it only the newest is yielded (every checksum is still verified).
+
+    Returns why the file ended: EOF (the end of the bytes, a zero length -- the padding, not
+    read further --, a torn or unterminated record, a payload shorter than a TxnHeader:
+    ``Util.readTxnBytes`` and ``TxnHeader`` reading EOF, after which ZooKeeper reads the next
+    file) or CHECKSUM / LENGTH (an ``IOException``: nothing further is read). The caller
+    checks the header (:func:`decode_file_header`)."""
     n = len(data)
     head = _ENTRY_HEAD.unpack_from
     zxid_at = _ZXID.unpack_from
     adler32 = zlib.adler32
     pos = FILE_HEADER_SIZE
+    held: tuple[int, int, int] | None = None
+    reason = StopReason.EOF
     while pos + _ENTRY_HEAD.size <= n:
         crc, length = head(data, pos)
         if length == 0:
-            return StopReason.EOF
+            break
         if length < 0:
-            return StopReason.LENGTH
+            reason = StopReason.LENGTH
+            break
         start = pos + _ENTRY_HEAD.size
         stop = start + length
         if stop >= n or data[stop] != EOR:
-            return StopReason.EOF
+            break
         if adler32(data[start:stop]) != crc:
-            return StopReason.CHECKSUM
+            reason = StopReason.CHECKSUM
+            break
         if length < _TXN_HEADER_SIZE:
-            return StopReason.EOF
-        yield zxid_at(data, start + 12)[0], start, stop
+            break
         pos = stop + 1
-    return StopReason.EOF
+        zxid = zxid_at(data, start + 12)[0]
+        if skip_below is not None:
+            if zxid < skip_below:
+                held = (zxid, start, stop)
+                continue
+            skip_below = None
+            if held is not None:
+                yield held
+                held = None
+        yield zxid, start, stop
+    if held is not None:
+        yield held
+    return reason
 
 
 def scan(data: bytes | bytearray | memoryview) -> tuple[list[ScannedEntry], ScanStop]:

@@ -116,6 +116,10 @@ def test_entry_spans_read_as_zookeeper_reads(tmp_path: Path) -> None:
     assert [z for z, _, _ in got] == [1, 2, 3] and reason is txnlog.StopReason.EOF
     _, start, stop = got[1]
     assert data[start:stop] == txnlog.encode_payload(entry(2))
+    # skip_below: of the entries below it only the newest, wherever the file ends
+    assert [z for z, _, _ in txnlog.entry_spans(data, 3)] == [2, 3]
+    assert [z for z, _, _ in txnlog.entry_spans(data, 9)] == [3]
+    assert [z for z, _, _ in txnlog.entry_spans(data, 1)] == [1, 2, 3]
 
 
 def test_no_logs_and_a_log_without_a_header(tmp_path: Path) -> None:
