@@ -15,6 +15,7 @@ from the one holding the absent member's zxid on are ~0.8 MB against a limit of 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,11 @@ def test_a_member_away_for_10000_txns_rejoins_by_diff_from_the_log(name: str) ->
         synced = [ln for ln in away_log if "synced with the leader by" in ln or "Getting a " in ln]
         synced = synced[-diffs:]  # its syncs since it came back
         assert synced and all("DIFF" in ln.upper() for ln in synced), synced
+        planned = [ln for ln in leader_log.splitlines() if "Use txnlog and committedLog" in ln]
+        took = stamp(synced[-1]) - stamp(planned[-1])
+        print(f"\n{name}: DIFF of {TXNS} txns, {took:.2f} s from the leader's plan to serving")
+
+
+def stamp(line: str) -> float:
+    """The time of a log line of either kind (``2026-01-01 12:00:00,123 ...``), in s."""
+    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
