@@ -187,8 +187,10 @@ class _Proposal:
     acks: set[int] = field(default_factory=set)
 
 
-#: ``txnlog(peer_last_zxid)``: committed entries from the on-disk log starting at or below
-#: peer_last_zxid, or nothing (not allowed by the size limit, or the log starts later).
+#: ``txnlog(peer_last_zxid)``: entries of the on-disk log starting at or below peer_last_zxid,
+#: or nothing (not allowed by the size limit, or the log starts later). They may run past the
+#: committed ones (what the leader logged and has not committed): the sync takes them only up
+#: to its committed log's first zxid.
 TxnLogSource = Callable[[int], Iterable[Entry]]
 
 
