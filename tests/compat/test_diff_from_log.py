@@ -3,6 +3,8 @@
 log), not by SNAP: trizk alone, and across kinds both ways round, beside ZooKeeper alone as
 the reference. Real processes started from zoo.cfg files (compat/procs/ensemble.py).
 
+A ZooKeeper 3.9.3 follower of a trizk leader is checked too.
+
 The scene is set so that ZooKeeper's size rule allows the DIFF: ``preAllocSize=64`` (KiB;
 with the default 64 MiB every log file is 64 MiB long, ``File.length()`` counts the padding,
 and no snapshot of a test is three times that) and 40 znodes of 100 KB written, then the whole
@@ -42,9 +44,12 @@ EXTRA = {"preAllocSize": "64", "tickTime": "500"}
 KINDS = {
     "trizk": {1: "trizk", 2: "trizk", 3: "trizk"},
     "zookeeper-follower-of-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},
+    "zookeeper39-follower-of-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},
     "trizk-follower-of-zookeeper": {1: "trizk", 2: "zookeeper", 3: "zookeeper"},
     "zookeeper": {1: "zookeeper", 2: "zookeeper", 3: "zookeeper"},  # the reference
 }
+#: ZooKeeper releases other than 3.8.0, by case and sid
+VERSIONS = {"zookeeper39-follower-of-trizk": {1: "3.9.3"}}
 
 
 def mntr(ens: ProcessEnsemble, sid: int) -> dict[str, str]:
@@ -79,10 +84,11 @@ def wait_for(what: str, ok: object, timeout: float = DEADLINE) -> None:
 
 @pytest.mark.parametrize("name", list(KINDS))
 def test_a_member_away_for_10000_txns_rejoins_by_diff_from_the_log(name: str) -> None:
-    kinds = KINDS[name]
-    if "zookeeper" in kinds.values():
-        require_zookeeper()
-    with ProcessEnsemble(kinds, extra=EXTRA) as ens:
+    kinds, versions = KINDS[name], VERSIONS.get(name, {})
+    for sid, kind in kinds.items():
+        if kind == "zookeeper":
+            require_zookeeper(versions.get(sid, "3.8.0"))
+    with ProcessEnsemble(kinds, extra=EXTRA, versions=versions) as ens:
         ens.wait_leader(LEADER)
         zk = client(ens.hosts([LEADER]))
         try:
