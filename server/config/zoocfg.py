@@ -639,6 +639,50 @@ def _parse_int(
     return n
 
 
+#: Properties trizk reads whose values ZooKeeper parses with a Java grammar and, when the
+#: value does not parse, silently replaces by the default (``Integer.getInteger``). trizk
+#: does the same and says so in one warning line naming the key. By full property name.
+#: (``preAllocSize`` has its own warning, FileTxnLog's, in the persistence shell.)
+INTEGER_PROPERTIES: Mapping[str, Callable[[str | None], int | None]] = {
+    "zookeeper.snapCount": javalang.decode_int,
+    "zookeeper.admin.serverPort": javalang.decode_int,
+    "zookeeper.admin.idleTimeout": javalang.decode_int,
+    "zookeeper.leader.ackLoggingFrequency": javalang.decode_int,
+}
+#: Boolean properties read with ``Boolean.parseBoolean``: anything but ``true`` (any case) is
+#: false, so ``digest.enabled=ture`` silently turns digests off in ZooKeeper. trizk reads them
+#: the same way and warns about a value that is neither true nor false.
+BOOLEAN_PROPERTIES = frozenset(
+    {
+        "zookeeper.digest.enabled",
+        "zookeeper.admin.enableServer",
+        "zookeeper.extendedTypesEnabled",
+        "zookeeper.snapshot.trust.empty",
+        "zookeeper.DigestAuthenticationProvider.enabled",
+        "zookeeper.forceSnapshotSync",
+    }
+)
+
+
+def _property_value_warnings(props: Mapping[str, str], lines: Mapping[str, Entry]) -> list[str]:
+    """One warning naming the key for each property value ZooKeeper would silently read as
+    its default (:data:`INTEGER_PROPERTIES`), as false (:data:`BOOLEAN_PROPERTIES`) or, for
+    ``forceSync`` (``"no".equals(value)``), as yes."""
+    out: list[str] = []
+    for name, value in props.items():
+        e = lines.get(name)
+        key = name if e is None else e.key
+        where = "" if e is None or not e.line_no else f"line {e.line_no}: "
+        grammar = INTEGER_PROPERTIES.get(name)
+        if grammar is not None and grammar(value) is None:
+            out.append(f"{where}{key}={value} is not an integer; using the default")
+        elif name in BOOLEAN_PROPERTIES and value.lower() not in ("true", "false"):
+            out.append(f"{where}{key}={value} is neither true nor false; read as false")
+        elif name == "zookeeper.forceSync" and value not in ("yes", "no"):
+            out.append(f"{where}{key}={value} is neither yes nor no; read as yes")
+    return out
+
+
 def parse_property_option(option: str) -> tuple[str, str]:
     """``-D`` argument ``name=value`` (or ``name``, as java's ``-Dname``, meaning "")."""
     name, sep, value = option.partition("=")
@@ -715,8 +759,11 @@ def config_from_entries(
                 return _parse_int(props[name], where, what, shown, javalang.decode_integer)
         return default
 
+    value_warnings = _property_value_warnings(props, prop_lines)
     if "dataDir" not in fields:
         raise ConfigError(None, "dataDir is not set")
+    if not fields["dataDir"].value:
+        raise ConfigError(line("dataDir"), "dataDir is empty")
     data_dir = Path(fields["dataDir"].value)
     data_log_dir = Path(fields["dataLogDir"].value) if "dataLogDir" in fields else data_dir
 
@@ -808,7 +855,7 @@ def config_from_entries(
         standalone_enabled=q.standalone_enabled,
         reconfig_enabled=q.reconfig_enabled,
         cnx_timeout=q.cnx_timeout,
-        warnings=q.warnings,
+        warnings=q.warnings + tuple(value_warnings),
     )
 
 
@@ -913,7 +960,7 @@ def _quorum_settings(
         if e.value.lower() == "observer":
             configured_type = LearnerType.OBSERVER
         elif e.value.lower() != "participant":
-            raise ConfigError(_where(e), f"Unrecognised peertype: {e.value}")
+            raise ConfigError(_where(e), f"peerType: Unrecognised peertype: {e.value}")
     listen_all = bool_key("quorumListenOnAllIPs", False)
     standalone_enabled = bool_key("standaloneEnabled", True)
     reconfig_enabled = bool_key("reconfigEnabled", False)
@@ -939,7 +986,7 @@ def _quorum_settings(
         try:
             parsed[sid] = parse_server(sid, e.value)
         except QuorumConfigError as exc:
-            raise ConfigError(_where(e), str(exc)) from None
+            raise ConfigError(_where(e), f"{key}: {exc}") from None
         by_sid[sid] = e
 
     my_id = _parse_myid(myid, data_dir / "myid") if myid is not None else None

@@ -51,6 +51,62 @@ log = logging.getLogger("trizk.quorum.election.election")
 
 _READ = 65536
 
+#: ``zookeeper.electionPortBindRetry`` (default 3): binds tried before the member gives up,
+#: ``ELECTION_BIND_PAUSE`` seconds apart (``ListenerHandler.acceptConnections`` sleeps 1 s).
+ELECTION_BIND_TRIES = 3
+ELECTION_BIND_PAUSE = 1.0
+#: ``ExitCode.UNABLE_TO_BIND_QUORUM_PORT``: ZooKeeper 3.8.0 exits with it when its election
+#: port stays taken ("As I'm leaving the listener thread, I won't be able to participate in
+#: leader election any longer: 127.0.0.1:3888", captured with the port held by another socket).
+EXIT_UNABLE_TO_BIND_QUORUM_PORT = 14
+
+
+class PortBindError(OSError):
+    """A member's election (or quorum) port cannot be bound: ``str()`` is one line for the
+    operator naming the port and the address; ``exit_code`` is ZooKeeper's exit code."""
+
+    def __init__(self, message: str, errno: int | None, exit_code: int) -> None:
+        super().__init__(errno, message)
+        self.message = message
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def format_address(host: str | None, port: int) -> str:
+    """``host:port`` as ZooKeeper prints a bound address (IPv6 in brackets, ``*`` for all)."""
+    if host is None:
+        return f"*:{port}"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def bind_election_port(
+    host: str | None,
+    port: int,
+    *,
+    tries: int = ELECTION_BIND_TRIES,
+    pause: float = ELECTION_BIND_PAUSE,
+) -> list[trio.SocketListener]:
+    """Bind the election port as ``QuorumCnxManager.Listener`` does: ``tries`` binds
+    ``pause`` seconds apart, then :class:`PortBindError` (ZooKeeper then exits with code 14).
+    ``host`` None is every address (``quorumListenOnAllIPs``)."""
+    where = format_address(host, port)
+    for attempt in range(1, max(tries, 1) + 1):
+        try:
+            return await trio.open_tcp_listeners(port, host=host)
+        except OSError as e:
+            if attempt >= tries:
+                raise PortBindError(
+                    f"cannot bind the election port {where} ({e.strerror or e}) after "
+                    f"{attempt} tries: this member cannot take part in leader election",
+                    e.errno,
+                    EXIT_UNABLE_TO_BIND_QUORUM_PORT,
+                ) from e
+            log.warning("cannot bind the election port %s (%s), retrying", where, e.strerror or e)
+            await trio.sleep(pause)
+    raise AssertionError("unreachable")
+
 
 class _AddressLike(Protocol):
     @property
@@ -131,9 +187,7 @@ class ElectionPort:
         """Listen on our election address and run until cancelled; ``started`` gives the port."""
         host, port = self.addresses[self.myid]
         # quorumListenOnAllIPs binds the wildcard with the configured port (Listener)
-        listeners = await trio.open_tcp_listeners(
-            port, host=None if self.listen_on_all_ips else host
-        )
+        listeners = await bind_election_port(None if self.listen_on_all_ips else host, port)
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery

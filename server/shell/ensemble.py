@@ -88,7 +88,7 @@ from trizk.server.roles.factory import Role, RoleFactory
 from trizk.server.roles.leading import Leading
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.clock import Clock
-from trizk.server.shell.cnxmanager import ElectionPort
+from trizk.server.shell.cnxmanager import ElectionPort, format_address
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT, Persistence
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
@@ -634,9 +634,16 @@ class QuorumPeer:
         host, port = spec.members[spec.myid].quorum
         # QuorumPeer: the quorum port on the configured address, or every address with
         # quorumListenOnAllIPs
-        listeners = await trio.open_tcp_listeners(
-            port, host=None if spec.listen_on_all_ips else host
-        )
+        try:
+            listeners = await trio.open_tcp_listeners(
+                port, host=None if spec.listen_on_all_ips else host
+            )
+        except OSError as e:
+            # Leader(): "Couldn't bind to /127.0.0.1:2888"; ZooKeeper 3.8.0 does not exit,
+            # it goes back to LOOKING (captured with the port held by another socket)
+            where = format_address(None if spec.listen_on_all_ips else host, port)
+            log.error("cannot bind the quorum port %s (%s): not leading", where, e.strerror or e)
+            return f"quorum port {where} is taken"
         role = self._pump = _LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, role.accept, listeners)
