@@ -55,8 +55,9 @@ there). The keys an ensemble member honours (``initLimit``, ``syncLimit``, ``ele
 in :data:`KEYS`; :data:`QUORUM_KEYS` are parsed into them whatever their row says (so
 ``reconfigEnabled`` is read, and ``true`` is still named in the start-up warning). The other
 quorum keys (``observerMasterPort``, ``localSessionsEnabled``, ``sslQuorum``, quorum SASL, ...)
-are unsupported and named in that warning. Not implemented: ``dynamicConfigFile``,
-hierarchical quorums (``group.``/``weight.``), multiple addresses.
+are unsupported and named in that warning. ``group.``/``weight.`` keys make the ensemble a
+hierarchical quorum (:class:`~trizk.quorum.verifier.QuorumHierarchical`). Not implemented:
+``dynamicConfigFile``, multiple addresses.
 
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``
@@ -277,8 +278,9 @@ KEYS: Mapping[str, KeySpec] = {
     "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
     "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
     "server.": KeySpec(_F),
-    "group.": KeySpec(_U),
-    "weight.": KeySpec(_U),
+    # hierarchical quorums (QuorumHierarchical, quorum/verifier.py)
+    "group.": KeySpec(_F),
+    "weight.": KeySpec(_F),
     # -- well-known zookeeper.* properties (zookeeperAdmin.html) trizk does not implement --
     "snapSizeLimitInKb": KeySpec(_UP),
     "txnLogSizeLimitInKb": KeySpec(_UP),

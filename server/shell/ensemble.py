@@ -65,6 +65,7 @@ from trizk.jute import records as r
 from trizk.jute.codes import OpCode
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState as ElectionState
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zab import Entry, LearnerType, Quorum, Ready, Timing
@@ -150,6 +151,8 @@ class EnsembleSpec:
     force_snap_sync: bool = False
     #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
     ack_logging_frequency: int = 1000
+    #: the quorum verifier (hierarchical quorums: groups and weights); None: a majority
+    verifier: QuorumVerifier | None = None
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -174,6 +177,7 @@ class EnsembleSpec:
             connect_timeout_ms=config.cnx_timeout,
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
             ack_logging_frequency=config.ack_logging_frequency,
+            verifier=qv,
         )
 
     @property
@@ -185,10 +189,12 @@ class EnsembleSpec:
         return self.members[self.myid].observer
 
     def quorum(self) -> Quorum:
-        return Quorum.majority_of(self.voters, self.config)
+        if self.verifier is None:
+            return Quorum.majority_of(self.voters, self.config)
+        return Quorum(self.voters, self.verifier.contains_quorum, self.config)
 
     def election_view(self) -> ElectionView:
-        return ElectionView(self.voters, self.config)
+        return ElectionView(self.voters, self.config, self.verifier)
 
 
 class ZabCommitter:

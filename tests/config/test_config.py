@@ -288,7 +288,7 @@ def test_keys_table_is_consistent() -> None:
         "autopurge.snapRetainCount", "autopurge.purgeInterval",
         "secureClientPort", "secureClientPortAddress", "metricsProvider.",
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
-        "standaloneEnabled",
+        "standaloneEnabled", "group.", "weight.",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (
