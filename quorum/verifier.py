@@ -62,8 +62,8 @@ Deliberate differences (stricter, never looser):
 * Ports must be 0..65535 and integers (Java: IllegalArgumentException "port out of range",
   not a ConfigException, which a peer's notification would turn into a dead receiver thread).
 * Negative sids and an empty host are rejected. Multiple addresses (``a:1:2|b:3:4``) are
-  rejected with ZooKeeper's text for ``multiAddress.enabled=false`` (its default); trizk
-  does not implement multi-address members.
+  accepted only with ``multi_address`` (ZooKeeper's ``-Dzookeeper.multiAddress.enabled=true``
+  system property), else rejected with ZooKeeper's text.
 * ``contains_quorum`` counts only voting members of the set; QuorumMaj assumes its caller
   passed voters only and counts the whole set.
 """
@@ -152,6 +152,20 @@ class QuorumServer:
     #: The client address came from this member's own ``clientPort``/``clientPortAddress``
     #: (``QuorumPeerConfig.setupClientPort``), not from its server line: not printed.
     client_addr_from_static: bool = False
+    #: Further (quorum, election) address pairs of a multi-address member
+    #: (``a:1:2|b:3:4``, ``zookeeper.multiAddress.enabled=true``), after ``addr`` and
+    #: ``election_addr`` (the first pair written).
+    more: tuple[tuple[Address, Address], ...] = ()
+
+    @property
+    def quorum_addrs(self) -> tuple[Address, ...]:
+        """Every quorum address (``MultipleAddresses addr``), as written."""
+        return (self.addr, *(q for q, _ in self.more))
+
+    @property
+    def election_addrs(self) -> tuple[Address, ...]:
+        """Every election address (``MultipleAddresses electionAddr``), as written."""
+        return (self.election_addr, *(e for _, e in self.more))
 
     @property
     def is_participant(self) -> bool:
@@ -162,8 +176,15 @@ class QuorumServer:
         return self.type is LearnerType.OBSERVER
 
     def to_string(self) -> str:
-        """``QuorumServer.toString``: ``host:qport:eport:type[;clientHost:clientPort]``."""
-        out = f"{self.addr.delimited_host()}:{self.addr.port}:{self.election_addr.port}"
+        """``QuorumServer.toString``: ``host:qport:eport:type[;clientHost:clientPort]``; a
+        multi-address member's pairs are joined by ``|``, the quorum and the election
+        addresses each sorted by host string (Java's stable sort of its address sets; pairs
+        on one host keep the order written, where Java's follows a hash set)."""
+        qs = sorted(self.quorum_addrs, key=lambda a: a.host)
+        es = sorted(self.election_addrs, key=lambda a: a.host)
+        out = "|".join(
+            f"{q.delimited_host()}:{q.port}:{e.port}" for q, e in zip(qs, es, strict=True)
+        )
         out += ":" + self.type.text
         if self.client_addr is not None and not self.client_addr_from_static:
             out += ";" + str(self.client_addr)
@@ -171,7 +192,8 @@ class QuorumServer:
 
     def addresses(self) -> list[tuple[str, Address]]:
         """(role, address) of every address this member listens on (for clash checks)."""
-        out = [("quorum", self.addr), ("election", self.election_addr)]
+        out = [("quorum", a) for a in self.quorum_addrs]
+        out += [("election", a) for a in self.election_addrs]
         if self.client_addr is not None:
             out.append(("client", self.client_addr))
         return out
@@ -325,8 +347,10 @@ def _java_ipv4_literal(host: str) -> str | None:
     return ".".join(str(o) for o in octets)
 
 
-def parse_server(sid: int, value: str) -> QuorumServer:
-    """``new QuorumServer(sid, value)``: ``host:qport:eport[:type][;[clientHost:]clientPort]``.
+def parse_server(sid: int, value: str, *, multi_address: bool = False) -> QuorumServer:
+    """``new QuorumServer(sid, value)``: ``host:qport:eport[:type][;[clientHost:]clientPort]``;
+    with ``multi_address`` (``zookeeper.multiAddress.enabled``) the server part may be several
+    ``host:qport:eport[:type]`` joined by ``|``.
 
     The checks run in ZooKeeper's order so the first problem reported is the same one."""
     server_client = java_split(value, ";")
@@ -340,31 +364,53 @@ def parse_server(sid: int, value: str) -> QuorumServer:
         client_port = _port("null", client_parts[-1])
         client_addr = Address(java_host_string(client_host), client_port)
     server_addresses = java_split(server_part, "|")
-    if len(server_addresses) > 1:
+    if len(server_addresses) > 1 and not multi_address:
+        # ZooKeeper reads the -Dzookeeper.multiAddress.enabled system property here; the
+        # zoo.cfg key multiAddress.enabled does not enable it (checked on ZooKeeper 3.8.0)
         raise QuorumConfigError(
             "Multiple address feature is disabled, but multiple addresses were specified "
             f"for sid {sid}"
         )
-    parts = _host_and_port(server_addresses[0]) if server_addresses else []
-    if len(server_client) > 2 or len(parts) < 3 or len(parts) > 4:
-        raise QuorumConfigError(value + WRONG_FORMAT)
-    host = parts[0]
-    qport = _port(host, parts[1])
-    eport = _port(host, parts[2])
-    if qport == eport:
-        raise QuorumConfigError(
-            "Client and election port must be different! Please update the "
-            f"configuration file on server.{sid}"
-        )
-    learner_type = LearnerType.PARTICIPANT
-    if len(parts) == 4:
-        t = parts[3].strip().lower()
-        if t == "observer":
-            learner_type = LearnerType.OBSERVER
-        elif t != "participant":
-            raise QuorumConfigError(f"Unrecognised peertype: {parts[3]}")
-    host = java_host_string(host)
-    return QuorumServer(sid, Address(host, qport), Address(host, eport), learner_type, client_addr)
+    pairs: list[tuple[Address, Address]] = []
+    learner_type: LearnerType | None = None
+    for server_address in server_addresses or [""]:
+        parts = _host_and_port(server_address) if server_address else []
+        if len(server_client) > 2 or len(parts) < 3 or len(parts) > 4:
+            raise QuorumConfigError(value + WRONG_FORMAT)
+        host = parts[0]
+        qport = _port(host, parts[1])
+        eport = _port(host, parts[2])
+        if qport == eport:
+            raise QuorumConfigError(
+                "Client and election port must be different! Please update the "
+                f"configuration file on server.{sid}"
+            )
+        if len(parts) == 4:
+            t = parts[3].strip().lower()
+            if t == "observer":
+                this_type = LearnerType.OBSERVER
+            elif t == "participant":
+                this_type = LearnerType.PARTICIPANT
+            else:
+                raise QuorumConfigError(f"Unrecognised peertype: {parts[3]}")
+            if learner_type is None:
+                learner_type = this_type
+            elif learner_type is not this_type:
+                # Java prints its field (still PARTICIPANT) against the new type
+                raise QuorumConfigError(
+                    f"Multiple addresses should have similar roles: PARTICIPANT vs {this_type.name}"
+                )
+        host = java_host_string(host)
+        pairs.append((Address(host, qport), Address(host, eport)))
+    first_q, first_e = pairs[0]
+    return QuorumServer(
+        sid,
+        first_q,
+        first_e,
+        learner_type or LearnerType.PARTICIPANT,
+        client_addr,
+        more=tuple(pairs[1:]),
+    )
 
 
 def _parse_sid(key: str) -> int:
@@ -429,6 +475,7 @@ class QuorumVerifier:
         entries: Sequence[tuple[str, str]],
         *,
         members: Mapping[int, QuorumServer] | None = None,
+        multi_address: bool = False,
     ) -> QuorumVerifier:
         """``new QuorumMaj(properties)`` for ``entries`` (key, value) in file order: every key
         of the Properties counts for the iteration order, ``server.N`` keys make members,
@@ -445,7 +492,7 @@ class QuorumVerifier:
             value = last[key]
             if key.startswith("server."):
                 sid = _parse_sid(key)
-                server = parse_server(sid, value)
+                server = parse_server(sid, value, multi_address=multi_address)
                 if members is not None and sid in members:
                     server = members[sid]
                 servers.append(server)
@@ -660,7 +707,9 @@ class QuorumHierarchical(QuorumVerifier):
         return isinstance(other, QuorumHierarchical) and self._same(other)
 
 
-def parse_config_string(text: str, *, standalone_enabled: bool = True) -> QuorumVerifier:
+def parse_config_string(
+    text: str, *, standalone_enabled: bool = True, multi_address: bool = False
+) -> QuorumVerifier:
     """``QuorumPeer.configFromString``: a peer's config string → a :class:`QuorumVerifier`.
 
     Properties grammar, only ``server.N`` and ``version`` keys (``parseDynamicConfig`` with
@@ -675,7 +724,7 @@ def parse_config_string(text: str, *, standalone_enabled: bool = True) -> Quorum
             raise QuorumConfigError(f"Unrecognised parameter: {key}")
     if sum(1 for k, _ in entries if k.startswith("server.")) > MAX_MEMBERS:
         raise QuorumConfigError(f"more than {MAX_MEMBERS} members")
-    qv = QuorumVerifier.from_properties(entries)
+    qv = QuorumVerifier.from_properties(entries, multi_address=multi_address)
     check_counts(qv, standalone_enabled=standalone_enabled)
     return qv
 

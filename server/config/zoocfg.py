@@ -274,9 +274,9 @@ KEYS: Mapping[str, KeySpec] = {
     # metricsProvider.className (the default provider, or the Prometheus one that
     # trizk.server.ops.metrics serves) and metricsProvider.<setting> (QuorumPeerConfig fields)
     "metricsProvider.": KeySpec(_F),
-    "multiAddress.enabled": KeySpec(_U, "false"),
-    "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
-    "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
+    "multiAddress.enabled": KeySpec(_F),
+    "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_F),
+    "multiAddress.reachabilityCheckEnabled": KeySpec(_F),
     "server.": KeySpec(_F),
     # hierarchical quorums (QuorumHierarchical, quorum/verifier.py)
     "group.": KeySpec(_F),
@@ -317,6 +317,9 @@ QUORUM_KEYS = frozenset(
         "quorumListenOnAllIPs",
         "standaloneEnabled",
         "reconfigEnabled",
+        "multiAddress.enabled",
+        "multiAddress.reachabilityCheckEnabled",
+        "multiAddress.reachabilityCheckTimeoutMs",
     }
 )
 
@@ -407,6 +410,13 @@ class ServerConfig:
     reconfig_enabled: bool = False
     #: ``zookeeper.cnxTimeout`` (ms): connect timeout of election links.
     cnx_timeout: int = DEFAULT_CNX_TIMEOUT
+    #: ``multiAddress.enabled`` (else ``-Dzookeeper.multiAddress.enabled``): election
+    #: connections announce every address (initial message version -65535). Server lines with
+    #: ``|`` parse only with the ``-D`` property, as in ZooKeeper.
+    multi_address_enabled: bool = False
+    #: ``multiAddress.reachabilityCheckEnabled`` (true) / ``...TimeoutMs`` (1000)
+    multi_address_reachability_check: bool = True
+    multi_address_timeout_ms: int = 1000
     #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
     warnings: tuple[str, ...] = ()
 
@@ -776,7 +786,7 @@ def config_from_entries(
         raise ConfigError(
             line("clientPortAddress"), "clientPortAddress is set but clientPort is not set"
         )
-    q = _quorum_settings(entries, myid, data_dir, client_port, address, int_prop)
+    q = _quorum_settings(entries, myid, data_dir, client_port, address, int_prop, props)
     if q.client_port:  # from this member's server line ("server.1=h:1:2;2181")
         client_port, address = q.client_port, q.client_port_address
     if client_port == 0:
@@ -857,6 +867,9 @@ def config_from_entries(
         standalone_enabled=q.standalone_enabled,
         reconfig_enabled=q.reconfig_enabled,
         cnx_timeout=q.cnx_timeout,
+        multi_address_enabled=q.multi_address[0],
+        multi_address_reachability_check=q.multi_address[1],
+        multi_address_timeout_ms=q.multi_address[2],
         warnings=q.warnings + tuple(value_warnings),
     )
 
@@ -896,6 +909,8 @@ class _Quorum:
     #: The client port (and address, None = all) from this member's server line, or 0.
     client_port: int = 0
     client_port_address: str | None = None
+    #: multiAddress.enabled, .reachabilityCheckEnabled, .reachabilityCheckTimeoutMs
+    multi_address: tuple[bool, bool, int] = (False, True, 1000)
 
 
 _WILDCARDS = frozenset({"0.0.0.0", "0:0:0:0:0:0:0:0"})
@@ -933,6 +948,7 @@ def _quorum_settings(
     client_port: int,
     client_address: str | None,
     int_prop: Callable[[tuple[str, ...], int], int],
+    props: Mapping[str, str],
 ) -> _Quorum:
     """The quorum half of ``QuorumPeerConfig``: typed keys, the ensemble, myid, the client
     address of this member, its peer type and ``checkValidity``; plus trizk's own clash check."""
@@ -967,6 +983,20 @@ def _quorum_settings(
     standalone_enabled = bool_key("standaloneEnabled", True)
     reconfig_enabled = bool_key("reconfigEnabled", False)
     cnx_timeout = int_prop(("zookeeper.cnxTimeout",), DEFAULT_CNX_TIMEOUT)
+    # QuorumPeer.QuorumServer parses "a|b" only with the system property; QuorumPeerConfig's
+    # multiAddress.* fields start from the properties and the zoo.cfg keys replace them
+    multi_parse = javalang.parse_boolean(props.get("zookeeper.multiAddress.enabled", "false"))
+    multi_enabled = bool_key("multiAddress.enabled", multi_parse)
+    multi_check = bool_key(
+        "multiAddress.reachabilityCheckEnabled",
+        javalang.parse_boolean(
+            props.get("zookeeper.multiAddress.reachabilityCheckEnabled", "true")
+        ),
+    )
+    multi_timeout = int_key(
+        "multiAddress.reachabilityCheckTimeoutMs",
+        int_prop(("zookeeper.multiAddress.reachabilityCheckTimeoutMs",), 1000),
+    )
     if cnx_timeout <= 0:
         raise ConfigError(None, f"cnxTimeout must be positive, got {cnx_timeout}")
 
@@ -986,7 +1016,7 @@ def _quorum_settings(
         if sid in by_sid:
             raise ConfigError(_where(e), f"{key} and {by_sid[sid].key} both configure server {sid}")
         try:
-            parsed[sid] = parse_server(sid, e.value)
+            parsed[sid] = parse_server(sid, e.value, multi_address=multi_parse)
         except QuorumConfigError as exc:
             raise ConfigError(_where(e), f"{key}: {exc}") from None
         by_sid[sid] = e
@@ -1020,7 +1050,9 @@ def _quorum_settings(
             me, client_addr=Address(host, client_port), client_addr_from_static=True
         )
     try:
-        qv = QuorumVerifier.from_properties([(e.key, e.value) for e in entries], members=replaced)
+        qv = QuorumVerifier.from_properties(
+            [(e.key, e.value) for e in entries], members=replaced, multi_address=multi_parse
+        )
         check_counts(qv, standalone_enabled=standalone_enabled)
     except QuorumConfigError as exc:
         raise ConfigError(None, str(exc)) from None
@@ -1049,7 +1081,7 @@ def _quorum_settings(
         return _Quorum(
             None, my_id, init_limit, sync_limit, listed_type, election_alg, listen_all,
             standalone_enabled, reconfig_enabled, cnx_timeout, tuple(warnings),
-            own_port, own_address,
+            own_port, own_address, (multi_enabled, multi_check, multi_timeout),
         )  # fmt: skip
     # checkValidity
     if init_limit == 0:
@@ -1068,7 +1100,7 @@ def _quorum_settings(
     return _Quorum(
         qv, my_id, init_limit, sync_limit, listed_type, election_alg, listen_all,
         standalone_enabled, reconfig_enabled, cnx_timeout, tuple(warnings),
-        own_port, own_address,
+        own_port, own_address, (multi_enabled, multi_check, multi_timeout),
     )  # fmt: skip
 
 

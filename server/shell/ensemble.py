@@ -54,7 +54,7 @@ import dataclasses
 import logging
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -89,7 +89,7 @@ from trizk.server.roles.factory import Role, RoleFactory
 from trizk.server.roles.leading import Leading
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.clock import Clock
-from trizk.server.shell.cnxmanager import ElectionPort, format_address
+from trizk.server.shell.cnxmanager import ElectionPort, format_address, open_first_stream
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT, Persistence
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
@@ -132,6 +132,16 @@ class Member:
     quorum: tuple[str, int]
     election: tuple[str, int]
     observer: bool = False
+    #: a multi-address member's further (quorum, election) addresses (``a:1:2|b:3:4``)
+    more: tuple[tuple[tuple[str, int], tuple[str, int]], ...] = ()
+
+    @property
+    def quorum_addrs(self) -> tuple[tuple[str, int], ...]:
+        return (self.quorum, *(q for q, _ in self.more))
+
+    @property
+    def election_addrs(self) -> tuple[tuple[str, int], ...]:
+        return (self.election, *(e for _, e in self.more))
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,8 @@ class EnsembleSpec:
     ack_logging_frequency: int = 1000
     #: the quorum verifier (hierarchical quorums: groups and weights); None: a majority
     verifier: QuorumVerifier | None = None
+    #: ``multiAddress.enabled``: election connections announce every address (V2)
+    multi_address: bool = False
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -165,6 +177,7 @@ class EnsembleSpec:
                 (m.addr.host, m.addr.port),
                 (m.election_addr.host, m.election_addr.port),
                 observer=m.is_observer,
+                more=tuple(((q.host, q.port), (e.host, e.port)) for q, e in m.more),
             )
             for sid, m in qv.members.items()
         }
@@ -178,6 +191,7 @@ class EnsembleSpec:
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
             ack_logging_frequency=config.ack_logging_frequency,
             verifier=qv,
+            multi_address=config.multi_address_enabled,
         )
 
     @property
@@ -402,6 +416,8 @@ class QuorumPeer:
             connect_timeout=spec.connect_timeout_ms / 1000,
             handshake_timeout=spec.timing.sync_ms / 1000,
             listen_on_all_ips=spec.listen_on_all_ips,
+            all_addresses={sid: m.election_addrs for sid, m in spec.members.items()},
+            multi_address=spec.multi_address,
         )
         self._kick = trio.Event()
         self._pump: _LeaderPump | _LearnerPump | None = None
@@ -637,19 +653,25 @@ class QuorumPeer:
             ack_logging_frequency=spec.ack_logging_frequency,
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
-        host, port = spec.members[spec.myid].quorum
-        # QuorumPeer: the quorum port on the configured address, or every address with
+        # QuorumPeer: the quorum port on each configured address, or every address with
         # quorumListenOnAllIPs
-        try:
-            listeners = await trio.open_tcp_listeners(
-                port, host=None if spec.listen_on_all_ips else host
-            )
-        except OSError as e:
-            # Leader(): "Couldn't bind to /127.0.0.1:2888"; ZooKeeper 3.8.0 does not exit,
-            # it goes back to LOOKING (captured with the port held by another socket)
+        listeners: list[trio.SocketListener] = []
+        failed: list[str] = []
+        for host, port in spec.members[spec.myid].quorum_addrs:
             where = format_address(None if spec.listen_on_all_ips else host, port)
-            log.error("cannot bind the quorum port %s (%s): not leading", where, e.strerror or e)
-            return f"quorum port {where} is taken"
+            try:
+                listeners += await trio.open_tcp_listeners(
+                    port, host=None if spec.listen_on_all_ips else host
+                )
+            except OSError as e:
+                failed.append(f"{where} ({e.strerror or e})")
+        if failed:
+            # Leader(): "Couldn't bind to /127.0.0.1:2888"; with no address bound ZooKeeper
+            # 3.8.0 does not exit, it goes back to LOOKING (captured with the port held)
+            what = "leading on the others" if listeners else "not leading"
+            log.error("cannot bind the quorum port %s: %s", ", ".join(failed), what)
+        if not listeners:
+            return "quorum port taken"
         role = self._pump = _LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, role.accept, listeners)
@@ -672,7 +694,7 @@ class QuorumPeer:
             now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
-        stream = await self._connect(spec.members[leader_sid].quorum)
+        stream = await self._connect(spec.members[leader_sid].quorum_addrs)
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
         link = _Link(0, stream)
@@ -689,18 +711,19 @@ class QuorumPeer:
             await stream.aclose()
         return reason
 
-    async def _connect(self, addr: tuple[str, int]) -> trio.SocketStream | None:
+    async def _connect(self, addrs: Sequence[tuple[str, int]]) -> trio.SocketStream | None:
         """Learner.connectToLeader: retry every 100 ms within initLimit ticks (ZooKeeper gives
         up after 5 tries; the leader opens its quorum port only once it has won, so a follower
         deciding first would otherwise often go back to LOOKING)."""
         deadline = trio.current_time() + self.spec.timing.init_ms / 1000
         while True:
             try:
-                with trio.fail_at(deadline):
-                    return await trio.open_tcp_stream(*addr)
+                # every address of a multi-address leader at once (LeaderConnector threads)
+                return await open_first_stream(addrs, deadline - trio.current_time())
             except (OSError, trio.TooSlowError) as e:
                 if trio.current_time() + CONNECT_PAUSE >= deadline:
-                    log.warning("cannot connect to the leader at %s:%d: %s", addr[0], addr[1], e)
+                    shown = "|".join(format_address(h, p) for h, p in addrs)
+                    log.warning("cannot connect to the leader at %s: %s", shown, e)
                     return None
                 await trio.sleep(CONNECT_PAUSE)
 
