@@ -56,8 +56,11 @@ in :data:`KEYS`; :data:`QUORUM_KEYS` are parsed into them whatever their row say
 ``reconfigEnabled`` is read, and ``true`` is still named in the start-up warning). The other
 quorum keys (``observerMasterPort``, ``localSessionsEnabled``, ``sslQuorum``, quorum SASL, ...)
 are unsupported and named in that warning. ``group.``/``weight.`` keys make the ensemble a
-hierarchical quorum (:class:`~trizk.quorum.verifier.QuorumHierarchical`). Not implemented:
-``dynamicConfigFile``, multiple addresses.
+hierarchical quorum (:class:`~trizk.quorum.verifier.QuorumHierarchical`). Server lines with
+several addresses (``a:1:2|b:3:4``) parse only with the property
+``zookeeper.multiAddress.enabled=true`` (``-D``, as ZooKeeper's system property: its zoo.cfg
+key ``multiAddress.enabled`` alone does not allow them); the ``multiAddress.*`` keys set the
+election's behaviour. Not implemented: ``dynamicConfigFile``.
 
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``

@@ -18,6 +18,12 @@ it notifications, calls ``tick`` at its deadline (time is ``trio.current_time()`
 MockClock works) and carries its outputs out. Trio runs the machine's methods atomically (no
 await inside), which is the ``synchronized`` of the Java code.
 
+Multi-address members (``a:q:e|b:q2:e2``): a member binds each of its election addresses (one
+that stays taken is given up with one log line while the others listen, as ZooKeeper's
+ListenerHandlers), announces all of them in a version -65535 header under
+``multiAddress.enabled``, and connects to all of a peer's addresses at once, keeping the first
+that answers (:func:`open_first_stream`; ZooKeeper picks one by ICMP reachability).
+
 Invariants
 ----------
 * A peer's bytes are bounded: one initial message (2068 bytes) or one frame (512 KiB) buffered.
