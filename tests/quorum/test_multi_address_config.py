@@ -122,3 +122,28 @@ async def test_a_taken_election_address_is_retried_while_the_others_serve() -> N
         assert pending == [("127.0.0.1", taken)]
         for x in listeners:
             await x.aclose()
+
+
+#: MultipleAddresses.getAllPorts of these addresses, printed by ZooKeeper 3.8.0's own class
+ALL_PORTS = [
+    (["127.0.0.2:3889", "127.0.0.1:3888"], "3888|3889"),
+    (["127.0.0.1:3888", "127.0.0.2:3889"], "3888|3889"),
+    (["127.0.0.1:41000", "127.0.0.2:41017", "127.0.0.3:52000"], "52000|41000|41017"),
+    (["10.0.0.5:2888", "127.0.0.1:2888", "192.168.1.7:2999"], "2999|2888"),
+]
+
+
+@pytest.mark.parametrize(("addrs", "shown"), ALL_PORTS)
+def test_conf_ports_in_zookeepers_order(addrs: list[str], shown: str) -> None:
+    from trizk.server.ops.fourlw import _all_ports
+
+    assert _all_ports([Address(a.split(":")[0], int(a.split(":")[1])) for a in addrs]) == shown
+
+
+def test_conf_of_a_multi_address_member() -> None:
+    from trizk.server.ops.fourlw import quorum_conf
+
+    c = parse_config(CFG, myid="1", properties={"zookeeper.multiAddress.enabled": "true"})
+    text = quorum_conf(c)
+    assert "electionPort=3888|3889\nquorumPort=2888|2889\n" in text
+    assert "server.1=127.0.0.1:2888:3888|127.0.0.2:2889:3889:participant;127.0.0.1:2181" in text
