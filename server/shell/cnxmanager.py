@@ -33,6 +33,7 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,8 +59,9 @@ log = logging.getLogger("trizk.quorum.election.election")
 
 _READ = 65536
 
-#: ``zookeeper.electionPortBindRetry`` (default 3): binds tried before the member gives up,
-#: ``ELECTION_BIND_PAUSE`` seconds apart (``ListenerHandler.acceptConnections`` sleeps 1 s).
+#: ``zookeeper.electionPortBindRetry`` (default 3; 0 = forever, negative = 3): binds tried
+#: before the member gives up, ``ELECTION_BIND_PAUSE`` seconds apart
+#: (``ListenerHandler.acceptConnections`` sleeps 1 s).
 ELECTION_BIND_TRIES = 3
 ELECTION_BIND_PAUSE = 1.0
 #: ``ExitCode.UNABLE_TO_BIND_QUORUM_PORT``: ZooKeeper 3.8.0 exits with it when its election
@@ -185,7 +187,7 @@ async def keep_binding(
     3 errors") and the member goes on with its other addresses."""
     await trio.sleep(pause)
     try:
-        listeners = await bind_election_port(host, port, tries=max(tries, 1), pause=pause)
+        listeners = await bind_election_port(host, port, tries=tries, pause=pause)
     except PortBindError as e:
         log.error("%s; listening on the other election addresses", e)
         return
@@ -203,11 +205,13 @@ async def bind_election_port(
     ``pause`` seconds apart, then :class:`PortBindError` (ZooKeeper then exits with code 14).
     ``host`` None is every address (``quorumListenOnAllIPs``)."""
     where = format_address(host, port)
-    for attempt in range(1, max(tries, 1) + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return await trio.open_tcp_listeners(port, host=host)
         except OSError as e:
-            if attempt >= tries:
+            if tries > 0 and attempt >= tries:
                 raise PortBindError(
                     f"cannot bind the election port {where} ({e.strerror or e}) after "
                     f"{attempt} tries: this member cannot take part in leader election",
@@ -216,7 +220,6 @@ async def bind_election_port(
                 ) from e
             log.warning("cannot bind the election port %s (%s), retrying", where, e.strerror or e)
             await trio.sleep(pause)
-    raise AssertionError("unreachable")
 
 
 class _AddressLike(Protocol):
@@ -273,6 +276,7 @@ class ElectionPort:
         max_handshakes: int = 64,
         all_addresses: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         multi_address: bool = False,
+        bind_tries: int = ELECTION_BIND_TRIES,
     ) -> None:
         self.myid = myid
         self.view = view
@@ -283,6 +287,8 @@ class ElectionPort:
         }
         #: ``multiAddress.enabled``: announce every address (initial message V2)
         self.multi_address = multi_address
+        #: ``zookeeper.electionPortBindRetry``
+        self.bind_tries = bind_tries
         self.election = FastLeaderElection(myid, view)
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
@@ -311,14 +317,24 @@ class ElectionPort:
             where = (None if self.listen_on_all_ips else host, port)
             if where not in wanted:
                 wanted.append(where)
-        listeners, pending = await bind_election_ports(wanted)
+        listeners, pending = await bind_election_ports(wanted, tries=self.bind_tries)
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._timer)
             nursery.start_soon(trio.serve_listeners, self._accepted, listeners)
             for retry_host, retry_port in pending:
-                nursery.start_soon(keep_binding, retry_host, retry_port, self._accepted)
+                if self.bind_tries == 1:  # the one try is spent
+                    shown = format_address(retry_host, retry_port)
+                    log.error("cannot bind the election port %s; listening on the others", shown)
+                    continue
+                more = 0 if self.bind_tries == 0 else self.bind_tries - 1  # 0: forever
+                nursery.start_soon(
+                    functools.partial(keep_binding, tries=more),
+                    retry_host,
+                    retry_port,
+                    self._accepted,
+                )
             task_status.started(self.port)
 
     def look(self, last_zxid: int, current_epoch: int) -> None:

@@ -63,6 +63,7 @@ import trio
 
 from trizk.jute import records as r
 from trizk.jute.codes import OpCode
+from trizk.jute.javalang import get_integer
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState as ElectionState
 from trizk.quorum.verifier import QuorumVerifier
@@ -165,6 +166,8 @@ class EnsembleSpec:
     verifier: QuorumVerifier | None = None
     #: ``multiAddress.enabled``: election connections announce every address (V2)
     multi_address: bool = False
+    #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
+    election_bind_tries: int = 3
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -192,6 +195,7 @@ class EnsembleSpec:
             ack_logging_frequency=config.ack_logging_frequency,
             verifier=qv,
             multi_address=config.multi_address_enabled,
+            election_bind_tries=_bind_tries(config),
         )
 
     @property
@@ -209,6 +213,12 @@ class EnsembleSpec:
 
     def election_view(self) -> ElectionView:
         return ElectionView(self.voters, self.config, self.verifier)
+
+
+def _bind_tries(config: ServerConfig) -> int:
+    """``Integer.getInteger("zookeeper.electionPortBindRetry", 3)``; negative means 3."""
+    tries = get_integer(config.properties, "zookeeper.electionPortBindRetry", 3)
+    return tries if tries >= 0 else 3
 
 
 class ZabCommitter:
@@ -418,6 +428,7 @@ class QuorumPeer:
             listen_on_all_ips=spec.listen_on_all_ips,
             all_addresses={sid: m.election_addrs for sid, m in spec.members.items()},
             multi_address=spec.multi_address,
+            bind_tries=spec.election_bind_tries,
         )
         self._kick = trio.Event()
         self._pump: _LeaderPump | _LearnerPump | None = None

@@ -68,9 +68,9 @@ def ensemble_ports(n: int) -> dict[int, tuple[int, int]]:
     return {sid: (free_port(), free_port()) for sid in range(1, n + 1)}
 
 
-def run_server(cfg: Path) -> subprocess.CompletedProcess[str]:
+def run_server(cfg: Path, *options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "trizk.server", str(cfg)],
+        [sys.executable, "-m", "trizk.server", str(cfg), *options],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -112,6 +112,17 @@ def test_election_port_taken_is_one_line_and_exit_14(tmp_path: Path) -> None:
     assert "ERROR" in found[-1]
     assert f"cannot bind the election port 127.0.0.1:{election}" in found[-1]
     assert "after 3 tries: this member cannot take part in leader election" in found[-1]
+
+
+def test_election_port_bind_retry_is_zookeepers_property(tmp_path: Path) -> None:
+    ports = ensemble_ports(3)
+    election = ports[1][1]
+    cfg = member_cfg(tmp_path, 1, free_port(), ports)
+    with held_port(election):
+        done = run_server(cfg, "-D", "zookeeper.electionPortBindRetry=1")
+    assert done.returncode == 14, done.stderr
+    (line,) = problems(done.stderr)
+    assert f"{election} (Address already in use) after 1 tries" in line
 
 
 def _wait_for(path: Path, needle: str, proc: subprocess.Popen[bytes], timeout: float) -> str:
