@@ -150,7 +150,8 @@ def main() -> None:
         results.append(case)
     assert len(results) == len(cases)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    # one case a line
+    out.write_text("[\n" + ",\n".join(json.dumps(c) for c in results) + "\n]\n")
     print(f"{len(results)} cases written to {out}")
 
 
