@@ -13,6 +13,12 @@ bumps it to the zxid of the reconfig).
 proposal is committed, an epoch decided and a leader elected only with such a set.
 Invariant: any two sets for which ``contains_quorum`` holds share at least one voter.
 
+With ``group.G=...``/``weight.S=...`` keys the verifier is a :class:`QuorumHierarchical`
+(ZooKeeper's ``QuorumHierarchical``): a quorum is a weighted majority in a majority of the
+groups; ``weight(sid)`` is the member's weight, and a participant of weight 0 never counts
+for a quorum nor leads. Its config string adds the ``group.``/``weight.`` lines (see
+:meth:`QuorumHierarchical.to_string`, checked against a live 3.8.0 ensemble).
+
 The config string
 -----------------
 Members exchange their configuration as text: FastLeaderElection notifications (version 2)
@@ -55,10 +61,9 @@ Deliberate differences (stricter, never looser):
 
 * Ports must be 0..65535 and integers (Java: IllegalArgumentException "port out of range",
   not a ConfigException, which a peer's notification would turn into a dead receiver thread).
-* Negative sids, an empty host and ``group.``/``weight.`` keys (hierarchical quorums,
-  QuorumHierarchical) are rejected. Multiple addresses (``a:1:2|b:3:4``) are rejected with
-  ZooKeeper's text for ``multiAddress.enabled=false`` (its default); trizk does not implement
-  multi-address members.
+* Negative sids and an empty host are rejected. Multiple addresses (``a:1:2|b:3:4``) are
+  accepted only with ``multi_address`` (ZooKeeper's ``-Dzookeeper.multiAddress.enabled=true``
+  system property), else rejected with ZooKeeper's text.
 * ``contains_quorum`` counts only voting members of the set; QuorumMaj assumes its caller
   passed voters only and counts the whole set.
 """
@@ -79,6 +84,7 @@ __all__ = [
     "Address",
     "LearnerType",
     "QuorumConfigError",
+    "QuorumHierarchical",
     "QuorumServer",
     "QuorumVerifier",
     "java_hashmap_long_order",
@@ -146,6 +152,20 @@ class QuorumServer:
     #: The client address came from this member's own ``clientPort``/``clientPortAddress``
     #: (``QuorumPeerConfig.setupClientPort``), not from its server line: not printed.
     client_addr_from_static: bool = False
+    #: Further (quorum, election) address pairs of a multi-address member
+    #: (``a:1:2|b:3:4``, ``zookeeper.multiAddress.enabled=true``), after ``addr`` and
+    #: ``election_addr`` (the first pair written).
+    more: tuple[tuple[Address, Address], ...] = ()
+
+    @property
+    def quorum_addrs(self) -> tuple[Address, ...]:
+        """Every quorum address (``MultipleAddresses addr``), as written."""
+        return (self.addr, *(q for q, _ in self.more))
+
+    @property
+    def election_addrs(self) -> tuple[Address, ...]:
+        """Every election address (``MultipleAddresses electionAddr``), as written."""
+        return (self.election_addr, *(e for _, e in self.more))
 
     @property
     def is_participant(self) -> bool:
@@ -156,8 +176,15 @@ class QuorumServer:
         return self.type is LearnerType.OBSERVER
 
     def to_string(self) -> str:
-        """``QuorumServer.toString``: ``host:qport:eport:type[;clientHost:clientPort]``."""
-        out = f"{self.addr.delimited_host()}:{self.addr.port}:{self.election_addr.port}"
+        """``QuorumServer.toString``: ``host:qport:eport:type[;clientHost:clientPort]``; a
+        multi-address member's pairs are joined by ``|``, the quorum and the election
+        addresses each sorted by host string (Java's stable sort of its address sets; pairs
+        on one host keep the order written, where Java's follows a hash set)."""
+        qs = sorted(self.quorum_addrs, key=lambda a: a.host)
+        es = sorted(self.election_addrs, key=lambda a: a.host)
+        out = "|".join(
+            f"{q.delimited_host()}:{q.port}:{e.port}" for q, e in zip(qs, es, strict=True)
+        )
         out += ":" + self.type.text
         if self.client_addr is not None and not self.client_addr_from_static:
             out += ";" + str(self.client_addr)
@@ -165,7 +192,8 @@ class QuorumServer:
 
     def addresses(self) -> list[tuple[str, Address]]:
         """(role, address) of every address this member listens on (for clash checks)."""
-        out = [("quorum", self.addr), ("election", self.election_addr)]
+        out = [("quorum", a) for a in self.quorum_addrs]
+        out += [("election", a) for a in self.election_addrs]
         if self.client_addr is not None:
             out.append(("client", self.client_addr))
         return out
@@ -319,8 +347,10 @@ def _java_ipv4_literal(host: str) -> str | None:
     return ".".join(str(o) for o in octets)
 
 
-def parse_server(sid: int, value: str) -> QuorumServer:
-    """``new QuorumServer(sid, value)``: ``host:qport:eport[:type][;[clientHost:]clientPort]``.
+def parse_server(sid: int, value: str, *, multi_address: bool = False) -> QuorumServer:
+    """``new QuorumServer(sid, value)``: ``host:qport:eport[:type][;[clientHost:]clientPort]``;
+    with ``multi_address`` (``zookeeper.multiAddress.enabled``) the server part may be several
+    ``host:qport:eport[:type]`` joined by ``|``.
 
     The checks run in ZooKeeper's order so the first problem reported is the same one."""
     server_client = java_split(value, ";")
@@ -334,31 +364,53 @@ def parse_server(sid: int, value: str) -> QuorumServer:
         client_port = _port("null", client_parts[-1])
         client_addr = Address(java_host_string(client_host), client_port)
     server_addresses = java_split(server_part, "|")
-    if len(server_addresses) > 1:
+    if len(server_addresses) > 1 and not multi_address:
+        # ZooKeeper reads the -Dzookeeper.multiAddress.enabled system property here; the
+        # zoo.cfg key multiAddress.enabled does not enable it (checked on ZooKeeper 3.8.0)
         raise QuorumConfigError(
             "Multiple address feature is disabled, but multiple addresses were specified "
             f"for sid {sid}"
         )
-    parts = _host_and_port(server_addresses[0]) if server_addresses else []
-    if len(server_client) > 2 or len(parts) < 3 or len(parts) > 4:
-        raise QuorumConfigError(value + WRONG_FORMAT)
-    host = parts[0]
-    qport = _port(host, parts[1])
-    eport = _port(host, parts[2])
-    if qport == eport:
-        raise QuorumConfigError(
-            "Client and election port must be different! Please update the "
-            f"configuration file on server.{sid}"
-        )
-    learner_type = LearnerType.PARTICIPANT
-    if len(parts) == 4:
-        t = parts[3].strip().lower()
-        if t == "observer":
-            learner_type = LearnerType.OBSERVER
-        elif t != "participant":
-            raise QuorumConfigError(f"Unrecognised peertype: {parts[3]}")
-    host = java_host_string(host)
-    return QuorumServer(sid, Address(host, qport), Address(host, eport), learner_type, client_addr)
+    pairs: list[tuple[Address, Address]] = []
+    learner_type: LearnerType | None = None
+    for server_address in server_addresses or [""]:
+        parts = _host_and_port(server_address) if server_address else []
+        if len(server_client) > 2 or len(parts) < 3 or len(parts) > 4:
+            raise QuorumConfigError(value + WRONG_FORMAT)
+        host = parts[0]
+        qport = _port(host, parts[1])
+        eport = _port(host, parts[2])
+        if qport == eport:
+            raise QuorumConfigError(
+                "Client and election port must be different! Please update the "
+                f"configuration file on server.{sid}"
+            )
+        if len(parts) == 4:
+            t = parts[3].strip().lower()
+            if t == "observer":
+                this_type = LearnerType.OBSERVER
+            elif t == "participant":
+                this_type = LearnerType.PARTICIPANT
+            else:
+                raise QuorumConfigError(f"Unrecognised peertype: {parts[3]}")
+            if learner_type is None:
+                learner_type = this_type
+            elif learner_type is not this_type:
+                # Java prints its field (still PARTICIPANT) against the new type
+                raise QuorumConfigError(
+                    f"Multiple addresses should have similar roles: PARTICIPANT vs {this_type.name}"
+                )
+        host = java_host_string(host)
+        pairs.append((Address(host, qport), Address(host, eport)))
+    first_q, first_e = pairs[0]
+    return QuorumServer(
+        sid,
+        first_q,
+        first_e,
+        learner_type or LearnerType.PARTICIPANT,
+        client_addr,
+        more=tuple(pairs[1:]),
+    )
 
 
 def _parse_sid(key: str) -> int:
@@ -370,6 +422,19 @@ def _parse_sid(key: str) -> int:
     if sid < 0:
         raise QuorumConfigError(f"{key}: a server id must not be negative")
     return sid
+
+
+def _parse_suffix(key: str) -> int:
+    # QuorumHierarchical: Long.parseLong(key.substring(key.indexOf('.') + 1)); a key without
+    # a dot parses whole ("groups=..." -> For input string: "groups")
+    return _parse_number(key[key.find(".") + 1 :])
+
+
+def _parse_number(text: str) -> int:
+    n = parse_long(text)
+    if n is None:
+        raise QuorumConfigError(f'For input string: "{text}"')
+    return n
 
 
 def _parse_version(text: str) -> int:
@@ -410,6 +475,7 @@ class QuorumVerifier:
         entries: Sequence[tuple[str, str]],
         *,
         members: Mapping[int, QuorumServer] | None = None,
+        multi_address: bool = False,
     ) -> QuorumVerifier:
         """``new QuorumMaj(properties)`` for ``entries`` (key, value) in file order: every key
         of the Properties counts for the iteration order, ``server.N`` keys make members,
@@ -420,16 +486,26 @@ class QuorumVerifier:
             last[k] = v
         servers: list[QuorumServer] = []
         version = 0
+        groups: list[tuple[int, list[int]]] = []
+        weights: list[tuple[int, int]] = []
         for key in java_properties_order(k for k, _ in entries):
             value = last[key]
             if key.startswith("server."):
                 sid = _parse_sid(key)
-                server = parse_server(sid, value)
+                server = parse_server(sid, value, multi_address=multi_address)
                 if members is not None and sid in members:
                     server = members[sid]
                 servers.append(server)
+            elif key.startswith("group"):
+                # QuorumHierarchical.parse: Long.parseLong after the dot, sids split on ":"
+                gid = _parse_suffix(key)
+                groups.append((gid, [_parse_number(part) for part in java_split(value, ":")]))
+            elif key.startswith("weight"):
+                weights.append((_parse_suffix(key), _parse_number(value)))
             elif key == "version":
                 version = _parse_version(value)
+        if groups or weights or any(k.startswith(("group", "weight")) for k in last):
+            return QuorumHierarchical(servers, groups, weights, version)
         return cls(servers, version)
 
     # -- QuorumVerifier API --------------------------------------------------------------
@@ -484,7 +560,11 @@ class QuorumVerifier:
         """Same members (by sid) and same version. See :meth:`java_equals` for Java's."""
         if not isinstance(other, QuorumVerifier):
             return NotImplemented
-        return self.version == other.version and self._members == other._members
+        return (
+            type(self) is type(other)
+            and self.version == other.version
+            and self._members == other._members
+        )
 
     __hash__ = None  # type: ignore[assignment]  # QuorumMaj.hashCode is "not designed"
 
@@ -498,7 +578,138 @@ class QuorumVerifier:
         return self._members == other._members
 
 
-def parse_config_string(text: str, *, standalone_enabled: bool = True) -> QuorumVerifier:
+class QuorumHierarchical(QuorumVerifier):
+    """``flexible.QuorumHierarchical``: voters split into disjoint weighted groups.
+
+    A set is a quorum when, in more than half of the groups of non-zero weight, its members
+    carry more than half of the group's weight (integer halves, as Java's ``long``
+    arithmetic). Built from ``group.G=s1:s2:...`` and ``weight.S=w`` keys (a participant
+    without a weight has weight 1). Invariant (checked by property tests): two quorums share
+    a member of non-zero weight. A participant of weight 0 still votes in elections and acks
+    proposals, but counts for no quorum and never leads (``totalOrderPredicate``).
+
+    Java's own checks, with its texts: every participant must be in a group ("Server 3is not
+    in a group"), no sid in two groups ("Server 3is in multiple groups"). Stricter: a group
+    member that has no weight and is not a participant (an observer in a group without a
+    ``weight.`` line: a NullPointerException in Java) and a negative weight are refused.
+    ``contains_quorum`` counts only participants (Java's leader filters its ack sets to the
+    voting members before asking, ``SyncedLearnerTracker.addAck``)."""
+
+    __slots__ = ("_group_weight", "_groups", "_weights", "num_groups")
+
+    def __init__(
+        self,
+        members: Iterable[QuorumServer],
+        groups: Sequence[tuple[int, Sequence[int]]],
+        weights: Sequence[tuple[int, int]],
+        version: int = 0,
+    ) -> None:
+        super().__init__(members, version)
+        server_group: dict[int, int] = {}
+        for gid, sids in groups:
+            for sid in sids:
+                if sid in server_group:
+                    raise QuorumConfigError(f"Server {sid}is in multiple groups")
+                server_group[sid] = gid
+        server_weight: dict[int, int] = {}
+        for sid, w in weights:
+            if w < 0:
+                raise QuorumConfigError(f"weight.{sid}={w}: a weight must not be negative")
+            server_weight[sid] = w
+        for m in self._members.values():
+            if m.is_participant:
+                if m.sid not in server_group:
+                    raise QuorumConfigError(f"Server {m.sid}is not in a group")
+                server_weight.setdefault(m.sid, 1)
+        #: sid -> gid and sid -> weight, each in its Java HashMap's iteration order
+        self._groups = {sid: server_group[sid] for sid in java_hashmap_long_order(server_group)}
+        self._weights = {sid: server_weight[sid] for sid in java_hashmap_long_order(server_weight)}
+        group_weight: dict[int, int] = {}
+        for sid, gid in self._groups.items():
+            if sid not in self._weights:
+                raise QuorumConfigError(
+                    f"server {sid} of group.{gid} has no weight (it is not a participant)"
+                )
+            group_weight[gid] = group_weight.get(gid, 0) + self._weights[sid]
+        self._group_weight = group_weight
+        #: ``numGroups``: the ``group.`` keys, less the groups of weight 0
+        self.num_groups = len(groups) - sum(1 for w in group_weight.values() if w == 0)
+
+    @property
+    def groups(self) -> Mapping[int, int]:
+        """sid -> group id (``serverGroup``), in Java's iteration order."""
+        return self._groups
+
+    @property
+    def weights(self) -> Mapping[int, int]:
+        """sid -> weight (``serverWeight``), in Java's iteration order."""
+        return self._weights
+
+    def weight(self, sid: int) -> int:
+        """``getWeight``; 0 for a sid without one (Java: a NullPointerException)."""
+        return self._weights.get(sid, 0)
+
+    def contains_quorum(self, sids: Iterable[int]) -> bool:
+        """``QuorumHierarchical.containsQuorum`` over the participants among ``sids``."""
+        expansion: dict[int, int] = {}
+        for sid in set(sids):
+            gid = self._groups.get(sid)
+            if gid is None or sid not in self._voters:
+                continue
+            expansion[gid] = expansion.get(gid, 0) + self._weights[sid]
+        majorities = sum(1 for g, w in expansion.items() if w > self._group_weight[g] // 2)
+        return majorities > self.num_groups // 2
+
+    def to_string(self) -> str:
+        """``QuorumHierarchical.toString``: server lines, then ``group.G=s1:s2`` (groups and
+        their sids in HashMap order), ``weight.S=w``, then ``version=<hex>``."""
+        out = [f"server.{m.sid}={m.to_string()}\n" for m in self._members.values()]
+        by_group: dict[int, list[int]] = {}
+        for sid, gid in self._groups.items():
+            by_group.setdefault(gid, []).append(sid)
+        for gid in java_hashmap_long_order(by_group):
+            out.append(f"group.{gid}={':'.join(str(s) for s in by_group[gid])}\n")
+        out += [f"weight.{sid}={w}\n" for sid, w in self._weights.items()]
+        return "".join(out) + "version=" + format(self.version & 0xFFFFFFFFFFFFFFFF, "x")
+
+    def __repr__(self) -> str:
+        return (
+            f"QuorumHierarchical({list(self._members.values())!r}, groups={self._groups!r}, "
+            f"weights={self._weights!r}, version={self.version})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuorumVerifier):
+            return NotImplemented
+        return (
+            isinstance(other, QuorumHierarchical)
+            and self.version == other.version
+            and self._same(other)
+        )
+
+    __hash__ = None
+
+    def _same(self, other: QuorumHierarchical) -> bool:
+        return (
+            self._members == other._members
+            and self._groups == other._groups
+            and self._weights == other._weights
+        )
+
+    def java_equals(self, other: QuorumVerifier) -> bool:
+        """``QuorumHierarchical.equals``: equal versions, or the same members, groups and
+        weights (a QuorumMaj is never equal to it)."""
+        if not isinstance(other, QuorumHierarchical):
+            return False
+        return other.version == self.version or self._same(other)
+
+    def same_members(self, other: QuorumVerifier) -> bool:
+        return isinstance(other, QuorumHierarchical) and self._same(other)
+
+
+def parse_config_string(
+    text: str, *, standalone_enabled: bool = True, multi_address: bool = False
+) -> QuorumVerifier:
     """``QuorumPeer.configFromString``: a peer's config string → a :class:`QuorumVerifier`.
 
     Properties grammar, only ``server.N`` and ``version`` keys (``parseDynamicConfig`` with
@@ -509,13 +720,11 @@ def parse_config_string(text: str, *, standalone_enabled: bool = True) -> Quorum
     entries = _config_string_entries(text)
     # parseDynamicConfig checks the keys in the Properties' iteration order.
     for key in java_properties_order(k for k, _ in entries):
-        if key.startswith(("group", "weight")):
-            raise QuorumConfigError(f"{key}: hierarchical quorums are not supported")
-        if not key.startswith("server.") and key != "version":
+        if not key.startswith(("server.", "group", "weight")) and key != "version":
             raise QuorumConfigError(f"Unrecognised parameter: {key}")
     if sum(1 for k, _ in entries if k.startswith("server.")) > MAX_MEMBERS:
         raise QuorumConfigError(f"more than {MAX_MEMBERS} members")
-    qv = QuorumVerifier.from_properties(entries)
+    qv = QuorumVerifier.from_properties(entries, multi_address=multi_address)
     check_counts(qv, standalone_enabled=standalone_enabled)
     return qv
 

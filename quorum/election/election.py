@@ -84,7 +84,15 @@ LONG_MIN = -(1 << 63)
 _STATES = {int(s): s for s in ServerState}
 
 
-class VerifierLike(Protocol):
+class QuorumPredicate(Protocol):
+    """A verifier's quorum test and weights (QuorumMaj, QuorumHierarchical)."""
+
+    def contains_quorum(self, sids: Iterable[int]) -> bool: ...
+
+    def weight(self, sid: int) -> int: ...
+
+
+class VerifierLike(QuorumPredicate, Protocol):
     """The part of a QuorumVerifier (quorum/verifier.py) the election reads."""
 
     @property
@@ -101,15 +109,26 @@ class ElectionView:
 
     voters: frozenset[int]
     config: bytes = b"version=0"
+    #: the verifier's quorum test and weights (hierarchical quorums); None: a majority of
+    #: ``voters``, each of weight 1
+    verifier: QuorumPredicate | None = None
 
     @classmethod
     def from_verifier(cls, qv: VerifierLike) -> ElectionView:
-        """The voters of ``qv`` and its ``QuorumMaj.toString`` (sent as UTF-8, as buildMsg)."""
-        return cls(frozenset(qv.voting_members), qv.to_string().encode("utf-8"))
+        """The voters of ``qv``, its ``toString`` (sent as UTF-8, as buildMsg), its quorums."""
+        return cls(frozenset(qv.voting_members), qv.to_string().encode("utf-8"), qv)
 
     def quorum(self, acks: Iterable[int]) -> bool:
-        """QuorumMaj.containsQuorum over the voters among ``acks`` (SyncedLearnerTracker)."""
+        """``containsQuorum`` over the voters among ``acks`` (SyncedLearnerTracker)."""
+        if self.verifier is not None:
+            return self.verifier.contains_quorum(self.voters.intersection(acks))
         return len(self.voters.intersection(acks)) > len(self.voters) // 2
+
+    def weight(self, sid: int) -> int:
+        """``getWeight``: 0 for a non-voter (see the module docstring), else the verifier's."""
+        if sid not in self.voters:
+            return 0
+        return 1 if self.verifier is None else self.verifier.weight(sid)
 
 
 @dataclass(frozen=True)
@@ -195,7 +214,7 @@ class FastLeaderElection:
         return (LONG_MIN, LONG_MIN, LONG_MIN)
 
     def _weight(self, sid: int) -> int:
-        return 1 if sid in self.view.voters else 0
+        return self.view.weight(sid)
 
     def beats(self, new: tuple[int, int, int], cur: tuple[int, int, int]) -> bool:
         """totalOrderPredicate(newId, newZxid, newEpoch, curId, curZxid, curEpoch) with votes

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trizk.jute.javalang import java_split, parse_int
@@ -104,6 +105,15 @@ def encode_initial_message(sid: int, host: str, port: int) -> bytes:
     if not 0 < len(addr) <= MAX_INITIAL_ADDR:
         raise ValueError(f"election address too long: {len(addr)} bytes")
     return _HEAD.pack(PROTOCOL_VERSION_V1, sid, len(addr)) + addr
+
+
+def encode_initial_message_multi(sid: int, addresses: Sequence[tuple[str, int]]) -> bytes:
+    """The V2 header (``zookeeper.multiAddress.enabled``): every election address of the
+    sender, ``host:port`` joined by ``|`` (startConnection, ZOOKEEPER-3188)."""
+    addr = "|".join(format_address(h, p) for h, p in addresses).encode()
+    if not 0 < len(addr) <= MAX_INITIAL_ADDR:
+        raise ValueError(f"election addresses too long: {len(addr)} bytes")
+    return _HEAD.pack(PROTOCOL_VERSION_V2, sid, len(addr)) + addr
 
 
 def _host_and_port(s: str) -> tuple[str, int]:

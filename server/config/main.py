@@ -18,7 +18,9 @@ and the line ends `` testing=http://127.0.0.1:CPORT`` (no trailing slash: append
 
 Exit codes follow ZooKeeper's ``ExitCode``: 0 after SIGINT/SIGTERM (clean shutdown), 2 for an
 invalid configuration (ZooKeeper: "Invalid config, exiting abnormally", INVALID_CONFIG = 2),
-1 when the server cannot start (e.g. the port is in use; ZooKeeper: UNEXPECTED_ERROR = 1).
+1 when the server cannot start (e.g. the client port is in use; ZooKeeper: UNEXPECTED_ERROR = 1),
+14 when an ensemble member's election port stays taken (UNABLE_TO_BIND_QUORUM_PORT). Each
+case is one log line naming the port: ``cannot start: ...``.
 
 The server is ``trizk.server.shell.app.serve(config, *, task_status)``: it runs until cancelled and
 reports its bound port through ``task_status.started(port)``. ``main`` takes it as a parameter
@@ -284,9 +286,12 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
             try:
                 port = await nursery.start(run_server)
             except OSError as exc:
+                # ZooKeeper: a taken client port is "Unexpected exception, exiting
+                # abnormally" (exit 1); a taken election port exits with 14
+                # (UNABLE_TO_BIND_QUORUM_PORT, cnxmanager.PortBindError.exit_code)
                 log.error("cannot start: %s", exc)
                 nursery.cancel_scope.cancel()
-                return EXIT_UNEXPECTED_ERROR
+                return int(getattr(exc, "exit_code", EXIT_UNEXPECTED_ERROR))
             # with --testing, serve reports (client port, test controls' port or None)
             controls = None
             if isinstance(port, tuple):

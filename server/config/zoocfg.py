@@ -55,8 +55,12 @@ there). The keys an ensemble member honours (``initLimit``, ``syncLimit``, ``ele
 in :data:`KEYS`; :data:`QUORUM_KEYS` are parsed into them whatever their row says (so
 ``reconfigEnabled`` is read, and ``true`` is still named in the start-up warning). The other
 quorum keys (``observerMasterPort``, ``localSessionsEnabled``, ``sslQuorum``, quorum SASL, ...)
-are unsupported and named in that warning. Not implemented: ``dynamicConfigFile``,
-hierarchical quorums (``group.``/``weight.``), multiple addresses.
+are unsupported and named in that warning. ``group.``/``weight.`` keys make the ensemble a
+hierarchical quorum (:class:`~trizk.quorum.verifier.QuorumHierarchical`). Server lines with
+several addresses (``a:1:2|b:3:4``) parse only with the property
+``zookeeper.multiAddress.enabled=true`` (``-D``, as ZooKeeper's system property: its zoo.cfg
+key ``multiAddress.enabled`` alone does not allow them); the ``multiAddress.*`` keys set the
+election's behaviour. Not implemented: ``dynamicConfigFile``.
 
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``
@@ -275,12 +279,13 @@ KEYS: Mapping[str, KeySpec] = {
     # metricsProvider.className (the default provider, or the Prometheus one that
     # trizk.server.ops.metrics serves) and metricsProvider.<setting> (QuorumPeerConfig fields)
     "metricsProvider.": KeySpec(_F),
-    "multiAddress.enabled": KeySpec(_U, "false"),
-    "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_U),
-    "multiAddress.reachabilityCheckEnabled": KeySpec(_U),
+    "multiAddress.enabled": KeySpec(_F),
+    "multiAddress.reachabilityCheckTimeoutMs": KeySpec(_F),
+    "multiAddress.reachabilityCheckEnabled": KeySpec(_F),
     "server.": KeySpec(_F),
-    "group.": KeySpec(_U),
-    "weight.": KeySpec(_U),
+    # hierarchical quorums (QuorumHierarchical, quorum/verifier.py)
+    "group.": KeySpec(_F),
+    "weight.": KeySpec(_F),
     # -- well-known zookeeper.* properties (zookeeperAdmin.html) trizk does not implement --
     "snapSizeLimitInKb": KeySpec(_UP),
     "txnLogSizeLimitInKb": KeySpec(_UP),
@@ -317,6 +322,9 @@ QUORUM_KEYS = frozenset(
         "quorumListenOnAllIPs",
         "standaloneEnabled",
         "reconfigEnabled",
+        "multiAddress.enabled",
+        "multiAddress.reachabilityCheckEnabled",
+        "multiAddress.reachabilityCheckTimeoutMs",
     }
 )
 
@@ -407,6 +415,13 @@ class ServerConfig:
     reconfig_enabled: bool = False
     #: ``zookeeper.cnxTimeout`` (ms): connect timeout of election links.
     cnx_timeout: int = DEFAULT_CNX_TIMEOUT
+    #: ``multiAddress.enabled`` (else ``-Dzookeeper.multiAddress.enabled``): election
+    #: connections announce every address (initial message version -65535). Server lines with
+    #: ``|`` parse only with the ``-D`` property, as in ZooKeeper.
+    multi_address_enabled: bool = False
+    #: ``multiAddress.reachabilityCheckEnabled`` (true) / ``...TimeoutMs`` (1000)
+    multi_address_reachability_check: bool = True
+    multi_address_timeout_ms: int = 1000
     #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
     warnings: tuple[str, ...] = ()
 
@@ -641,6 +656,50 @@ def _parse_int(
     return n
 
 
+#: Properties trizk reads whose values ZooKeeper parses with a Java grammar and, when the
+#: value does not parse, silently replaces by the default (``Integer.getInteger``). trizk
+#: does the same and says so in one warning line naming the key. By full property name.
+#: (``preAllocSize`` has its own warning, FileTxnLog's, in the persistence shell.)
+INTEGER_PROPERTIES: Mapping[str, Callable[[str | None], int | None]] = {
+    "zookeeper.snapCount": javalang.decode_int,
+    "zookeeper.admin.serverPort": javalang.decode_int,
+    "zookeeper.admin.idleTimeout": javalang.decode_int,
+    "zookeeper.leader.ackLoggingFrequency": javalang.decode_int,
+}
+#: Boolean properties read with ``Boolean.parseBoolean``: anything but ``true`` (any case) is
+#: false, so ``digest.enabled=ture`` silently turns digests off in ZooKeeper. trizk reads them
+#: the same way and warns about a value that is neither true nor false.
+BOOLEAN_PROPERTIES = frozenset(
+    {
+        "zookeeper.digest.enabled",
+        "zookeeper.admin.enableServer",
+        "zookeeper.extendedTypesEnabled",
+        "zookeeper.snapshot.trust.empty",
+        "zookeeper.DigestAuthenticationProvider.enabled",
+        "zookeeper.forceSnapshotSync",
+    }
+)
+
+
+def _property_value_warnings(props: Mapping[str, str], lines: Mapping[str, Entry]) -> list[str]:
+    """One warning naming the key for each property value ZooKeeper would silently read as
+    its default (:data:`INTEGER_PROPERTIES`), as false (:data:`BOOLEAN_PROPERTIES`) or, for
+    ``forceSync`` (``"no".equals(value)``), as yes."""
+    out: list[str] = []
+    for name, value in props.items():
+        e = lines.get(name)
+        key = name if e is None else e.key
+        where = "" if e is None or not e.line_no else f"line {e.line_no}: "
+        grammar = INTEGER_PROPERTIES.get(name)
+        if grammar is not None and grammar(value) is None:
+            out.append(f"{where}{key}={value} is not an integer; using the default")
+        elif name in BOOLEAN_PROPERTIES and value.lower() not in ("true", "false"):
+            out.append(f"{where}{key}={value} is neither true nor false; read as false")
+        elif name == "zookeeper.forceSync" and value not in ("yes", "no"):
+            out.append(f"{where}{key}={value} is neither yes nor no; read as yes")
+    return out
+
+
 def parse_property_option(option: str) -> tuple[str, str]:
     """``-D`` argument ``name=value`` (or ``name``, as java's ``-Dname``, meaning "")."""
     name, sep, value = option.partition("=")
@@ -717,8 +776,11 @@ def config_from_entries(
                 return _parse_int(props[name], where, what, shown, javalang.decode_integer)
         return default
 
+    value_warnings = _property_value_warnings(props, prop_lines)
     if "dataDir" not in fields:
         raise ConfigError(None, "dataDir is not set")
+    if not fields["dataDir"].value:
+        raise ConfigError(line("dataDir"), "dataDir is empty")
     data_dir = Path(fields["dataDir"].value)
     data_log_dir = Path(fields["dataLogDir"].value) if "dataLogDir" in fields else data_dir
 
@@ -729,7 +791,7 @@ def config_from_entries(
         raise ConfigError(
             line("clientPortAddress"), "clientPortAddress is set but clientPort is not set"
         )
-    q = _quorum_settings(entries, myid, data_dir, client_port, address, int_prop)
+    q = _quorum_settings(entries, myid, data_dir, client_port, address, int_prop, props)
     if q.client_port:  # from this member's server line ("server.1=h:1:2;2181")
         client_port, address = q.client_port, q.client_port_address
     if client_port == 0:
@@ -810,7 +872,10 @@ def config_from_entries(
         standalone_enabled=q.standalone_enabled,
         reconfig_enabled=q.reconfig_enabled,
         cnx_timeout=q.cnx_timeout,
-        warnings=q.warnings,
+        multi_address_enabled=q.multi_address[0],
+        multi_address_reachability_check=q.multi_address[1],
+        multi_address_timeout_ms=q.multi_address[2],
+        warnings=q.warnings + tuple(value_warnings),
     )
 
 
@@ -849,6 +914,8 @@ class _Quorum:
     #: The client port (and address, None = all) from this member's server line, or 0.
     client_port: int = 0
     client_port_address: str | None = None
+    #: multiAddress.enabled, .reachabilityCheckEnabled, .reachabilityCheckTimeoutMs
+    multi_address: tuple[bool, bool, int] = (False, True, 1000)
 
 
 _WILDCARDS = frozenset({"0.0.0.0", "0:0:0:0:0:0:0:0"})
@@ -886,6 +953,7 @@ def _quorum_settings(
     client_port: int,
     client_address: str | None,
     int_prop: Callable[[tuple[str, ...], int], int],
+    props: Mapping[str, str],
 ) -> _Quorum:
     """The quorum half of ``QuorumPeerConfig``: typed keys, the ensemble, myid, the client
     address of this member, its peer type and ``checkValidity``; plus trizk's own clash check."""
@@ -915,11 +983,25 @@ def _quorum_settings(
         if e.value.lower() == "observer":
             configured_type = LearnerType.OBSERVER
         elif e.value.lower() != "participant":
-            raise ConfigError(_where(e), f"Unrecognised peertype: {e.value}")
+            raise ConfigError(_where(e), f"peerType: Unrecognised peertype: {e.value}")
     listen_all = bool_key("quorumListenOnAllIPs", False)
     standalone_enabled = bool_key("standaloneEnabled", True)
     reconfig_enabled = bool_key("reconfigEnabled", False)
     cnx_timeout = int_prop(("zookeeper.cnxTimeout",), DEFAULT_CNX_TIMEOUT)
+    # QuorumPeer.QuorumServer parses "a|b" only with the system property; QuorumPeerConfig's
+    # multiAddress.* fields start from the properties and the zoo.cfg keys replace them
+    multi_parse = javalang.parse_boolean(props.get("zookeeper.multiAddress.enabled", "false"))
+    multi_enabled = bool_key("multiAddress.enabled", multi_parse)
+    multi_check = bool_key(
+        "multiAddress.reachabilityCheckEnabled",
+        javalang.parse_boolean(
+            props.get("zookeeper.multiAddress.reachabilityCheckEnabled", "true")
+        ),
+    )
+    multi_timeout = int_key(
+        "multiAddress.reachabilityCheckTimeoutMs",
+        int_prop(("zookeeper.multiAddress.reachabilityCheckTimeoutMs",), 1000),
+    )
     if cnx_timeout <= 0:
         raise ConfigError(None, f"cnxTimeout must be positive, got {cnx_timeout}")
 
@@ -939,9 +1021,9 @@ def _quorum_settings(
         if sid in by_sid:
             raise ConfigError(_where(e), f"{key} and {by_sid[sid].key} both configure server {sid}")
         try:
-            parsed[sid] = parse_server(sid, e.value)
+            parsed[sid] = parse_server(sid, e.value, multi_address=multi_parse)
         except QuorumConfigError as exc:
-            raise ConfigError(_where(e), str(exc)) from None
+            raise ConfigError(_where(e), f"{key}: {exc}") from None
         by_sid[sid] = e
 
     my_id = _parse_myid(myid, data_dir / "myid") if myid is not None else None
@@ -973,7 +1055,9 @@ def _quorum_settings(
             me, client_addr=Address(host, client_port), client_addr_from_static=True
         )
     try:
-        qv = QuorumVerifier.from_properties([(e.key, e.value) for e in entries], members=replaced)
+        qv = QuorumVerifier.from_properties(
+            [(e.key, e.value) for e in entries], members=replaced, multi_address=multi_parse
+        )
         check_counts(qv, standalone_enabled=standalone_enabled)
     except QuorumConfigError as exc:
         raise ConfigError(None, str(exc)) from None
@@ -1002,7 +1086,7 @@ def _quorum_settings(
         return _Quorum(
             None, my_id, init_limit, sync_limit, listed_type, election_alg, listen_all,
             standalone_enabled, reconfig_enabled, cnx_timeout, tuple(warnings),
-            own_port, own_address,
+            own_port, own_address, (multi_enabled, multi_check, multi_timeout),
         )  # fmt: skip
     # checkValidity
     if init_limit == 0:
@@ -1021,7 +1105,7 @@ def _quorum_settings(
     return _Quorum(
         qv, my_id, init_limit, sync_limit, listed_type, election_alg, listen_all,
         standalone_enabled, reconfig_enabled, cnx_timeout, tuple(warnings),
-        own_port, own_address,
+        own_port, own_address, (multi_enabled, multi_check, multi_timeout),
     )  # fmt: skip
 
 

@@ -42,9 +42,11 @@ quirks reproduced on purpose:
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from datetime import tzinfo
 
+from trizk.quorum.verifier import Address
 from trizk.server.config.zoocfg import (
     FOUR_LETTER_WORDS,
     TELNET_CLOSE_COMMAND,
@@ -277,11 +279,35 @@ def quorum_conf(config: ServerConfig) -> str:
         f"initLimit={config.init_limit}\n"
         f"syncLimit={config.sync_limit}\n"
         f"electionAlg={config.election_alg}\n"
-        f"electionPort={me.election_addr.port}\n"
-        f"quorumPort={me.addr.port}\n"
+        f"electionPort={_all_ports(me.election_addrs)}\n"
+        f"quorumPort={_all_ports(me.quorum_addrs)}\n"
         f"peerType={int(config.peer_type)}\n"
         "membership: \n" + config.quorum.to_string()
     )
+
+
+def _all_ports(addrs: Sequence[Address]) -> str:
+    """``MultipleAddresses.getAllPorts`` joined by ``|`` (``dumpConf``): distinct ports in the
+    iteration order of the addresses' ConcurrentHashMap set (16 bins: ``spread(hashCode) &
+    15``, ``InetSocketAddress.hashCode`` = the IPv4 address as an int + port; a bin keeps
+    insertion order). Hosts that are not IPv4 literals hash by their resolved address in Java;
+    they are kept in the order written."""
+    if len(addrs) == 1:
+        return str(addrs[0].port)
+
+    def bin_of(a: Address) -> int:
+        try:
+            h = (int(ipaddress.IPv4Address(a.host)) + a.port) & 0xFFFFFFFF
+        except ValueError:
+            return 0
+        return (h ^ (h >> 16)) & 15
+
+    ordered = sorted(addrs, key=bin_of)  # stable: a bin keeps insertion order
+    ports: list[int] = []
+    for a in ordered:
+        if a.port not in ports:
+            ports.append(a.port)
+    return "|".join(str(p) for p in ports)
 
 
 def _envi(view: StatusView) -> str:

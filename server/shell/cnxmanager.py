@@ -18,6 +18,12 @@ it notifications, calls ``tick`` at its deadline (time is ``trio.current_time()`
 MockClock works) and carries its outputs out. Trio runs the machine's methods atomically (no
 await inside), which is the ``synchronized`` of the Java code.
 
+Multi-address members (``a:q:e|b:q2:e2``): a member binds each of its election addresses (one
+that stays taken is given up with one log line while the others listen, as ZooKeeper's
+ListenerHandlers), announces all of them in a version -65535 header under
+``multiAddress.enabled``, and connects to all of a peer's addresses at once, keeping the first
+that answers (:func:`open_first_stream`; ZooKeeper picks one by ICMP reachability).
+
 Invariants
 ----------
 * A peer's bytes are bounded: one initial message (2068 bytes) or one frame (512 KiB) buffered.
@@ -27,8 +33,9 @@ Invariants
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,12 +51,175 @@ from trizk.quorum.election.messages import (
     decode_notification,
     encode_frame,
     encode_initial_message,
+    encode_initial_message_multi,
     parse_initial_message,
 )
 
 log = logging.getLogger("trizk.quorum.election.election")
 
 _READ = 65536
+
+#: ``zookeeper.electionPortBindRetry`` (default 3; 0 = forever, negative = 3): binds tried
+#: before the member gives up, ``ELECTION_BIND_PAUSE`` seconds apart
+#: (``ListenerHandler.acceptConnections`` sleeps 1 s).
+ELECTION_BIND_TRIES = 3
+ELECTION_BIND_PAUSE = 1.0
+#: ``ExitCode.UNABLE_TO_BIND_QUORUM_PORT``: ZooKeeper 3.8.0 exits with it when its election
+#: port stays taken ("As I'm leaving the listener thread, I won't be able to participate in
+#: leader election any longer: 127.0.0.1:3888", captured with the port held by another socket).
+EXIT_UNABLE_TO_BIND_QUORUM_PORT = 14
+
+
+class PortBindError(OSError):
+    """A member's election (or quorum) port cannot be bound: ``str()`` is one line for the
+    operator naming the port and the address; ``exit_code`` is ZooKeeper's exit code."""
+
+    def __init__(self, message: str, errno: int | None, exit_code: int) -> None:
+        super().__init__(errno, message)
+        self.message = message
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def format_address(host: str | None, port: int) -> str:
+    """``host:port`` as ZooKeeper prints a bound address (IPv6 in brackets, ``*`` for all)."""
+    if host is None:
+        return f"*:{port}"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def open_first_stream(
+    targets: Sequence[tuple[str, int]], timeout: float
+) -> trio.SocketStream:
+    """Connect to every address of a multi-address member at once and keep the first that
+    answers (``Learner.connectToLeader``'s LeaderConnectors; the election's
+    ``MultipleAddresses.getReachableOrOne`` picks one that answers ICMP first, which needs
+    privileges a TCP connect does not). Raises the last OSError, or TooSlowError."""
+    if len(targets) == 1:
+        with trio.fail_after(timeout):
+            return await trio.open_tcp_stream(*targets[0])
+    won: list[trio.SocketStream] = []
+    errors: list[BaseException] = []
+
+    async def attempt(host: str, port: int, cancel: trio.CancelScope) -> None:
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as e:
+            errors.append(e)
+            return
+        if won:
+            await stream.aclose()
+            return
+        won.append(stream)
+        cancel.cancel()
+
+    with trio.move_on_after(timeout) as scope:
+        async with trio.open_nursery() as nursery:
+            for host, port in targets:
+                nursery.start_soon(attempt, host, port, nursery.cancel_scope)
+    if won:
+        return won[0]
+    if errors and not scope.cancelled_caught:
+        raise errors[-1]
+    raise trio.TooSlowError
+
+
+async def bind_election_ports(
+    addresses: Sequence[tuple[str | None, int]],
+    *,
+    tries: int = ELECTION_BIND_TRIES,
+    pause: float = ELECTION_BIND_PAUSE,
+) -> tuple[list[trio.SocketListener], list[tuple[str | None, int]]]:
+    """Bind every election address of this member (``Listener``'s one ListenerHandler per
+    address, each on its own): returns the listeners bound at the first try and the
+    addresses still to retry (:func:`keep_binding`), so that a member with one address taken
+    serves on the others at once. Only when no address can be bound at all, after ``tries``
+    each, does the member give up (:class:`PortBindError`, ZooKeeper's exit code 14)."""
+    if len(addresses) == 1:
+        host, port = addresses[0]
+        return await bind_election_port(host, port, tries=tries, pause=pause), []
+    listeners: list[trio.SocketListener] = []
+    pending: list[tuple[str | None, int]] = []
+    for host, port in addresses:
+        try:
+            listeners += await trio.open_tcp_listeners(port, host=host)
+        except OSError:
+            pending.append((host, port))
+    if listeners:
+        return listeners, pending
+    failures: list[PortBindError] = []
+
+    async def bind(host: str | None, port: int) -> None:
+        try:
+            listeners.extend(
+                await bind_election_port(host, port, tries=max(tries - 1, 1), pause=pause)
+            )
+        except PortBindError as e:
+            failures.append(e)
+
+    await trio.sleep(pause)
+    async with trio.open_nursery() as nursery:
+        for host, port in addresses:
+            nursery.start_soon(bind, host, port)
+    if not listeners:
+        raise PortBindError(
+            "cannot bind any election address ("
+            + ", ".join(format_address(h, p) for h, p in addresses)
+            + "): this member cannot take part in leader election",
+            failures[-1].errno if failures else None,
+            EXIT_UNABLE_TO_BIND_QUORUM_PORT,
+        )
+    return listeners, []
+
+
+async def keep_binding(
+    host: str | None,
+    port: int,
+    handler: Callable[[trio.SocketStream], Awaitable[object]],
+    *,
+    tries: int = ELECTION_BIND_TRIES - 1,
+    pause: float = ELECTION_BIND_PAUSE,
+) -> None:
+    """One more address of a member that listens already: retry its bind, then serve it; if
+    it stays taken, one error line (ZooKeeper: "Leaving listener thread for address ... after
+    3 errors") and the member goes on with its other addresses."""
+    await trio.sleep(pause)
+    try:
+        listeners = await bind_election_port(host, port, tries=tries, pause=pause)
+    except PortBindError as e:
+        log.error("%s; listening on the other election addresses", e)
+        return
+    await trio.serve_listeners(handler, listeners)
+
+
+async def bind_election_port(
+    host: str | None,
+    port: int,
+    *,
+    tries: int = ELECTION_BIND_TRIES,
+    pause: float = ELECTION_BIND_PAUSE,
+) -> list[trio.SocketListener]:
+    """Bind the election port as ``QuorumCnxManager.Listener`` does: ``tries`` binds
+    ``pause`` seconds apart, then :class:`PortBindError` (ZooKeeper then exits with code 14).
+    ``host`` None is every address (``quorumListenOnAllIPs``)."""
+    where = format_address(host, port)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await trio.open_tcp_listeners(port, host=host)
+        except OSError as e:
+            if tries > 0 and attempt >= tries:
+                raise PortBindError(
+                    f"cannot bind the election port {where} ({e.strerror or e}) after "
+                    f"{attempt} tries: this member cannot take part in leader election",
+                    e.errno,
+                    EXIT_UNABLE_TO_BIND_QUORUM_PORT,
+                ) from e
+            log.warning("cannot bind the election port %s (%s), retrying", where, e.strerror or e)
+            await trio.sleep(pause)
 
 
 class _AddressLike(Protocol):
@@ -104,10 +274,21 @@ class ElectionPort:
         handshake_timeout: float = 5.0,
         listen_on_all_ips: bool = False,
         max_handshakes: int = 64,
+        all_addresses: Mapping[int, Sequence[tuple[str, int]]] | None = None,
+        multi_address: bool = False,
+        bind_tries: int = ELECTION_BIND_TRIES,
     ) -> None:
         self.myid = myid
         self.view = view
         self.addresses = dict(addresses)
+        #: every election address of each member (multi-address members have several)
+        self.all_addresses: dict[int, tuple[tuple[str, int], ...]] = {
+            sid: tuple((all_addresses or {}).get(sid, ())) or (a,) for sid, a in addresses.items()
+        }
+        #: ``multiAddress.enabled``: announce every address (initial message V2)
+        self.multi_address = multi_address
+        #: ``zookeeper.electionPortBindRetry``
+        self.bind_tries = bind_tries
         self.election = FastLeaderElection(myid, view)
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
@@ -129,16 +310,31 @@ class ElectionPort:
     # ------------------------------------------------------------------ public
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on our election address and run until cancelled; ``started`` gives the port."""
-        host, port = self.addresses[self.myid]
-        # quorumListenOnAllIPs binds the wildcard with the configured port (Listener)
-        listeners = await trio.open_tcp_listeners(
-            port, host=None if self.listen_on_all_ips else host
-        )
+        # quorumListenOnAllIPs binds the wildcard with each configured port (Listener)
+        own = self.all_addresses[self.myid]
+        wanted: list[tuple[str | None, int]] = []
+        for host, port in own:
+            where = (None if self.listen_on_all_ips else host, port)
+            if where not in wanted:
+                wanted.append(where)
+        listeners, pending = await bind_election_ports(wanted, tries=self.bind_tries)
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._timer)
             nursery.start_soon(trio.serve_listeners, self._accepted, listeners)
+            for retry_host, retry_port in pending:
+                if self.bind_tries == 1:  # the one try is spent
+                    shown = format_address(retry_host, retry_port)
+                    log.error("cannot bind the election port %s; listening on the others", shown)
+                    continue
+                more = 0 if self.bind_tries == 0 else self.bind_tries - 1  # 0: forever
+                nursery.start_soon(
+                    functools.partial(keep_binding, tries=more),
+                    retry_host,
+                    retry_port,
+                    self._accepted,
+                )
             task_status.started(self.port)
 
     def look(self, last_zxid: int, current_epoch: int) -> None:
@@ -198,30 +394,37 @@ class ElectionPort:
             ev.set()
         self._connect_one(sid)
 
-    def _connect_one(self, sid: int, addr: tuple[str, int] | None = None) -> None:
+    def _connect_one(self, sid: int, addrs: Sequence[tuple[str, int]] = ()) -> None:
         if sid in self._links or sid in self._connecting or self._nursery is None:
             return
-        # connectOne(sid, electionAddr) after a handshake; else the configured address (Java
+        # connectOne(sid, electionAddr) after a handshake; else the configured addresses (Java
         # remembers no announced address: a later send to an unknown sid is "Invalid server id")
-        target = addr or self.addresses.get(sid)
-        if target is None:
+        targets = tuple(addrs) or self.all_addresses.get(sid, ())
+        if not targets:
             log.warning("election %d: invalid server id %d (no address)", self.myid, sid)
             return
         self._connecting.add(sid)
-        self._nursery.start_soon(self._initiate, sid, target)
+        self._nursery.start_soon(self._initiate, sid, targets)
 
-    async def _initiate(self, sid: int, target: tuple[str, int]) -> None:
+    def _initial_message(self) -> bytes:
+        """startConnection's header: V2 with every address under multiAddress.enabled."""
+        host, port = self.addresses[self.myid]
+        if self.multi_address:
+            own = list(self.all_addresses[self.myid])
+            own[0] = (host, self.port or port)
+            return encode_initial_message_multi(self.myid, own)
+        return encode_initial_message(self.myid, host, self.port or port)
+
+    async def _initiate(self, sid: int, targets: Sequence[tuple[str, int]]) -> None:
         try:
-            with trio.fail_after(self.connect_timeout):
-                stream = await trio.open_tcp_stream(*target)
+            stream = await open_first_stream(targets, self.connect_timeout)
         except (OSError, trio.TooSlowError) as e:
-            log.debug("election %d: cannot connect to %d at %s: %s", self.myid, sid, target, e)
+            log.debug("election %d: cannot connect to %d at %s: %s", self.myid, sid, targets, e)
             self._connecting.discard(sid)
             return
         try:
-            host, port = self.addresses[self.myid]
             # startConnection: one flushed write
-            await stream.send_all(encode_initial_message(self.myid, host, self.port or port))
+            await stream.send_all(self._initial_message())
         except (OSError, trio.BrokenResourceError):
             self._connecting.discard(sid)
             await stream.aclose()
@@ -255,7 +458,7 @@ class ElectionPort:
             # we win the challenge: close and connect back (handleConnection)
             self._drop_link(sid)  # Java finishes the SendWorker it has for that sid
             await stream.aclose()
-            self._connect_one(sid, msg.addresses[0] if msg.addresses else None)
+            self._connect_one(sid, msg.addresses)
             return
         if sid == self.myid:
             log.warning("election %d: connection from a server with our own id", self.myid)

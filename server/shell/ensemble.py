@@ -54,7 +54,7 @@ import dataclasses
 import logging
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -63,8 +63,10 @@ import trio
 
 from trizk.jute import records as r
 from trizk.jute.codes import OpCode
+from trizk.jute.javalang import get_integer
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState as ElectionState
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zab import Entry, LearnerType, Quorum, Ready, Timing
@@ -88,7 +90,7 @@ from trizk.server.roles.factory import Role, RoleFactory
 from trizk.server.roles.leading import Leading
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.clock import Clock
-from trizk.server.shell.cnxmanager import ElectionPort
+from trizk.server.shell.cnxmanager import ElectionPort, format_address, open_first_stream
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT, Persistence
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
@@ -131,6 +133,16 @@ class Member:
     quorum: tuple[str, int]
     election: tuple[str, int]
     observer: bool = False
+    #: a multi-address member's further (quorum, election) addresses (``a:1:2|b:3:4``)
+    more: tuple[tuple[tuple[str, int], tuple[str, int]], ...] = ()
+
+    @property
+    def quorum_addrs(self) -> tuple[tuple[str, int], ...]:
+        return (self.quorum, *(q for q, _ in self.more))
+
+    @property
+    def election_addrs(self) -> tuple[tuple[str, int], ...]:
+        return (self.election, *(e for _, e in self.more))
 
 
 @dataclass(frozen=True)
@@ -150,6 +162,12 @@ class EnsembleSpec:
     force_snap_sync: bool = False
     #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
     ack_logging_frequency: int = 1000
+    #: the quorum verifier (hierarchical quorums: groups and weights); None: a majority
+    verifier: QuorumVerifier | None = None
+    #: ``multiAddress.enabled``: election connections announce every address (V2)
+    multi_address: bool = False
+    #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
+    election_bind_tries: int = 3
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -162,6 +180,7 @@ class EnsembleSpec:
                 (m.addr.host, m.addr.port),
                 (m.election_addr.host, m.election_addr.port),
                 observer=m.is_observer,
+                more=tuple(((q.host, q.port), (e.host, e.port)) for q, e in m.more),
             )
             for sid, m in qv.members.items()
         }
@@ -174,6 +193,9 @@ class EnsembleSpec:
             connect_timeout_ms=config.cnx_timeout,
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
             ack_logging_frequency=config.ack_logging_frequency,
+            verifier=qv,
+            multi_address=config.multi_address_enabled,
+            election_bind_tries=_bind_tries(config),
         )
 
     @property
@@ -185,10 +207,18 @@ class EnsembleSpec:
         return self.members[self.myid].observer
 
     def quorum(self) -> Quorum:
-        return Quorum.majority_of(self.voters, self.config)
+        if self.verifier is None:
+            return Quorum.majority_of(self.voters, self.config)
+        return Quorum(self.voters, self.verifier.contains_quorum, self.config)
 
     def election_view(self) -> ElectionView:
-        return ElectionView(self.voters, self.config)
+        return ElectionView(self.voters, self.config, self.verifier)
+
+
+def _bind_tries(config: ServerConfig) -> int:
+    """``Integer.getInteger("zookeeper.electionPortBindRetry", 3)``; negative means 3."""
+    tries = get_integer(config.properties, "zookeeper.electionPortBindRetry", 3)
+    return tries if tries >= 0 else 3
 
 
 class ZabCommitter:
@@ -396,6 +426,9 @@ class QuorumPeer:
             connect_timeout=spec.connect_timeout_ms / 1000,
             handshake_timeout=spec.timing.sync_ms / 1000,
             listen_on_all_ips=spec.listen_on_all_ips,
+            all_addresses={sid: m.election_addrs for sid, m in spec.members.items()},
+            multi_address=spec.multi_address,
+            bind_tries=spec.election_bind_tries,
         )
         self._kick = trio.Event()
         self._pump: _LeaderPump | _LearnerPump | None = None
@@ -632,12 +665,25 @@ class QuorumPeer:
             ack_logging_frequency=spec.ack_logging_frequency,
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
-        host, port = spec.members[spec.myid].quorum
-        # QuorumPeer: the quorum port on the configured address, or every address with
+        # QuorumPeer: the quorum port on each configured address, or every address with
         # quorumListenOnAllIPs
-        listeners = await trio.open_tcp_listeners(
-            port, host=None if spec.listen_on_all_ips else host
-        )
+        listeners: list[trio.SocketListener] = []
+        failed: list[str] = []
+        for host, port in spec.members[spec.myid].quorum_addrs:
+            where = format_address(None if spec.listen_on_all_ips else host, port)
+            try:
+                listeners += await trio.open_tcp_listeners(
+                    port, host=None if spec.listen_on_all_ips else host
+                )
+            except OSError as e:
+                failed.append(f"{where} ({e.strerror or e})")
+        if failed:
+            # Leader(): "Couldn't bind to /127.0.0.1:2888"; with no address bound ZooKeeper
+            # 3.8.0 does not exit, it goes back to LOOKING (captured with the port held)
+            what = "leading on the others" if listeners else "not leading"
+            log.error("cannot bind the quorum port %s: %s", ", ".join(failed), what)
+        if not listeners:
+            return "quorum port taken"
         role = self._pump = _LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, role.accept, listeners)
@@ -660,7 +706,7 @@ class QuorumPeer:
             now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
-        stream = await self._connect(spec.members[leader_sid].quorum)
+        stream = await self._connect(spec.members[leader_sid].quorum_addrs)
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
         link = _Link(0, stream)
@@ -677,18 +723,19 @@ class QuorumPeer:
             await stream.aclose()
         return reason
 
-    async def _connect(self, addr: tuple[str, int]) -> trio.SocketStream | None:
+    async def _connect(self, addrs: Sequence[tuple[str, int]]) -> trio.SocketStream | None:
         """Learner.connectToLeader: retry every 100 ms within initLimit ticks (ZooKeeper gives
         up after 5 tries; the leader opens its quorum port only once it has won, so a follower
         deciding first would otherwise often go back to LOOKING)."""
         deadline = trio.current_time() + self.spec.timing.init_ms / 1000
         while True:
             try:
-                with trio.fail_at(deadline):
-                    return await trio.open_tcp_stream(*addr)
+                # every address of a multi-address leader at once (LeaderConnector threads)
+                return await open_first_stream(addrs, deadline - trio.current_time())
             except (OSError, trio.TooSlowError) as e:
                 if trio.current_time() + CONNECT_PAUSE >= deadline:
-                    log.warning("cannot connect to the leader at %s:%d: %s", addr[0], addr[1], e)
+                    shown = "|".join(format_address(h, p) for h, p in addrs)
+                    log.warning("cannot connect to the leader at %s: %s", shown, e)
                     return None
                 await trio.sleep(CONNECT_PAUSE)
 

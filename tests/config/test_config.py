@@ -288,7 +288,8 @@ def test_keys_table_is_consistent() -> None:
         "autopurge.snapRetainCount", "autopurge.purgeInterval",
         "secureClientPort", "secureClientPortAddress", "metricsProvider.",
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
-        "standaloneEnabled",
+        "standaloneEnabled", "group.", "weight.", "multiAddress.enabled",
+        "multiAddress.reachabilityCheckEnabled", "multiAddress.reachabilityCheckTimeoutMs",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (

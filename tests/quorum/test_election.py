@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from trizk.quorum.election.election import (
@@ -175,6 +177,12 @@ def test_view_from_a_verifier() -> None:
 
         def to_string(self) -> str:
             return "server.1=h:1:2:participant\nversion=0"
+
+        def contains_quorum(self, sids: Iterable[int]) -> bool:
+            return len(set(sids) & set(self.voting_members)) > 1
+
+        def weight(self, sid: int) -> int:
+            return 1
 
     view = ElectionView.from_verifier(Qv())
     assert view.voters == {1, 3} and view.config == b"server.1=h:1:2:participant\nversion=0"

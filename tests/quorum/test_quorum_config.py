@@ -142,9 +142,12 @@ def test_too_long_config_string_is_refused() -> None:
         parse_config_string("#" * (1 << 21))
 
 
-def test_hierarchical_quorums_are_refused() -> None:
-    with pytest.raises(QuorumConfigError, match="hierarchical"):
-        parse_config_string("group.1=1:2:3\nserver.1=h:1:2\n")
+def test_hierarchical_config_strings_parse() -> None:
+    # (tests/quorum/test_hierarchical.py checks them against ZooKeeper's QuorumHierarchical)
+    qv = parse_config_string("group.1=1:2:3\nserver.1=h:1:2\nserver.2=h:3:4\nserver.3=h:5:6\n")
+    assert qv.contains_quorum({1, 3}) and not qv.contains_quorum({2})
+    with pytest.raises(QuorumConfigError, match="Server 1is not in a group"):
+        parse_config_string("group.1=2:3\nserver.1=h:1:2\nserver.2=h:3:4\nserver.3=h:5:6\n")
 
 
 def test_standalone_disabled_needs_participants() -> None:
