@@ -564,7 +564,9 @@ class TrizkServer:
         while not conn.closed:
             eof = True
             try:
-                data = await stream.receive_some(STREAM_RECEIVE_SIZE)
+                # bytes(): trio >= 0.23 types it bytes | bytearray; a bytes object (what a
+                # socket stream returns) is passed through without a copy
+                data = bytes(await stream.receive_some(STREAM_RECEIVE_SIZE))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
                 eof = False
