@@ -19,7 +19,9 @@ Rules:
   lists of setWatches / setWatches2, and the ``ustring`` / ``strings`` fields of a malformed
   ``request`` built field by field (including ``req`` and ``multi`` fields). Raw bytes
   (``frames``, ``raw``, a ``request`` given as ``body_hex``) cannot be rewritten:
-  :func:`chroot_obstacle` says so, and such a scenario needs a server of its own.
+  :func:`chroot_obstacle` says so, and such a scenario needs a server of its own. So does the
+  empty path (:func:`has_empty_path`): sent unchanged, some operations answer it from the
+  server's root, where other runs and other users leave their nodes.
 * In the transcript, a ``path`` field or an entry of an ``ephemerals`` list equal to the
   chroot becomes ``/``, one below it loses the prefix; anything else is left alone (a path
   outside the chroot is a difference worth seeing).
@@ -27,7 +29,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trizk.compat.oracle.normalise import Transcript
@@ -94,7 +96,34 @@ def chroot_obstacle(sc: Mapping[str, Any]) -> str | None:
             return f"raw bytes ({op} step)"
         if op == "request" and "fields" not in a:
             return "a request given as raw bytes"
+        if has_empty_path(st):
+            return "an empty path (answered from the server's root)"
     return None
+
+
+def _paths(v: Any, key: str = "") -> Iterator[Any]:
+    """Every value a step's arguments carry as a path (module docstring's places)."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if k in PATH_ARGS:
+                yield x
+            elif k in WATCH_LISTS and isinstance(x, list) and key == "watches":
+                yield from x
+            else:
+                yield from _paths(x, k)
+    elif isinstance(v, list):
+        if len(v) == 2 and v[0] == "ustring":
+            yield v[1]
+        else:
+            for x in v:
+                yield from _paths(x, key)
+
+
+def has_empty_path(st: Step) -> bool:
+    """Whether a step sends the empty path: a server answers some operations on it from its
+    root (getAllChildrenNumber, checkWatches ...), outside any chroot."""
+    a = st[2] if len(st) > 2 else {}
+    return any(p == "" for p in _paths(a, "watches" if st[1].startswith("setWatches") else ""))
 
 
 def chroot_steps(chroot: str, steps: list[Step]) -> list[Step]:

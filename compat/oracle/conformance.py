@@ -25,7 +25,8 @@ The oracle is started here (:func:`oracle_launch`) with the suite's zoo.cfg
 (``--candidate-cfg KEY=VALUE``: tickTime, maxSessionTimeout, extendedTypesEnabled ... of a
 server someone else runs). A scenario whose own keys the declared ones contain runs shared.
 
-The random mode runs its seeded sequences shared under a chroot (``HOST:PORT``), or as
+The random mode runs its seeded sequences shared under a chroot (``HOST:PORT``; their steps
+with the empty path left out, :func:`chroot.has_empty_path`), or as
 ``python -m trizk.compat.run --random`` does on long-lived servers started with the sequences'
 zoo.cfg (``--candidate-cmd``); a difference is reported, not shrunk (shrinking re-runs the
 sequence dozens of times; ``compat.run --random`` on a pair the suite starts does it). The wire
@@ -61,7 +62,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from trizk.compat.oracle.chroot import chroot_obstacle, chroot_steps, unchroot_transcript
+from trizk.compat.oracle.chroot import (
+    chroot_obstacle,
+    chroot_steps,
+    has_empty_path,
+    unchroot_transcript,
+)
 from trizk.compat.oracle.compare import (
     Endpoint,
     Launch,
@@ -167,6 +173,9 @@ def command_launch(
     suite's own, :func:`servers.make_cfg`); ready when a session handshake works."""
     if "{cfg}" not in command and "{port}" not in command:
         raise CandidateError("--candidate-cmd must name {cfg} (the zoo.cfg it is given)")
+    program = (shlex.split(command) or [""])[0]
+    if shutil.which(program) is None and not os.access(program, os.X_OK):
+        raise CandidateError(f"--candidate-cmd: no such program {program!r}")
 
     def launch(kind: str, cfg: Mapping[str, str] | None) -> Endpoint:
         workdir = Path(tempfile.mkdtemp(prefix="trizk-conformance-candidate-"))
@@ -187,9 +196,6 @@ def command_launch(
             .replace("{dataDir}", str(data_dir))
             .replace("{dir}", str(workdir))
         )
-        if not argv or (shutil.which(argv[0]) is None and not os.path.exists(argv[0])):
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise CandidateError(f"--candidate-cmd: no such program {argv[:1]}")
         proc = spawn(argv, workdir, workdir / "server.log")
         srv = servers.Server(CANDIDATE, port, workdir, proc, dict(extra))
         if poll_ready(proc, partial(handshake_ok, srv.host, port, timeout=2.0), ready_timeout):
@@ -499,6 +505,9 @@ class Conformance:
             pools = (lp, rp)
         for k in range(n):
             sc = generate(seed + k, length)
+            if self.candidate_launch is None:
+                # under a chroot, a step with the empty path would read the server's root
+                sc["steps"] = [st for st in sc["steps"] if not has_empty_path(st)]
             try:
                 diffs, _, _ = compare_scenario(sc, ORACLE, CANDIDATE, pools=pools)
             except (OSError, servers.ServerStartError, CandidateError) as e:
@@ -594,7 +603,6 @@ def main(args: argparse.Namespace) -> int:
     (:mod:`trizk.compat.run` parses the options); the exit status."""
     try:
         declared = dict(iter_declared(args.candidate_cfg))
-        oracle = oracle_launch(args.oracle, declared)
         address: tuple[str, int] | None = None
         launch: Launch | None = None
         if args.candidate and args.candidate_cmd:
@@ -613,10 +621,12 @@ def main(args: argparse.Namespace) -> int:
                         f"--candidate-template {args.candidate_template}: {e.strerror}"
                     ) from None
             launch = command_launch(args.candidate_cmd, template)
-            name = f"the server of {args.candidate_cmd!r}"
+            cmd = args.candidate_cmd
+            name = f"the server of {cmd if len(cmd) < 80 else cmd[:36] + ' ... ' + cmd[-36:]!r}"
         else:
             launch = trizk_launch
             name = "trizk"
+        oracle = oracle_launch(args.oracle, declared)
         conf = Conformance(
             args.oracle,
             name,
