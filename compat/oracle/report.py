@@ -381,6 +381,8 @@ class Report:
                 runs = len({(f.source, f.run) for f in fs})
                 ex = fs[0]
                 step = describe_step(ex.step) if ex.step is not None else ex.diff.op
+                if len(step) > 200:  # a fuzz frame of up to 1 MiB in hex
+                    step = step[:160] + f"... ({len(step)} characters)"
                 lines.append(
                     f"  {name}: {len(fs)} differences in {runs} runs; "
                     f"e.g. [{ex.run}] session {ex.diff.session}, step {ex.diff.step}: {step}"
