@@ -592,10 +592,14 @@ DEFAULT_RANDOM = 20
 DEFAULT_FUZZ_SECONDS = 60.0
 
 
-def trizk_launch(kind: str, cfg: Mapping[str, str] | None) -> Endpoint:
+def trizk_launch(version: str) -> Launch:
     """trizk as the candidate (``--oracle`` without ``--candidate``: trizk against that
-    oracle)."""
-    return servers.start("trizk", cfg)
+    oracle), asked to answer as that release (:func:`servers.start`'s ``version``)."""
+
+    def launch(kind: str, cfg: Mapping[str, str] | None) -> Endpoint:
+        return servers.start("trizk", cfg, version=version)
+
+    return launch
 
 
 def main(args: argparse.Namespace) -> int:
@@ -624,7 +628,7 @@ def main(args: argparse.Namespace) -> int:
             cmd = args.candidate_cmd
             name = f"the server of {cmd if len(cmd) < 80 else cmd[:36] + ' ... ' + cmd[-36:]!r}"
         else:
-            launch = trizk_launch
+            launch = trizk_launch(args.oracle)
             name = "trizk"
         oracle = oracle_launch(args.oracle, declared)
         conf = Conformance(

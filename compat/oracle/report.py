@@ -373,6 +373,8 @@ class Report:
                 f"{self.fuzz_races} racy cases not counted)"
             )
         lines.append(f"  {self.differences} differences")
+        if self.findings:
+            lines.append("  (X -> Y: the oracle answered X, the candidate Y)")
         for group, feats in self.by_feature().items():
             if not feats:
                 continue
