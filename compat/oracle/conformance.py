@@ -80,9 +80,12 @@ from trizk.compat.oracle.compare import (
 )
 from trizk.compat.oracle.normalise import Transcript
 from trizk.compat.oracle.randomgen import generate
+from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient, WireTimeout
 from trizk.compat.oracle.report import Report
 from trizk.compat.oracle.scenario import OPEN_ACL, run_steps
 from trizk.compat.procs import servers
+from trizk.jute import records as R
+from trizk.jute.codes import Code, OpCode
 from trizk.testing.ports import free_port
 from trizk.testing.probes import handshake_ok
 from trizk.testing.processes import poll_ready, spawn
@@ -296,10 +299,6 @@ def _auths(sc: Mapping[str, Any]) -> list[tuple[str, bytes]]:
 def delete_tree(srv: Endpoint, path: str, auths: list[tuple[str, bytes]]) -> bool:
     """Delete ``path`` and everything below it, authenticated as ``auths``; False when some
     node stays (its parent's ACL lets none of them delete it) or the server fails."""
-    from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient, WireTimeout
-    from trizk.jute import records as R
-    from trizk.jute.codes import Code, OpCode
-
     c = RawClient(srv.host, srv.port, io_timeout=10.0)
     try:
         if c.connect() is None:
@@ -329,10 +328,6 @@ def delete_tree(srv: Endpoint, path: str, auths: list[tuple[str, bytes]]) -> boo
 
 
 def _create(srv: Endpoint, path: str, must: bool = True) -> None:
-    from trizk.compat.oracle.rawclient import RawClient
-    from trizk.jute import records as R
-    from trizk.jute.codes import Code, OpCode
-
     c = RawClient(srv.host, srv.port, io_timeout=10.0)
     try:
         if c.connect() is None:
