@@ -189,11 +189,13 @@ def test_trizk_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
 # ----------------------------------------------------------------------------- ZooKeeper 3.9.3
 
 #: The CI scenarios also run against ZooKeeper 3.9.3: a representative subset, one or two per
-#: area (ACLs, plain ops and the standalone check, create modes, malformed multis, watches,
-#: session expiry, raw bytes and four-letter words), for CI time.
+#: area (ACLs, plain ops and Stats, create modes, malformed multis, watches, session expiry, raw
+#: bytes and four-letter words), for CI time. No standalone check: 3.9.3 answers it
+#: UNIMPLEMENTED and closes the connection, and under load the close can win over the reply
+#: (seen with data_and_versions, 3.9.3 against 3.9.3).
 CI39 = (
     "acl_digest",
-    "data_and_versions",
+    "stat_fields",
     "create_modes",
     "malformed_multi",
     "child_watches",
