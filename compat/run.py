@@ -19,7 +19,22 @@ Options::
     --no-scenarios        only the random mode
     --show                print both normalised transcripts of each scenario
 
-Exit status: 0 when there are no differences, 1 otherwise.
+Conformance of any ZooKeeper server (:mod:`trizk.compat.oracle.conformance`; every scenario,
+random sequences and the wire fuzzer, then a feature-by-feature report)::
+
+    --oracle VERSION      the judge: Apache ZooKeeper 3.8.0 (default) or 3.9.3; without a
+                          candidate option, trizk is the candidate
+    --candidate HOST:PORT a server someone else runs (scenarios under chroots; those that need
+                          a server of their own are skipped)
+    --candidate-cmd CMD   a server this tool starts as often as needed: CMD names {cfg}, the
+                          zoo.cfg it writes ({port}, {dataDir} and {dir} are filled in too)
+    --candidate-template FILE   the zoo.cfg of --candidate-cmd, with {port} and {dataDir}
+    --candidate-cfg KEY=VALUE   a zoo.cfg key the candidate runs with (the oracle gets it too)
+    --random N            random sequences (default 20 in a conformance run)
+    --fuzz-seconds S      seconds of the wire fuzzer (default 60 in a conformance run)
+
+Exit status: 0 when there are no differences, 1 otherwise, 2 when the candidate cannot be
+used (a one-line error).
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ from trizk.compat.oracle.compare import (
 )
 from trizk.compat.oracle.randomgen import count_malformed, generate, shrink
 from trizk.compat.oracle.scenario import Step, describe_step
+from trizk.compat.procs import servers
 
 
 def _print_diffs(diffs: list[Difference], left: str, right: str, limit: int = 20) -> None:
@@ -122,14 +138,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oracle-vs-oracle", action="store_true")
     ap.add_argument("--ci", action="store_true")
     ap.add_argument("-k", action="append", default=[])
-    ap.add_argument("--random", type=int, default=0)
+    ap.add_argument("--random", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--length", type=int, default=60)
     ap.add_argument("--no-scenarios", action="store_true", help="only the random mode")
     ap.add_argument("--sort-children", action="store_true")
     ap.add_argument("--no-cli", action="store_true")
     ap.add_argument("--show", action="store_true", help="print both normalised transcripts")
+    ap.add_argument("--oracle", default="3.8.0", choices=servers.ZK_VERSIONS)
+    ap.add_argument("--candidate", metavar="HOST:PORT")
+    ap.add_argument("--candidate-cmd", metavar="COMMAND")
+    ap.add_argument("--candidate-template", metavar="FILE")
+    ap.add_argument("--candidate-cfg", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--fuzz-seconds", type=float, default=None)
     args = ap.parse_args(argv)
+    if args.candidate or args.candidate_cmd or args.oracle != servers.ZK_VERSIONS[0]:
+        from trizk.compat.oracle import conformance
+
+        return conformance.main(args)
 
     left, right = ("zookeeper", "zookeeper") if args.oracle_vs_oracle else ("trizk", "zookeeper")
     lname, rname = (

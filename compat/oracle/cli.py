@@ -56,6 +56,14 @@ from trizk.compat.procs import servers
 
 ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 CLI_MT = "/usr/lib/zookeeper/bin/cli_mt"
+#: zkCli.sh of each ZooKeeper release, with the classpath it must run on (None: its own).
+#: 3.9.3's script sources its zkEnv.sh, which sets CLASSPATH to the system zookeeper.jar
+#: (bookworm's 3.8.0): the 3.9.3 jars go in CLIENT_JVMFLAGS, whose ``-cp`` comes later on the
+#: java command line and wins (its ``version`` command then says 3.9.3).
+ZKCLIS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "3.8.0": (ZKCLI, None),
+    "3.9.3": (servers.ZK39_ZKCLI, servers.ZK39_JARS),
+}
 CLI_DIR = Path(__file__).parents[1] / "scenarios" / "cli"
 SCRIPT_BOUND = 60.0  # seconds for a whole zkCli script
 COMMAND_BOUND = 10.0  # seconds for one cli_mt command
@@ -63,6 +71,12 @@ COMMAND_BOUND = 10.0  # seconds for one cli_mt command
 
 def clis_available() -> bool:
     return os.path.exists(ZKCLI) and os.path.exists(CLI_MT) and shutil.which("java") is not None
+
+
+def zkcli_available(client: str) -> bool:
+    """zkCli.sh of release ``client`` (a key of :data:`ZKCLIS`) and its jars are here."""
+    script, jars = ZKCLIS[client]
+    return os.path.exists(script) and all(os.path.exists(j) for j in jars or ())
 
 
 def load_scripts(directory: Path = CLI_DIR) -> list[dict[str, Any]]:
@@ -83,15 +97,20 @@ def _sentinel(tool: str, n: int) -> tuple[str, str]:
     return f"sync {path}", f"\tname = {path}"
 
 
-def run_zkcli(address: str, lines: Sequence[str]) -> tuple[list[str], str]:
-    """Run a zkCli script; returns (one raw output segment per command, raw whole output)."""
+def run_zkcli(address: str, lines: Sequence[str], client: str = "3.8.0") -> tuple[list[str], str]:
+    """Run a zkCli script with zkCli.sh of release ``client`` (:data:`ZKCLIS`); returns (one
+    raw output segment per command, raw whole output)."""
     typed: list[str] = []
     for i, line in enumerate(lines):
         typed += [line, _sentinel("zkCli", i)[0]]
     typed.append("quit")
-    env = dict(os.environ, CLIENT_JVMFLAGS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    script, jars = ZKCLIS[client]
+    flags = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    if jars:
+        flags += " -cp " + ":".join(jars)
+    env = dict(os.environ, CLIENT_JVMFLAGS=flags)
     p = subprocess.run(
-        [ZKCLI, "-server", address],
+        [script, "-server", address],
         input=("\n".join(typed) + "\n").encode(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -277,16 +296,27 @@ def cfg_groups(scripts: Sequence[Mapping[str, Any]]) -> list[tuple[dict[str, str
     return [(json.loads(key), idx) for key, idx in groups.items()]
 
 
-def run_scripts_on(kind: str, scripts: Sequence[Mapping[str, Any]]) -> list[Any]:
+def run_scripts_on(
+    kind: str,
+    scripts: Sequence[Mapping[str, Any]],
+    *,
+    client: str = "3.8.0",
+    version: str | None = None,
+) -> list[Any]:
     """Every script on a fresh server of ``kind`` per ``cfg`` group; normalised (segments,
-    events) per script, in the order of ``scripts``."""
+    events) per script, in the order of ``scripts``. ``client``: the release of zkCli.sh
+    (cli_mt is 3.8.0's, the only C client here); ``version``: the server's release (ZooKeeper's,
+    or the one trizk answers as), by default :func:`servers.start`'s."""
     results: list[Any] = [None] * len(scripts)
     for cfg, idx in cfg_groups(scripts):
-        with servers.running(kind, cfg) as srv:
+        kw: dict[str, Any] = {"version": version} if version else {}
+        with servers.running(kind, cfg, **kw) as srv:
             for i in idx:
                 sc = scripts[i]
-                runner = run_zkcli if sc["tool"] == "zkCli" else run_cli_mt
-                segs, _ = runner(srv.address, sc["lines"])
+                if sc["tool"] == "zkCli":
+                    segs, _ = run_zkcli(srv.address, sc["lines"], client)
+                else:
+                    segs, _ = run_cli_mt(srv.address, sc["lines"])
                 results[i] = normalise_cli(sc["tool"], segs)
     return results
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trizk.compat.oracle.normalise import Transcript, normalise
 from trizk.compat.oracle.scenario import describe_step, run_steps
@@ -25,6 +25,39 @@ from trizk.compat.procs import servers
 
 SCENARIO_DIR = Path(__file__).parents[1] / "scenarios"
 Tamper = Callable[[Transcript], Transcript]
+
+
+class Endpoint(Protocol):
+    """A server the suite talks to: one it started (:class:`servers.Server`) or one someone
+    else runs (:class:`trizk.compat.oracle.conformance.ExternalServer`)."""
+
+    kind: str
+    host: str
+    port: int
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+#: Starts a server of a kind with extra zoo.cfg keys (:func:`servers.start`, or a conformance
+#: run's oracle and candidate launchers).
+Launch = Callable[[str, Mapping[str, str] | None], Endpoint]
+
+
+class ScenarioRunner(Protocol):
+    """Runs a scenario on some server of a kind: :class:`ServerPool`, or a conformance run's
+    fresh-server and chroot runners (:mod:`trizk.compat.oracle.conformance`)."""
+
+    def run(self, kind: str, sc: Mapping[str, Any]) -> Transcript: ...
+
+
+class Runner(ScenarioRunner, Protocol):
+    """A scenario runner with long-lived servers (the wire fuzzer's bystanders need them)."""
+
+    def server(self, kind: str, cfg: Mapping[str, str] | None = None) -> Endpoint: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -104,11 +137,12 @@ def compare_scenario(
     *,
     sort_children: bool = False,
     tamper: Tamper | None = None,
-    pools: tuple[ServerPool, ServerPool] | None = None,
+    pools: tuple[ScenarioRunner, ScenarioRunner] | None = None,
 ) -> tuple[list[Difference], Transcript, Transcript]:
-    """Run ``sc`` on a fresh server of each kind, or on the long-lived servers of ``pools``
-    (scenarios with a ``base``), and diff. ``tamper`` (tests only) rewrites the right side's
-    raw transcript, to inject a known difference."""
+    """Run ``sc`` on a fresh server of each kind, or with the runners of ``pools`` (the
+    long-lived servers of a :class:`ServerPool`, for scenarios with a ``base``), and diff.
+    ``tamper`` (tests only) rewrites the right side's raw transcript, to inject a known
+    difference."""
     left_run, right_run = (pools[0].run, pools[1].run) if pools else (run_on, run_on)
     left = normalise(left_run(left_kind, sc), sort_children=sort_children)
     raw = right_run(right_kind, sc)
@@ -116,7 +150,7 @@ def compare_scenario(
     return diff_transcripts(sc["name"], sc["steps"], left, right), left, right
 
 
-def reset_base(srv: servers.Server, base: str, create: bool) -> bool:
+def reset_base(srv: Endpoint, base: str, create: bool) -> bool:
     """Delete ``base`` and its quota subtree (``/zookeeper/quota`` + ``base``) recursively,
     then (``create``) create ``base`` empty; False on any failure."""
     from trizk.compat.oracle.rawclient import RawClient, WireTimeout
@@ -165,24 +199,26 @@ class ServerPool:
     cannot be reset is replaced by a fresh one.
     """
 
-    def __init__(self, io_timeout: float = 10.0) -> None:
+    def __init__(self, io_timeout: float = 10.0, launch: Launch | None = None) -> None:
         self.io_timeout = io_timeout  # each read's bound in a run (scenario.run_steps)
+        #: how a server is started (default :func:`servers.start`)
+        self.launch: Launch = launch or servers.start
         #: by (kind, the scenario's zoo.cfg keys)
-        self._servers: dict[tuple[str, str], servers.Server] = {}
+        self._servers: dict[tuple[str, str], Endpoint] = {}
 
-    def _server(self, key: tuple[str, str], cfg: Mapping[str, str] | None) -> servers.Server:
+    def _server(self, key: tuple[str, str], cfg: Mapping[str, str] | None) -> Endpoint:
         srv = self._servers.get(key)
         if srv is None or not srv.alive():
             if srv is not None:
                 srv.stop()
-            srv = self._servers[key] = servers.start(key[0], cfg)
+            srv = self._servers[key] = self.launch(key[0], cfg)
         return srv
 
     @staticmethod
     def _key(kind: str, cfg: Mapping[str, str] | None) -> tuple[str, str]:
         return kind, repr(sorted((cfg or {}).items()))
 
-    def server(self, kind: str, cfg: Mapping[str, str] | None = None) -> servers.Server:
+    def server(self, kind: str, cfg: Mapping[str, str] | None = None) -> Endpoint:
         """The long-lived server of ``kind`` with ``cfg`` (started, or replaced, as needed)."""
         return self._server(self._key(kind, cfg), cfg)
 

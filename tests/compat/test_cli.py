@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.compat.conftest import require_trizk_version
 from trizk.compat.oracle import cli
 
 SCRIPTS = cli.load_scripts()
@@ -128,3 +129,48 @@ def test_cli_trizk_vs_oracle(needs_clis: None) -> None:
     got = cli.run_scripts_on("trizk", SCRIPTS)
     diffs = cli.diff_cli(SCRIPTS, got, _oracle())
     assert not diffs, "\n".join(d.render("trizk", "zookeeper") for d in diffs)
+
+
+# ----------------------------------------------------------------------------- zkCli 3.9.3
+
+#: The scripts CI also runs with 3.9.3's zkCli.sh (a representative subset, for CI time): plain
+#: operations, ACLs and one-shot watches, and watch removal, where the 3.9 client itself changed
+#: (the persistent watcher types, ZOOKEEPER-4472).
+ZKCLI39 = ("zkcli_basic", "zkcli_watches_acl", "zkcli_removewatches")
+ZKCLI39_SCRIPTS = [sc for sc in SCRIPTS if sc["name"] in ZKCLI39]
+
+
+@pytest.fixture
+def needs_zkcli39(needs_clis: None, needs_zookeeper39: None) -> None:
+    if not cli.zkcli_available("3.9.3"):
+        pytest.fail("3.9.3's zkCli.sh missing although ZooKeeper 3.9.3 is installed")
+
+
+def test_zkcli39_runs_the_393_client(needs_zkcli39: None) -> None:
+    # 3.9.3's zkCli.sh would run bookworm's 3.8.0 jar without the classpath cli.ZKCLIS gives it
+    assert len(ZKCLI39_SCRIPTS) == len(ZKCLI39)
+    _, text = cli.run_zkcli("127.0.0.1:1", ["version"], client="3.9.3")
+    assert "ZooKeeper CLI version: 3.9.3" in text, text[-2000:]
+
+
+def test_cli_zkcli39_trizk_vs_oracle(needs_zkcli39: None) -> None:
+    """3.9.3's zkCli.sh against trizk and against ZooKeeper 3.8.0: a 3.9 client sees the same
+    answers from both."""
+    want = cli.run_scripts_on("zookeeper", ZKCLI39_SCRIPTS, client="3.9.3")
+    got = cli.run_scripts_on("trizk", ZKCLI39_SCRIPTS, client="3.9.3")
+    diffs = cli.diff_cli(ZKCLI39_SCRIPTS, got, want)
+    assert not diffs, "\n".join(d.render("trizk", "zookeeper") for d in diffs)
+    flat = [line for segs, _ in want for seg in segs for line in seg]
+    assert "Created /c/s-0000000002" in flat
+
+
+@pytest.mark.parametrize("kind", ["zookeeper", "trizk"])
+def test_cli_zkcli39_against_zookeeper39(kind: str, needs_zkcli39: None) -> None:
+    """3.9.3's zkCli.sh on ZooKeeper 3.9.3 against a second 3.9.3 (the normaliser is fair to
+    3.9.3's output), and against trizk answering as 3.9.3."""
+    if kind == "trizk":
+        require_trizk_version("3.9.3")
+    want = cli.run_scripts_on("zookeeper", ZKCLI39_SCRIPTS, client="3.9.3", version="3.9.3")
+    got = cli.run_scripts_on(kind, ZKCLI39_SCRIPTS, client="3.9.3", version="3.9.3")
+    diffs = cli.diff_cli(ZKCLI39_SCRIPTS, got, want)
+    assert not diffs, "\n".join(d.render(kind, "zookeeper 3.9.3") for d in diffs)

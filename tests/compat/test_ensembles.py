@@ -9,17 +9,20 @@ ZooKeeper 3.8 members (compat/procs/ensemble.py), used through kazoo.
   member beside two trizk members, observers of either kind: writes through every member are
   seen with identical data and Stat through every other after ``sync``; the leader (of either
   kind) is killed and the ensemble carries on; the whole tree compared through every member.
+  ZooKeeper 3.8.0 members, and for a subset (``MIXED39``, ``REJOIN39``) 3.9.3 members too.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import pytest
 from kazoo.exceptions import KazooException, NodeExistsError
 
+from tests.compat.conftest import require_zookeeper
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
 from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient
 from trizk.compat.procs.ensemble import ProcessEnsemble
@@ -148,11 +151,35 @@ MIXED = {
 }
 
 
+#: The mixed ensembles CI also runs with ZooKeeper 3.9.3 members (a representative subset, for
+#: CI time: a 3.9.3 leader with a trizk follower, a trizk leader with a 3.9.3 follower). trizk
+#: answers clients as 3.8.0 meanwhile: these tests look at the replicated data, not at answers.
+MIXED39 = ("trizk-follower-in-zookeeper", "zookeeper-follower-of-trizk")
+
+
+def _releases(names: Iterable[str], with39: Iterable[str]) -> list[Any]:
+    """(name, ZooKeeper release) params: every name at 3.8.0 (ids unchanged), those of
+    ``with39`` at 3.9.3 too."""
+    out = []
+    for name in names:
+        out.append(pytest.param(name, "3.8.0", id=name))
+        if name in with39:
+            out.append(pytest.param(name, "3.9.3", id=f"{name}-3.9.3"))
+    return out
+
+
+def _java_versions(kinds: Mapping[int, str], release: str) -> dict[int, str]:
+    """The release of every ZooKeeper member (and skip, or fail under CI, when it is absent)."""
+    require_zookeeper(release)
+    return {sid: release for sid, kind in kinds.items() if kind == "zookeeper"}
+
+
 @pytest.mark.skipif(not zookeeper_available(), reason="Apache ZooKeeper is not installed")
-@pytest.mark.parametrize("name", list(MIXED))
-def test_mixed_ensemble(name: str) -> None:
+@pytest.mark.parametrize(("name", "release"), _releases(MIXED, MIXED39))
+def test_mixed_ensemble(name: str, release: str) -> None:
     kinds, observers = MIXED[name]
-    with ProcessEnsemble(kinds, observers=observers) as ens:
+    versions = _java_versions(kinds, release)
+    with ProcessEnsemble(kinds, observers=observers, versions=versions) as ens:
         ens.wait_leader(3)  # the highest voter sid, whatever its kind
         for sid in kinds:
             zk = client(ens.hosts([sid]))
@@ -182,21 +209,24 @@ def test_mixed_ensemble(name: str) -> None:
         assert "/after" in final and final["/n1"][0] == b"again"
 
 
+REJOIN = {
+    "zookeeper-rejoins-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},  # a trizk leader
+    "trizk-rejoins-zookeeper": {1: "trizk", 2: "zookeeper", 3: "zookeeper"},  # a Java leader
+}
+#: with 3.9.3 too: a trizk leader syncs a 3.9.3 follower (a subset, for CI time)
+REJOIN39 = ("zookeeper-rejoins-trizk",)
+
+
 @pytest.mark.skipif(not zookeeper_available(), reason="Apache ZooKeeper is not installed")
-@pytest.mark.parametrize(
-    "kinds",
-    [
-        {1: "zookeeper", 2: "trizk", 3: "trizk"},  # a trizk leader syncs a ZooKeeper follower
-        {1: "trizk", 2: "zookeeper", 3: "zookeeper"},  # a ZooKeeper leader syncs a trizk one
-    ],
-    ids=["zookeeper-rejoins-trizk", "trizk-rejoins-zookeeper"],
-)
-def test_mixed_rejoin_by_diff_and_by_snap(kinds: dict[int, str]) -> None:
+@pytest.mark.parametrize(("name", "release"), _releases(REJOIN, REJOIN39))
+def test_mixed_rejoin_by_diff_and_by_snap(name: str, release: str) -> None:
     """Member 1 (the other kind than the leader, 3) leaves and comes back after a few writes:
     by DIFF; then, with ``forceSnapshotSync`` on every member, by SNAP."""
+    kinds = REJOIN[name]
+    versions = _java_versions(kinds, release)
     for force, mode in (("false", "DIFF"), ("true", "SNAP")):
         extra = {"forceSnapshotSync": force}
-        with ProcessEnsemble(kinds, extra=extra) as ens:
+        with ProcessEnsemble(kinds, extra=extra, versions=versions) as ens:
             ens.wait_leader(3)
             ens.kill(1)
             zk = client(ens.hosts([2, 3]))
