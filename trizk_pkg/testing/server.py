@@ -206,7 +206,13 @@ class _Base:
 
     @property
     def connect_string(self) -> str:
-        """``host:port`` for any ZooKeeper client (add a chroot path yourself if you want one)."""
+        """``host:port`` for any ZooKeeper client (add a chroot path yourself if you want one).
+        Known once the server started (its port is chosen then): ServerError before."""
+        if not self.port:
+            raise ServerError(
+                "the server is not started: its connect_string is known after start() (the"
+                " port is free-chosen then)"
+            )
         return f"127.0.0.1:{self.port}"
 
     hosts = connect_string
@@ -235,6 +241,9 @@ class _Base:
             "tickTime": self.tick_time,
             "4lw.commands.whitelist": "*",
             "admin.enableServer": "false",
+            # no per-address connection limit (ZooKeeper's default is 60), as kazoo's and
+            # Curator's harnesses: a suite's clients all come from 127.0.0.1
+            "maxClientCnxns": 0,
             # a throwaway server: every txn is still written to the OS before it is answered
             # (a kill, even SIGKILL, loses nothing), only not fsynced -- which would cost a
             # test each session and write; properties={"forceSync": "yes"} puts it back
@@ -376,8 +385,9 @@ class Server(_Base):
     ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``),
     ``system_properties`` what java's ``-D`` would set (``java.security.auth.login.config``); the
     server's temporary directory is made in ``base_dir`` (default: the system's temp dir).
-    Test servers run with ``forceSync=no`` (written, not fsynced) unless ``properties`` say
-    otherwise."""
+    Test servers run with ``forceSync=no`` (written, not fsynced) and ``maxClientCnxns=0`` (no
+    per-address connection limit) unless ``properties`` say otherwise; ``connect_string``
+    before the first :meth:`start` is a ServerError."""
 
     # (the settings are _Base's keyword arguments)
     _thread: _Thread | None = None
