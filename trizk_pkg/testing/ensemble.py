@@ -440,8 +440,15 @@ class Ensemble:
     def drop_connections(self, session_id: int | None = None) -> int:
         """Close every client connection of every running member (or only ``session_id``'s)
         from the server side; sessions stay, so clients reconnect into them (to any member).
-        Returns how many were closed."""
-        return sum(self._control(sid, *_Base._drop(session_id)) for sid in self._running())
+        Returns how many were closed. A session has one connection: the members are asked in
+        turn until one closed it (asking on would close its next one too, to the member its
+        client reconnected to meanwhile)."""
+        dropped = 0
+        for sid in self._running():
+            dropped += int(self._control(sid, *_Base._drop(session_id)))
+            if session_id is not None and dropped:
+                break
+        return dropped
 
     def advance(self, seconds: float) -> None:
         """Move every running member's clocks ``seconds`` forward, with no sleeping: sessions

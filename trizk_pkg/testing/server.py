@@ -44,11 +44,13 @@ from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "MODE_ENV",
     "READY_PREFIX",
     "AsyncServer",
     "NotSupported",
     "Server",
     "ServerError",
+    "mode_from_env",
     "parse_ready_line",
 ]
 
@@ -57,6 +59,34 @@ READY_PREFIX = "trizk-server ready"
 
 IN_PROCESS = "in-process"
 PROCESS = "process"
+
+#: the one knob for how test servers run (the pytest plugin's fixtures, its ``--trizk-mode``
+#: option sets it, and the kazoo drop-in): ``in-process`` (default) or ``process``
+MODE_ENV = "TRIZK_MODE"
+#: its first name, read when MODE_ENV is not set (with a DeprecationWarning)
+OLD_MODE_ENV = "TRIZK_TEST_MODE"
+
+
+def mode_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The test-server mode the environment asks for: ``TRIZK_MODE`` (``in-process``, the
+    default, or ``process``); the old ``TRIZK_TEST_MODE`` still works, with a
+    DeprecationWarning. ValueError for any other value."""
+    env = os.environ if environ is None else environ
+    value = env.get(MODE_ENV)
+    if value is None and env.get(OLD_MODE_ENV) is not None:
+        import warnings
+
+        warnings.warn(
+            f"{OLD_MODE_ENV} is deprecated: set {MODE_ENV} (the same knob as pytest's"
+            " --trizk-mode)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        value = env[OLD_MODE_ENV]
+    mode = (value or IN_PROCESS).strip()
+    if mode not in (IN_PROCESS, PROCESS):
+        raise ValueError(f"{MODE_ENV}={value!r}: expected {IN_PROCESS!r} or {PROCESS!r}")
+    return mode
 
 
 class ServerError(RuntimeError):
