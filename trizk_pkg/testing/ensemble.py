@@ -28,6 +28,17 @@ members directly (``connect_string`` lists every member, as kazoo wants it).
 every wait is bounded and fails with the members' modes (and, out of process, their logs).
 Timing defaults are short (``tickTime`` 200 ms, ``initLimit`` 10, ``syncLimit`` 5): a follower
 gives up on a silent leader after 1 s, and a new leader is elected within a second or two.
+``maxSessionTimeout`` is set to 60 s (:data:`MAX_SESSION_TIMEOUT`; ZooKeeper's 20 ticks would
+cap sessions at 4 s) and ``maxClientCnxns`` to 0 (no per-address limit).
+
+The test controls are :class:`trizk.testing.Server`'s, performed by the members themselves
+through :class:`trizk.server.ops.testcontrol.Controls` (in-process inside the loop thread; as
+processes over each member's ``--testing`` HTTP endpoint, whose URL its readiness line gives in
+its log): ``expire_session`` on the leader (the member that tracks sessions), then waited for
+on every running member; ``drop_connections`` member by member; ``advance`` on every member
+together in steps of a quarter of the followers' timeout, the members' pings exchanged between
+steps (in-process: until the loop is idle), so that Zab sees time pass without a member giving
+up on its leader; ``dump`` from the leader or a chosen member; ``load`` through a client.
 """
 
 from __future__ import annotations
