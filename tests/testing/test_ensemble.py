@@ -216,6 +216,14 @@ async def test_async_ensemble_for_trio_tests(tmp_path: Path) -> None:
 
             await ens.wait_for_quorum()
             assert await trio.to_thread.run_sync(read) == b"v"
+            # the test controls, awaited
+            assert await ens.load({"/seeded": "s"}) == 1
+            assert (await ens.dump())["tree"]["/seeded"]["data"] == "s"
+            assert await ens.session_ids() == []  # every client above has closed its session
+            assert await ens.drop_connections() == 0
+            assert not await ens.expire_session(12345)
+            await ens.advance(5)
+            assert await ens.leader() is not None
     assert list(tmp_path.iterdir()) == []
 
 
