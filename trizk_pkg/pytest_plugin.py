@@ -111,12 +111,24 @@ def install_kazoo_harness() -> None:
     kazoo.testing = package
 
 
+def _wants_kazoo(option: object) -> bool:
+    return bool(option) or _truthy(os.environ.get(KAZOO_ENV))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # before any conftest is imported: a conftest's own ``from kazoo.testing import ...``
+    # gets the drop-in too
+    if _wants_kazoo(getattr(early_config.known_args_namespace, "trizk_kazoo", False)):
+        install_kazoo_harness()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     mode = config.getoption("--trizk-mode", default=None)
     if mode is not None:
         # the one knob: the drop-in (and any child process) reads the same variable
         os.environ[MODE_ENV] = mode
-    if config.getoption("--trizk-kazoo", default=False) or _truthy(os.environ.get(KAZOO_ENV)):
+    if _wants_kazoo(config.getoption("--trizk-kazoo", default=False)):
         install_kazoo_harness()
     config.addinivalue_line(
         "markers",

@@ -244,8 +244,11 @@ def _run_case(case: unittest.TestCase, success: bool = True) -> unittest.TestRes
 def test_option_makes_kazoo_testing_the_drop_in(pytester: pytest.Pytester) -> None:
     """--trizk-kazoo (or TRIZK_KAZOO=1): a suite importing kazoo.testing gets trizk's harness,
     unchanged."""
+    # their conftest imports kazoo.testing too, before pytest_configure
+    pytester.makeconftest("from kazoo.testing import KazooTestHarness as EARLY\n")
     pytester.makepyfile(
         test_theirs="""
+from conftest import EARLY
 from kazoo.testing import KazooTestCase
 from kazoo.testing.harness import KazooTestHarness, get_global_cluster
 
@@ -255,6 +258,7 @@ class TestTheirs(KazooTestCase):
         import trizk.kazoo_harness
 
         assert KazooTestCase is trizk.kazoo_harness.KazooTestCase
+        assert EARLY is trizk.kazoo_harness.KazooTestHarness
         assert get_global_cluster is trizk.kazoo_harness.get_global_cluster
         self.client.create("/x", b"y")
         assert self.client.get("/x")[0] == b"y"
