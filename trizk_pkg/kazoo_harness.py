@@ -102,6 +102,10 @@ Server {
 #: kazoo's harness defaults (``CLUSTER_DEFAULTS``) for the settings trizk honours
 DEFAULT_CLUSTER_SIZE = 3
 DEFAULT_OBSERVER_START_ID = -1
+#: the timing kazoo's harness gives a cluster's zoo.cfg
+KAZOO_TICK_TIME = 2000
+KAZOO_INIT_LIMIT = 4
+KAZOO_SYNC_LIMIT = 2
 #: how many times a cluster is made before its start failure is the test's (kazoo's: 5)
 START_TRIES = 2
 
@@ -418,6 +422,13 @@ class TrizkCluster:
                 self.size - self.observers,
                 self.observers,
                 mode=self.mode,
+                # kazoo's harness's timing (tickTime 2000, initLimit 4, syncLimit 2): what
+                # its tests were written against, and a follower gives up on a leader only
+                # after 4 s -- the Ensemble's 1 s is too short for a suite of threads sharing
+                # the process (and a busy machine) with an in-process ensemble
+                tick_time=KAZOO_TICK_TIME,
+                init_limit=KAZOO_INIT_LIMIT,
+                sync_limit=KAZOO_SYNC_LIMIT,
                 properties=self._properties,
                 member_properties={
                     m.sid: tls.server_keys(m.secure_client_port) for m in self._servers

@@ -392,15 +392,33 @@ def _wanted(tree: Mapping[str, Any] | str | bytes) -> dict[str, bytes]:
 
 
 def _create_all(connect_string: str, wanted: Mapping[str, bytes], timeout: float) -> int:
-    """Create ``wanted`` (parents first) through a kazoo session of its own (blocking)."""
+    """Create ``wanted`` (parents first) through a kazoo session of its own (blocking). A
+    create whose connection was lost is tried again (an ensemble may be electing a leader);
+    a node that then exists was created by the lost try, a node that existed before is
+    NodeExistsError as always."""
     from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss, NodeExistsError, SessionExpiredError
 
     zk = KazooClient(hosts=connect_string, timeout=10)
     zk.start(timeout=timeout)
     created = 0
+    deadline = time.monotonic() + timeout
     try:
         for path in sorted(wanted, key=lambda p: (p.count("/"), p)):
-            zk.create(path, wanted[path], makepath=True)
+            lost = False
+            while True:
+                try:
+                    zk.create(path, wanted[path], makepath=True)
+                except NodeExistsError:
+                    if not lost:
+                        raise
+                except (ConnectionLoss, SessionExpiredError):
+                    if time.monotonic() > deadline:
+                        raise
+                    lost = True
+                    time.sleep(0.05)  # interval between tries of a bounded retry loop
+                    continue
+                break
             created += 1
     finally:
         zk.stop()
