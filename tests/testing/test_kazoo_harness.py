@@ -44,6 +44,7 @@ class TestBasics(KazooTestCase):
         other = self._get_nonchroot_client()
         other.start()
         root = self.hosts[len(self.servers) :]
+        other.sync("/")  # its member may not have applied the chroot's create yet
         self.assertIn(root[1:], other.get_children("/"))
 
     def test_expire_session_removes_ephemerals_and_fires_watches(self) -> None:
@@ -75,6 +76,10 @@ class TestBasics(KazooTestCase):
         contender = Lock(other, "/lock", "other")
         with lock:
             self.assertFalse(contender.acquire(blocking=False))
+            # the cluster is an ensemble (kazoo's default of 3 members): the contender's
+            # clean-up went through its own member, which this client's may not have applied
+            # yet -- sync first, as any ZooKeeper client reading another's write must
+            self.client.sync("/lock")
             self.assertEqual(lock.contenders(), ["me"])
         self.assertTrue(contender.acquire(timeout=5))
         contender.release()
