@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from trizk.jute import records as r
 from trizk.jute.codes import Code, OpCode
 from trizk.jute.primitives import JuteDecodeError
+from trizk.server.auth import acl as aclmod
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.common.ratelog import RateLogger
 from trizk.server.frontend.requests import decode_body, parse_multi
@@ -152,7 +153,13 @@ class Sequencer:
             (timeout,) = _TIMEOUT.unpack_from(body)
             self.create_session_with_id(sid, timeout, now, wall, owner, cxid)
         elif op != OpCode.SYNC:
-            auth = [(i.scheme or "", i.id or "") for i in authinfo or ()]
+            # the ids with this server's providers (AuthInfo), as a local connection's: the
+            # ACL checks ask them which providers exist (LearnerHandler hands the packet's
+            # authinfo to a Request checked against the leader's ProviderRegistry); a plain
+            # list would know only the default providers, and a sasl or x509 ACL created
+            # through a follower would be INVALIDACL
+            cfg = self.config.auth or aclmod.AuthConfig(super_digest=self.config.super_digest)
+            auth = aclmod.AuthInfo(cfg, ((i.scheme or "", i.id or "") for i in authinfo or ()))
             frame = r.RequestHeader(cxid, op).encode() + body
             self.submit(WriteRequest(sid, cxid, op, frame, auth, owner), now, wall)
         return op
