@@ -246,6 +246,17 @@ KEYS: Mapping[str, KeySpec] = {
     "ssl.trustStore.type": KeySpec(_P),
     "ssl.clientAuth": KeySpec(_P),
     "ssl.authProvider": KeySpec(_P),
+    "ssl.keyStore.passwordPath": KeySpec(_P),
+    "ssl.trustStore.passwordPath": KeySpec(_P),
+    "ssl.hostnameVerification": KeySpec(_P),
+    "ssl.crl": KeySpec(_P),
+    "ssl.ocsp": KeySpec(_P),
+    # the quorum's and the AdminServer's stores (QuorumX509Util), read and checked at start
+    "ssl.quorum.keyStore.": KeySpec(_P),
+    "ssl.quorum.trustStore.": KeySpec(_P),
+    "ssl.quorum.hostnameVerification": KeySpec(_P),
+    "ssl.quorum.crl": KeySpec(_P),
+    "ssl.quorum.ocsp": KeySpec(_P),
     # -- QuorumPeerConfig.parseProperties: the ensemble (parsed from the entries, QUORUM_KEYS) --
     "initLimit": KeySpec(_F),
     "syncLimit": KeySpec(_F),

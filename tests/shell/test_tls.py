@@ -319,18 +319,34 @@ def test_pkcs12_key_store(tmp_path: Path, pki: PKI) -> None:
 # ---------------------------------------------------------------------------- bad settings
 
 
-def test_store_formats_error_names_accepted_formats(tmp_path: Path, pki: PKI) -> None:
-    with pytest.raises(tls.TLSConfigError, match=r"PEM \(\.pem\) or PKCS12"):
-        tls.server_context(tls.TLSSettings(key_store=str(tmp_path / "server.jks")))
-    with pytest.raises(tls.TLSConfigError, match=r"PEM .* or PKCS12"):
-        tls.server_context(tls.TLSSettings(key_store=str(pki.server_pem), key_store_type="JKS"))
+def _settings(**props: str) -> tls.TLSSettings:
+    return tls.TLSSettings.from_properties({"zookeeper." + k: v for k, v in props.items()})
+
+
+def test_store_settings_errors_name_the_key(tmp_path: Path, pki: PKI) -> None:
+    with pytest.raises(tls.TLSConfigError, match=r"ssl\.keyStore\.location .*server\.jks"):
+        tls.server_context(_settings(**{"ssl.keyStore.location": str(tmp_path / "server.jks")}))
+    with pytest.raises(tls.TLSConfigError, match=r"Bad value for zookeeper\.ssl\.keyStore\.type"):
+        tls.server_context(
+            _settings(**{"ssl.keyStore.location": str(pki.server_pem), "ssl.keyStore.type": "X"})
+        )
     with pytest.raises(tls.TLSConfigError, match="auto-detect"):
-        tls.server_context(tls.TLSSettings(key_store=str(tmp_path / "server.bin")))
-    with pytest.raises(tls.TLSConfigError, match="PKCS12"):
-        tls.server_context(tls.TLSSettings(key_store=str(pki.server_p12), key_store_password="x"))
-    with pytest.raises(tls.TLSConfigError, match=r"keyStore\.location"):
+        tls.server_context(_settings(**{"ssl.keyStore.location": str(tmp_path / "server.bin")}))
+    with pytest.raises(tls.TLSConfigError, match="auto-detect"):  # ZooKeeper knows no .pfx
+        tls.server_context(_settings(**{"ssl.keyStore.location": str(tmp_path / "server.pfx")}))
+    with pytest.raises(tls.TLSConfigError, match="keystore password was incorrect"):
+        tls.server_context(
+            _settings(
+                **{"ssl.keyStore.location": str(pki.server_p12), "ssl.keyStore.password": "x"}
+            )
+        )
+    with pytest.raises(tls.TLSConfigError, match=r"keyStore\.location not specified"):
         tls.TLSSettings.from_properties({})
     with pytest.raises(tls.TLSConfigError, match="need, want or none"):
         tls.TLSSettings.from_properties(
             {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.clientAuth": "maybe"}
+        )
+    with pytest.raises(tls.TLSConfigError, match=r"zookeeper\.ssl\.ocsp=true"):
+        tls.TLSSettings.from_properties(
+            {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.ocsp": "true"}
         )
