@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import trio
 
 import trizk
+from trizk.server.auth.acl import AuthEnforcementError
 from trizk.server.config.zoocfg import ConfigError, ServerConfig, load_config, parse_property_option
 
 __all__ = ["Serve", "build_parser", "main"]
@@ -268,6 +269,12 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
     except Exception as exc:
         failure = _storage_failure(exc)
         tls_failure = _tls_failure(exc)
+        enforce_failure = _held(exc, AuthEnforcementError)
+        if enforce_failure is not None:
+            # AuthenticationHelper's IllegalArgumentException: ZooKeeperServerMain logs
+            # "Invalid arguments, exiting abnormally" and exits with INVALID_CONFIG (2)
+            log.error("Invalid arguments, exiting abnormally: %s", enforce_failure)
+            return EXIT_INVALID_CONFIG
         if failure is not None:
             # ZooKeeperServer: "Severe unrecoverable error, exiting" (ExitCode.UNEXPECTED_ERROR)
             log.error("Severe unrecoverable error, exiting: %s", failure)

@@ -161,6 +161,9 @@ class TrizkServer:
             sasl=saslmod.load_sasl_config(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
         )
+        assert self.core_config.auth is not None
+        for line in self.core_config.auth.enforcement_lines():
+            log.info("%s", line)  # AuthenticationHelper's two start lines
         #: the role being served (:mod:`trizk.server.roles`); an ensemble member changes it
         self.role: Role
         #: the role's front end (connections, reads, replies) and, on a standalone server or a
