@@ -1,5 +1,6 @@
-"""TLS for the secure client port: ZooKeeper's ``ssl.*`` settings -> an ``ssl.SSLContext``,
-and the client certificate's subject as the ``x509`` scheme sees it.
+"""TLS for the secure client port: ZooKeeper's ``ssl.*`` settings -> a pyOpenSSL context and the
+trust anchors its clients are judged by (:class:`ServerTLS`), and the client certificate's
+subject as the ``x509`` scheme sees it.
 
 Theory
 ------
@@ -16,6 +17,10 @@ all with one :class:`TLSSettings` per prefix:
 * ``ssl.clientAuth``: ``need`` (the default, as ``ClientAuth.fromPropertyValue(null)``) asks for
   a certificate and fails the handshake without one; ``want`` asks but accepts none; ``none``
   does not ask.
+* Client certificates are judged by Java's PKIX rules, not OpenSSL's
+  (:mod:`trizk.server.auth.certpath` says why and how): the context accepts any chain in the
+  handshake and the TLS shell (:mod:`trizk.server.shell.tlsstream`) checks it against the trust
+  store before the connection is used.
 * ``ssl.hostnameVerification`` (default true) is ``ZKTrustManager``'s *server* hostname check,
   which only a TLS client makes; the server side's check of its *clients'* names is on only
   where ``X509Util.shouldVerifyClientHostname()`` says so: never for the client port
@@ -38,16 +43,17 @@ Only :func:`server_context` and the store loaders touch files (they read the sto
 
 from __future__ import annotations
 
-import os
-import ssl
-import tempfile
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+from OpenSSL import SSL
 
 from trizk.jute.javalang import parse_boolean
+from trizk.server.auth.certpath import CertificateRejected, validate_client_chain
 from trizk.server.shell.keystores import (
     KeyMaterial,
     StoreConfig,
@@ -59,6 +65,7 @@ from trizk.server.shell.keystores import (
 __all__ = [
     "CLIENT_PREFIX",
     "QUORUM_PREFIX",
+    "ServerTLS",
     "TLSConfigError",
     "TLSSettings",
     "server_context",
@@ -67,7 +74,7 @@ __all__ = [
 
 CLIENT_PREFIX = "zookeeper.ssl."
 QUORUM_PREFIX = "zookeeper.ssl.quorum."
-_CLIENT_AUTH = {"need": ssl.CERT_REQUIRED, "want": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+_CLIENT_AUTHS = ("need", "want", "none")
 
 
 class TLSConfigError(ValueError):
@@ -111,7 +118,7 @@ class TLSSettings:
             )
         raw_auth = props.get(prefix + "clientAuth") or ""
         auth = raw_auth.lower() or "need"
-        if auth not in _CLIENT_AUTH:
+        if auth not in _CLIENT_AUTHS:
             raise TLSConfigError(f"{prefix}clientAuth={raw_auth!r}: expected need, want or none")
         hostname = _get_boolean(props, prefix + "hostnameVerification", True)
         crl = _get_boolean(props, prefix + "crl", False)
@@ -152,35 +159,88 @@ def load_stores(settings: TLSSettings) -> LoadedStores:
     return LoadedStores(key, tuple(anchors))
 
 
-def server_context(settings: TLSSettings) -> ssl.SSLContext:
-    """The SSLContext of the secure client port (raises TLSConfigError)."""
-    stores = load_stores(settings)
-    if stores.key is None:
-        raise TLSConfigError(f"{settings.prefix}keyStore.location not specified")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.verify_mode = _CLIENT_AUTH[settings.client_auth]
-    key = stores.key
-    # ssl.load_cert_chain reads files only: hand it a private temporary copy.
-    with tempfile.TemporaryDirectory(prefix="trizk-tls-") as d:
-        chain = os.path.join(d, "chain.pem")
-        fd = os.open(chain, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key.key_pem + b"\n" + key.chain_pem())
+_SigningKey = (
+    rsa.RSAPrivateKey
+    | ec.EllipticCurvePrivateKey
+    | ed25519.Ed25519PrivateKey
+    | ed448.Ed448PrivateKey
+    | dsa.DSAPrivateKey
+)
+_VERIFY = {
+    "need": SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT,
+    "want": SSL.VERIFY_PEER,
+    "none": SSL.VERIFY_NONE,
+}
+
+
+def _accept_any(conn: SSL.Connection, cert: object, errnum: int, depth: int, ok: int) -> bool:
+    """OpenSSL's verdict is not ZooKeeper's: the chain is judged after the handshake
+    (:meth:`ServerTLS.check_client`)."""
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTLS:
+    """What a TLS listener needs: the context, and the trust anchors its clients are judged by
+    (Java's PKIX rules, :mod:`trizk.server.auth.certpath`)."""
+
+    settings: TLSSettings
+    context: SSL.Context
+    anchors: tuple[x509.Certificate, ...]
+
+    def check_client(self, chain: list[x509.Certificate], now: datetime.datetime) -> str | None:
+        """None when the client's chain is trusted, else why not (Java's words)."""
         try:
-            ctx.load_cert_chain(chain)
-        except (ssl.SSLError, ValueError, TypeError) as e:
-            assert settings.key_store is not None
-            raise TLSConfigError(
-                f"{settings.key_store.location_key} {settings.key_store.location}: cannot use "
-                f"the private key and certificate ({key.format}): {e}"
-            ) from None
-    if settings.trust_store is None:
-        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-    else:
-        pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in stores.anchors)
-        ctx.load_verify_locations(cadata=pem.decode("ascii"))
-    return ctx
+            validate_client_chain(chain, self.anchors, now)
+        except CertificateRejected as e:
+            return str(e)
+        return None
+
+
+def _signing_key(pem: bytes) -> _SigningKey:
+    """A key TLS can sign with (the kinds a key store holds)."""
+    key = serialization.load_pem_private_key(pem, None)
+    if not isinstance(
+        key,
+        (
+            rsa.RSAPrivateKey,
+            ec.EllipticCurvePrivateKey,
+            ed25519.Ed25519PrivateKey,
+            ed448.Ed448PrivateKey,
+            dsa.DSAPrivateKey,
+        ),
+    ):
+        raise ValueError(f"a {type(key).__name__} cannot sign a TLS handshake")
+    return key
+
+
+def server_context(settings: TLSSettings) -> ServerTLS:
+    """The TLS context of a listener from its settings (reads the stores; raises
+    TLSConfigError naming the key)."""
+    stores = load_stores(settings)
+    key = stores.key
+    if key is None or settings.key_store is None:
+        raise TLSConfigError(f"{settings.prefix}keyStore.location not specified")
+    ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+    try:
+        ctx.use_privatekey(_signing_key(key.key_pem))
+        ctx.use_certificate(key.chain[0])
+        for extra in key.chain[1:]:
+            ctx.add_extra_chain_cert(extra)
+        ctx.check_privatekey()
+    except (SSL.Error, ValueError, TypeError) as e:
+        raise TLSConfigError(
+            f"{settings.key_store.location_key} {settings.key_store.location}: cannot use the "
+            f"private key and certificate ({key.format}): {e}"
+        ) from None
+    ctx.set_verify(_VERIFY[settings.client_auth], _accept_any)
+    if stores.anchors:
+        # Java's CertificateRequest names the trust store's subjects (certificate_authorities)
+        for anchor in stores.anchors:
+            ctx.add_client_ca(anchor)
+    ctx.set_session_id(b"trizk")
+    return ServerTLS(settings, ctx, stores.anchors)
 
 
 # ------------------------------------------------------------------ x509 ids
