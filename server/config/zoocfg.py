@@ -220,8 +220,10 @@ KEYS: Mapping[str, KeySpec] = {
     "snapshot.trust.empty": KeySpec(_P),
     # a leader's DIFF from its txn log (persistence.Persistence.proposals_from_txnlog)
     "snapshotSizeFactor": KeySpec(_P),
-    # the AdminServer (trizk.server.ops.admin; admin.portUnification/forceHttps are not served)
+    # the AdminServer (trizk.server.ops.admin; HTTPS from the ssl.quorum.* stores)
     "admin.enableServer": KeySpec(_P),
+    "admin.forceHttps": KeySpec(_P),
+    "admin.portUnification": KeySpec(_P),
     "admin.serverAddress": KeySpec(_P),
     "admin.serverPort": KeySpec(_P),
     "admin.commandURL": KeySpec(_P),

@@ -34,10 +34,16 @@ _CHUNK = 65536
 class OpenSSLServerStream(trio.abc.Stream):
     """The server side of one TLS connection on ``transport``."""
 
-    def __init__(self, transport: trio.SocketStream, context: SSL.Context) -> None:
+    def __init__(
+        self, transport: trio.abc.Stream, context: SSL.Context, initial: bytes = b""
+    ) -> None:
+        """``initial``: bytes already read from ``transport`` (a port that sniffed the first
+        byte to tell TLS from plain text), fed to TLS first."""
         self.transport = transport
         self._conn = SSL.Connection(context, None)
         self._conn.set_accept_state()
+        if initial:
+            self._conn.bio_write(initial)
         self._send_lock = trio.StrictFIFOLock()
         self._receiving = False
         self._closed = False
