@@ -73,6 +73,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _run(d, *imp, "-keystore", "server.jks", "-file", "root.crt")
     _run(d, *imp, "-alias", "ca", "-file", "root.crt", "-keystore", "servertrust.jks")
     _run(d, *imp, "-alias", "servercert", "-file", "server.crt", "-keystore", "servertrust.jks")
+    _run(d, *imp, "-alias", "ca", "-file", "root.crt", "-keystore", "clienttrust.jks")
+    _run(d, *imp, "-alias", "clientcert", "-file", "client.crt", "-keystore", "clienttrust.jks")
     # two more client certificates from the same root: expired, and serverAuth only
     root_key = serialization.load_pem_private_key((d / "rootkey.pem").read_bytes(), None)
     assert isinstance(root_key, ec.EllipticCurvePrivateKey) or hasattr(root_key, "sign")
