@@ -33,17 +33,34 @@ The path (``PKIXValidator`` / ``PKIXCertPathValidator``, revocation off: see ``s
 4. The leaf as a TLS client's certificate (``EndEntityChecker.checkTLSClient``): a keyUsage
    must allow digitalSignature; an extendedKeyUsage must name clientAuth or
    anyExtendedKeyUsage.
+
+Host names (:func:`verify_peer_host`, ``ZKTrustManager.performHostVerification`` with
+``ZKHostnameVerifier``): checked where ZooKeeper checks them -- a TLS client checks its server
+when ``ssl.hostnameVerification`` is true (the default), a quorum member checks the member that
+connected to it when ``ssl.quorum.hostnameVerification`` is; the client port never checks its
+clients (``ClientX509Util.shouldVerifyClientHostname``). The peer's address is tried first,
+then the name a reverse lookup gives. A certificate with subjectAltNames is matched on those
+only (an IPv4 address against iPAddress entries as Java writes them, an IPv6 one after
+normalising both, a name against dNSName entries, case-insensitively, a ``*`` standing for
+one label at most); one without is matched on its most specific CN.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+import ipaddress
+from collections.abc import Callable, Sequence
 
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID
 
-__all__ = ["CertificateRejected", "validate_client_chain"]
+__all__ = [
+    "CertificateRejected",
+    "HostnameMismatch",
+    "validate_client_chain",
+    "verify_hostname",
+    "verify_peer_host",
+]
 
 #: the extensions Java's PKIX checkers process (a critical one of any other OID is refused)
 _KNOWN_CRITICAL = {
@@ -192,3 +209,104 @@ def validate_client_chain(
     # 4. the leaf as a TLS client's (EndEntityChecker runs after the path, trusted leaf too)
     _check_tls_client(leaf)
     return anchor
+
+
+# ------------------------------------------------------------------ host names
+
+
+class HostnameMismatch(Exception):
+    """The certificate does not name the host (ZKHostnameVerifier's SSLPeerUnverifiedException)."""
+
+
+def _match_identity(host: str, identity: str) -> bool:
+    """``matchIdentityStrict``: both lower-cased; one ``*`` matches within one label."""
+    star = identity.find("*")
+    if star < 0:
+        return host == identity
+    prefix, suffix = identity[:star], identity[star + 1 :]
+    if prefix and not host.startswith(prefix):
+        return False
+    if suffix and not host.endswith(suffix):
+        return False
+    return "." not in host[len(prefix) : len(host) - len(suffix)]
+
+
+def _host_kind(host: str) -> tuple[str, str]:
+    """("ipv4" | "ipv6" | "dns", the host as compared)."""
+    try:
+        v4 = ipaddress.IPv4Address(host)
+    except ValueError:
+        pass
+    else:
+        if str(v4) == host:  # InetAddressUtils.isIPv4Address: dotted decimal only
+            return "ipv4", host
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        return "ipv6", str(ipaddress.IPv6Address(bare))
+    except ValueError:
+        return "dns", host.lower()
+
+
+def _normalised(address: str) -> str:
+    """``normaliseAddress``: one spelling per IPv6 address (IPv4 ones as they are)."""
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return address
+
+
+def verify_hostname(host: str, cert: x509.Certificate) -> None:
+    """``ZKHostnameVerifier.verify(host, cert)``; raises :class:`HostnameMismatch`."""
+    kind, wanted = _host_kind(host)
+    san = _extension(cert, ExtensionOID.SUBJECT_ALTERNATIVE_NAME)
+    ips: list[str] = []
+    names: list[str] = []
+    if isinstance(san, x509.SubjectAlternativeName):
+        ips = [str(a) for a in san.get_values_for_type(x509.IPAddress)]
+        names = list(san.get_values_for_type(x509.DNSName))
+    if ips or names:
+        if kind == "ipv4" and wanted in ips:
+            return
+        if kind == "ipv6" and wanted in [_normalised(a) for a in ips]:
+            return
+        if kind == "dns" and any(_match_identity(wanted, n.lower()) for n in names):
+            return
+        alts = [f"IP:{a}" for a in ips] + [f"DNS:{n}" for n in names]
+        raise HostnameMismatch(
+            f"Certificate for <{host}> doesn't match any of the subject alternative names: {alts}"
+        )
+    cn: str | None = None
+    for rdn in reversed(cert.subject.rdns):
+        for attr in rdn:
+            if attr.oid == x509.NameOID.COMMON_NAME:
+                cn = str(attr.value)
+                break
+        if cn is not None:
+            break
+    if cn is None:
+        raise HostnameMismatch(
+            f"Certificate subject for <{host}> doesn't contain a common name and does not have "
+            "alternative names"
+        )
+    if not _match_identity(host.lower(), cn.lower()):
+        raise HostnameMismatch(
+            f"Certificate for <{host}> doesn't match common name of the certificate subject: {cn}"
+        )
+
+
+def verify_peer_host(cert: x509.Certificate, address: str, reverse_name: Callable[[], str]) -> None:
+    """``ZKTrustManager.performHostVerification``: the peer's address, else the name of a
+    reverse lookup (``reverse_name``, only called when the address fails); raises
+    :class:`CertificateRejected` "Failed to verify both host address and host name"."""
+    try:
+        verify_hostname(address, cert)
+        return
+    except HostnameMismatch as by_address:
+        first = by_address
+    name = reverse_name()
+    try:
+        verify_hostname(name, cert)
+    except HostnameMismatch as by_name:
+        raise CertificateRejected(
+            f"Failed to verify both host address and host name ({first}; {by_name})"
+        ) from None

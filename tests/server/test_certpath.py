@@ -5,6 +5,7 @@ OpenSSL calls self-signed), intermediates, dates, CA constraints, key usages."""
 from __future__ import annotations
 
 import datetime
+import ipaddress
 
 import pytest
 from cryptography import x509
@@ -12,7 +13,13 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from trizk.server.auth.certpath import CertificateRejected, validate_client_chain
+from trizk.server.auth.certpath import (
+    CertificateRejected,
+    HostnameMismatch,
+    validate_client_chain,
+    verify_hostname,
+    verify_peer_host,
+)
 
 NOW = datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -167,3 +174,73 @@ def test_client_key_usages() -> None:
         assert validate_client_chain([ok], [root], NOW) == root
     with pytest.raises(CertificateRejected, match="Empty"):
         validate_client_chain([], [root], NOW)
+
+
+# ---------------------------------------------------------------------------- host names
+
+
+def _named(
+    cn: str | None, *alts: x509.GeneralName, extra_cn: str | None = None
+) -> x509.Certificate:
+    key = _key()
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "zk")]
+    if extra_cn is not None:
+        attrs.insert(0, x509.NameAttribute(NameOID.COMMON_NAME, extra_cn))
+    if cn is not None:
+        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
+    name = x509.Name(attrs)
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(NOW - DAY)
+        .not_valid_after(NOW + DAY)
+    )
+    if alts:
+        b = b.add_extension(x509.SubjectAlternativeName(list(alts)), critical=False)
+    return b.sign(key, hashes.SHA256())
+
+
+def test_hostname_verification_as_zkhostnameverifier() -> None:
+    ip = x509.IPAddress
+    dns = x509.DNSName
+    san = _named(
+        "ignored.example",
+        ip(ipaddress.ip_address("10.0.0.1")),
+        ip(ipaddress.ip_address("::1")),
+        dns("*.zk.example"),
+        dns("Node1.Example"),
+    )
+    verify_hostname("10.0.0.1", san)
+    verify_hostname("0:0:0:0:0:0:0:1", san)  # IPv6 compared normalised
+    verify_hostname("[::1]", san)
+    verify_hostname("a.zk.example", san)
+    verify_hostname("NODE1.example", san)
+    for host in ("10.0.0.2", "a.b.zk.example", "ignored.example", "zk.example"):
+        with pytest.raises(HostnameMismatch, match="subject alternative names"):
+            verify_hostname(host, san)
+    # no subjectAltName: the most specific CN (the last in DER order)
+    cn_only = _named("node2.example", extra_cn="other.example")
+    verify_hostname("Node2.Example", cn_only)
+    with pytest.raises(HostnameMismatch, match="common name of the certificate subject"):
+        verify_hostname("other.example", cn_only)
+    with pytest.raises(HostnameMismatch, match="doesn't contain a common name"):
+        verify_hostname("x", _named(None))
+
+
+def test_peer_host_tries_the_address_then_the_reverse_name() -> None:
+    cert = _named(None, x509.DNSName("peer.example"))
+    looked_up: list[str] = []
+
+    def reverse() -> str:
+        looked_up.append("peer.example")
+        return "peer.example"
+
+    verify_peer_host(cert, "10.1.1.1", reverse)
+    assert looked_up == ["peer.example"]
+    by_ip = _named(None, x509.IPAddress(ipaddress.ip_address("10.1.1.1")))
+    verify_peer_host(by_ip, "10.1.1.1", lambda: pytest.fail("no reverse lookup needed"))
+    with pytest.raises(CertificateRejected, match="Failed to verify both host address and"):
+        verify_peer_host(cert, "10.1.1.1", lambda: "10-1-1-1.isp.example")
