@@ -130,6 +130,13 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
         "-dname", "CN=keytool", "-validity", "2", "-storetype", "JKS",
         "-keystore", str(d / "otherkeypass.jks"), "-storepass", PW, "-keypass", "keypass",
     )  # fmt: skip
+    # key pairs made by keytool itself in each store type (JCEKS: refused when read)
+    for kind, name in (("PKCS12", "gen.p12"), ("JKS", "gen.jks"), ("JCEKS", "gen.jceks")):
+        keytool(
+            "-genkeypair", "-alias", "gen", "-keyalg", "RSA", "-keysize", "2048",
+            "-dname", "CN=keytool gen", "-validity", "2", "-storetype", kind,
+            "-keystore", str(d / name), "-storepass", PW, "-keypass", PW,
+        )  # fmt: skip
     (d / "secret").write_text(PW + os.linesep)
     return Stores(d, d / "ca.pem", d / "client.crt", d / "client.key", srv)
 
@@ -153,6 +160,15 @@ def test_jks_and_pkcs12_bytes_are_read_by_content(stores: Stores) -> None:
         assert b"PRIVATE KEY" in km.key_pem
     assert keystores.load_key_store(_store(real)).format == "JKS"
     assert keystores.load_key_store(_store(stores["server.p12"], kind="JKS")).format == "PKCS12"
+
+
+def test_keytool_genkeypair_stores(stores: Stores) -> None:
+    for name, fmt in (("gen.p12", "PKCS12"), ("gen.jks", "JKS")):
+        km = keystores.load_key_store(_store(stores[name]))
+        assert km.format == fmt
+        assert [c.subject.rfc4514_string() for c in km.chain] == ["CN=keytool gen"]
+    with pytest.raises(keystores.StoreError, match="Invalid keystore format"):
+        keystores.load_key_store(_store(stores["gen.jceks"], kind="JKS"))
 
 
 def test_trust_stores(stores: Stores) -> None:

@@ -1,7 +1,8 @@
 """TLS on secureClientPort, over real sockets: kazoo with ``use_ssl=True`` and client
 certificates, the x509 scheme taking the certificate's subject as the id, ``ssl.clientAuth``
 need/want/none, PEM and PKCS12 stores, both ports side by side, and the refusals (no client
-certificate under ``need``, an untrusted certificate, store formats trizk does not read).
+certificate under ``need``, an untrusted certificate, settings that cannot be used; keytool's
+stores are in test_keystores.py).
 
 Certificates are made here with ``cryptography`` (a CA, a server certificate for 127.0.0.1,
 client certificates signed by the CA and one self-signed)."""
