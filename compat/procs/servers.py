@@ -58,6 +58,10 @@ ZK_JARS = (
 #: Jetty (the AdminServer) comes through zookeeper.jar's manifest Class-Path; the servlet API
 #: it needs does not (libservlet-api-java), so it is added when present.
 ZK_ADMIN_JARS = ("/usr/share/java/servlet-api.jar",)
+#: The Netty parts Debian's zookeeper.jar manifest leaves out (it names buffer, common, handler
+#: and transport): without them 3.8.0's NettyServerCnxnFactory -- the secureClientPort's --
+#: fails with ClassNotFoundException io.netty.handler.codec.ByteToMessageDecoder.
+ZK_NETTY_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 KINDS = ("zookeeper", "trizk")
 
@@ -213,7 +217,8 @@ def _command(
     version: str = "3.8.0",
 ) -> list[str]:
     if kind == "zookeeper":
-        jars = (*zookeeper_jars(version), *(j for j in ZK_ADMIN_JARS if os.path.exists(j)))
+        extra = ZK_ADMIN_JARS + (ZK_NETTY_JARS if version == "3.8.0" else ())
+        jars = (*zookeeper_jars(version), *(j for j in extra if os.path.exists(j)))
         log4j = workdir / "log4j.properties"
         log4j.write_text(_LOG4J)
         return [

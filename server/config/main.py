@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import trio
 
 import trizk
+from trizk.server.auth.acl import AuthEnforcementError
 from trizk.server.config.zoocfg import ConfigError, ServerConfig, load_config, parse_property_option
 
 __all__ = ["Serve", "build_parser", "main"]
@@ -70,11 +71,25 @@ def _storage_failure(exc: BaseException) -> BaseException | None:
     """The StorageFailure that stopped the server, if that is what ``exc`` is (or holds)."""
     from trizk.server.shell.persistence import StorageFailure
 
-    if isinstance(exc, StorageFailure):
+    return _held(exc, StorageFailure)
+
+
+def _tls_failure(exc: BaseException) -> BaseException | None:
+    """The TLSConfigError (a store or TLS setting that cannot be used) in ``exc``, if any."""
+    if "trizk.server.shell.tls" not in sys.modules:
+        return None  # nothing asked for TLS
+    from trizk.server.shell.tls import TLSConfigError
+
+    return _held(exc, TLSConfigError)
+
+
+def _held(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``exc`` when it is a ``kind``, else the first ``kind`` an exception group holds."""
+    if isinstance(exc, kind):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for sub in exc.exceptions:
-            found = _storage_failure(sub)
+            found = _held(sub, kind)
             if found is not None:
                 return found
     return None
@@ -253,9 +268,20 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         return EXIT_OK
     except Exception as exc:
         failure = _storage_failure(exc)
+        tls_failure = _tls_failure(exc)
+        enforce_failure = _held(exc, AuthEnforcementError)
+        if enforce_failure is not None:
+            # AuthenticationHelper's IllegalArgumentException: ZooKeeperServerMain logs
+            # "Invalid arguments, exiting abnormally" and exits with INVALID_CONFIG (2)
+            log.error("Invalid arguments, exiting abnormally: %s", enforce_failure)
+            return EXIT_INVALID_CONFIG
         if failure is not None:
             # ZooKeeperServer: "Severe unrecoverable error, exiting" (ExitCode.UNEXPECTED_ERROR)
             log.error("Severe unrecoverable error, exiting: %s", failure)
+        elif tls_failure is not None:
+            # ZooKeeper fails in X509Util.createSSLContextAndOptions (an SSLContextException
+            # logged with its stack); trizk writes the one line that names the key.
+            log.error("Unable to start the server, TLS configuration: %s", tls_failure)
         else:
             log.exception("server failed")
         return EXIT_UNEXPECTED_ERROR

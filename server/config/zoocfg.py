@@ -220,8 +220,10 @@ KEYS: Mapping[str, KeySpec] = {
     "snapshot.trust.empty": KeySpec(_P),
     # a leader's DIFF from its txn log (persistence.Persistence.proposals_from_txnlog)
     "snapshotSizeFactor": KeySpec(_P),
-    # the AdminServer (trizk.server.ops.admin; admin.portUnification/forceHttps are not served)
+    # the AdminServer (trizk.server.ops.admin; HTTPS from the ssl.quorum.* stores)
     "admin.enableServer": KeySpec(_P),
+    "admin.forceHttps": KeySpec(_P),
+    "admin.portUnification": KeySpec(_P),
     "admin.serverAddress": KeySpec(_P),
     "admin.serverPort": KeySpec(_P),
     "admin.commandURL": KeySpec(_P),
@@ -238,6 +240,10 @@ KEYS: Mapping[str, KeySpec] = {
     "letAnySaslUserDoX": KeySpec(_P),
     "allowSaslFailedClients": KeySpec(_P),
     "sasl.serverconfig": KeySpec(_P),
+    # enforced authentication (acl.AuthConfig.enforced_on: AuthenticationHelper)
+    "sessionRequireClientSASLAuth": KeySpec(_P),
+    "enforce.auth.enabled": KeySpec(_P),
+    "enforce.auth.schemes": KeySpec(_P),
     "ssl.keyStore.location": KeySpec(_P),
     "ssl.keyStore.password": KeySpec(_P),
     "ssl.keyStore.type": KeySpec(_P),
@@ -246,6 +252,17 @@ KEYS: Mapping[str, KeySpec] = {
     "ssl.trustStore.type": KeySpec(_P),
     "ssl.clientAuth": KeySpec(_P),
     "ssl.authProvider": KeySpec(_P),
+    "ssl.keyStore.passwordPath": KeySpec(_P),
+    "ssl.trustStore.passwordPath": KeySpec(_P),
+    "ssl.hostnameVerification": KeySpec(_P),
+    "ssl.crl": KeySpec(_P),
+    "ssl.ocsp": KeySpec(_P),
+    # the quorum's and the AdminServer's stores (QuorumX509Util), read and checked at start
+    "ssl.quorum.keyStore.": KeySpec(_P),
+    "ssl.quorum.trustStore.": KeySpec(_P),
+    "ssl.quorum.hostnameVerification": KeySpec(_P),
+    "ssl.quorum.crl": KeySpec(_P),
+    "ssl.quorum.ocsp": KeySpec(_P),
     # -- QuorumPeerConfig.parseProperties: the ensemble (parsed from the entries, QUORUM_KEYS) --
     "initLimit": KeySpec(_F),
     "syncLimit": KeySpec(_F),
@@ -296,9 +313,6 @@ KEYS: Mapping[str, KeySpec] = {
     "serverCnxnFactory": KeySpec(_UP, "org.apache.zookeeper.server.NettyServerCnxnFactory"),
     "admin.": KeySpec(_UP),
     "ssl.": KeySpec(_UP),
-    "sessionRequireClientSASLAuth": KeySpec(_UP, "false"),
-    "enforce.auth.enabled": KeySpec(_UP, "false"),
-    "enforce.auth.schemes": KeySpec(_UP),
     "audit.enable": KeySpec(_UP, "false"),
     "request.throttler.": KeySpec(_UP),
     "watchManagerName": KeySpec(_UP),

@@ -457,6 +457,9 @@ class FrontEnd:
         if op == _SASL:
             self._sasl(conn, xid, frame)
             return
+        if self.auth_config.enforced_on(conn.auth):
+            self._refuse_unauthenticated(conn, xid)
+            return
         if op not in VALID_OPS:
             # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.
             log.warning("%s: received packet of unknown type %d", conn, op)
@@ -536,6 +539,22 @@ class FrontEnd:
         log.info("Session 0x%x: auth success for scheme %s", conn.session_id, scheme)
         self.stats.response_sent(conn.send_reply(xid, 0, Code.OK))
 
+    def _refuse_unauthenticated(self, conn: ClientConnection, xid: int) -> None:
+        """``AuthenticationHelper.enforceAuthentication``: a request (any but auth and sasl:
+        pings and closeSession too) on a connection with no id of an enforced scheme is
+        answered SESSIONCLOSEDREQUIRESASLAUTH (zxid 0, no body) and the connection closed
+        (``sendCloseSession``; the session itself lives on until it expires)."""
+        cfg = self.auth_config
+        log.error(
+            "Client authentication scheme(s) [%s] does not match with any of the expected "
+            "authentication scheme [%s], closing session.",
+            ", ".join(scheme for scheme, _ in conn.auth),
+            ", ".join(cfg.enforce_schemes),
+        )
+        size = conn.send_reply(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH)
+        self.stats.response_sent(size)
+        self._close(conn, "authentication required (zookeeper.enforce.auth.schemes)")
+
     def _sasl(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
         req = self._decode_or_close(conn, r.GetSASLRequest, frame)
         if req is None:
@@ -568,11 +587,24 @@ class FrontEnd:
                         conn.auth.add(i)
             except saslmod.SaslError as e:
                 log.warning("Client %s failed to SASL authenticate: %s", conn, e)
-                if not sasl_cfg.allow_failed_clients:
-                    size = conn.send_reply(xid, 0, Code.AUTHFAILED, r.SetSASLResponse(None))
+                required = self.auth_config.sasl_auth_required
+                if required or not sasl_cfg.allow_failed_clients:
+                    if required:
+                        # (sic: ZooKeeper's spelling and missing blank)
+                        log.warning(
+                            "Closing client connection due to server requires client SASL "
+                            "authenticaiton,but client SASL authentication has failed, or "
+                            "client is not configured with SASL authentication."
+                        )
+                        err = Code.SESSIONCLOSEDREQUIRESASLAUTH
+                    else:
+                        log.warning("Closing client connection due to SASL authentication failure.")
+                        err = Code.AUTHFAILED
+                    size = conn.send_reply(xid, 0, err, r.SetSASLResponse(None))
                     self.stats.response_sent(size)
                     self._close(conn, "SASL authentication failed")
                     return
+                log.warning("Maintaining client connection despite SASL authentication failure.")
         self.stats.response_sent(conn.send_reply(xid, 0, Code.OK, r.SetSASLResponse(token)))
 
     def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
