@@ -290,6 +290,21 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+def _startup_oserror(failure: BaseException) -> OSError | None:
+    """The OSError a failed start-up comes down to, alone or as the only kind of exception in
+    (nested) exception groups; None for anything else."""
+    if isinstance(failure, OSError):
+        return failure
+    if isinstance(failure, BaseExceptionGroup):
+        match, rest = failure.split(OSError)
+        if match is not None and rest is None:
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, OSError) else None
+    return None
+
+
 async def _run(config: ServerConfig, serve: Serve) -> int:
     """Serve until SIGINT/SIGTERM (→ 0) or until the server fails to start (→ 1)."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -311,7 +326,12 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
             nursery.start_soon(watch_signals)
             try:
                 port = await nursery.start(run_server)
-            except OSError as exc:
+            except (OSError, BaseExceptionGroup) as failure:
+                # a start-up failure may come through the server's nurseries, grouped
+                # (trio's strict exception groups): only an OSError is a clear start-up error
+                exc = _startup_oserror(failure)
+                if exc is None:
+                    raise
                 # ZooKeeper: a taken client port is "Unexpected exception, exiting
                 # abnormally" (exit 1); a taken election port exits with 14
                 # (UNABLE_TO_BIND_QUORUM_PORT, cnxmanager.PortBindError.exit_code)

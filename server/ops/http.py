@@ -130,7 +130,7 @@ async def handle_http(
                     event = conn.next_event()
                     if event is h11.NEED_DATA:
                         data = await stream.receive_some(64 * 1024)
-                        conn.receive_data(data)
+                        conn.receive_data(bytes(data))
                         continue
                     if isinstance(event, h11.Request):
                         request = event
