@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         log.info(
             "trizk server (ZooKeeper %s compatible) from %s: %s, dataDir %s, dataLogDir %s,"
             " tickTime %d, session timeouts %d..%d ms",
-            trizk.ZOOKEEPER_VERSION,
+            config.zookeeper_version,
             args.config,
             _address(config),
             config.data_dir,

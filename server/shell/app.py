@@ -160,6 +160,7 @@ class TrizkServer:
             ),
             sasl=saslmod.load_sasl_config(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
+            zookeeper_version=config.zookeeper_version,
         )
         #: the role being served (:mod:`trizk.server.roles`); an ensemble member changes it
         self.role: Role
@@ -276,7 +277,7 @@ class TrizkServer:
         log.info(
             "trizk %s (ZooKeeper %s compatible) serving clients on %s:%d",
             trizk.__version__,
-            trizk.ZOOKEEPER_VERSION,
+            self.config.zookeeper_version,
             host or "0.0.0.0",
             self.port,
         )
