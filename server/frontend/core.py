@@ -193,7 +193,7 @@ class FrontEnd:
         self.config = config
         self.replica = replica
         self.write_path = write_path
-        self.watches = WatchManager()
+        self.watches = WatchManager(mode_sets=config.zk39)
         self.connections: dict[int, ClientConnection] = {}
         self.session_conn: dict[int, ClientConnection] = {}
         #: session id -> (connection, received) waiting for its createSession txn to commit
@@ -603,6 +603,7 @@ class FrontEnd:
             conn.session_id,
             self._auth_ids(conn.session_id, conn),
             read_stats=self.stats.metrics.read_per_namespace,
+            zk39=self.config.zk39,
         )
         err = 0
         body: r.Record | None = None
@@ -709,11 +710,13 @@ class FrontEnd:
             if trig.event in _WRITE_EVENTS:
                 # DataTree.updateWriteStat: createNode/setData (path + data), deleteNode (path)
                 writes.add_path(trig.path, len(trig.path) + trig.size)
+        # 3.9 (ZOOKEEPER-4655): the notification carries the zxid of the txn that fired it
+        event_zxid = hdr.zxid if self.config.zk39 else -1
         for watcher, trig in self.watches.fire(rc.triggers):
             assert isinstance(watcher, ClientConnection)
             # ServerCnxn.process(event, znodeAcl): no READ on the node, no notification.
             if not watcher.closed and aclmod.check(trig.acl, _READ_PERM, watcher.auth):
-                self._event_sent(watcher.send_event(trig.event, trig.path))
+                self._event_sent(watcher.send_event(trig.event, trig.path, event_zxid))
                 self._mark(watcher)
         # FinalRequestProcessor: a txn's wall-clock age when applied here (if not negative)
         age = now + self._wall_offset - hdr.time
