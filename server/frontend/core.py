@@ -79,6 +79,8 @@ _AUTH, _SASL, _SYNC, _PING = OpCode.AUTH, OpCode.SASL, OpCode.SYNC, OpCode.PING
 _MULTI, _MULTIREAD, _RECONFIG = OpCode.MULTI, OpCode.MULTIREAD, OpCode.RECONFIG
 _CREATESESSION, _CLOSESESSION, _ERROR = OpCode.CREATESESSION, OpCode.CLOSESESSION, OpCode.ERROR
 _READ_PERM = int(Perms.READ)
+_CHECK = int(OpCode.CHECK)
+_DELETECONTAINER = int(OpCode.DELETECONTAINER)
 _PING_OK = struct.Struct(">iiqi")
 
 #: Opcodes ``Request.isValid`` accepts; anything else is UNIMPLEMENTED and the connection closes.
@@ -457,8 +459,14 @@ class FrontEnd:
         if op == _SASL:
             self._sasl(conn, xid, frame)
             return
-        if op not in VALID_OPS:
+        if op == _CHECK and not self.config.zk39:
+            # A check outside a multi: ZooKeeper 3.8.0 takes it in and never answers it (the
+            # session carries on, nothing is logged as a txn).
+            log.debug("%s: check request outside a multi, not answered", conn)
+            return
+        if op not in VALID_OPS or op == _CHECK:
             # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.
+            # 3.9's Request.isValid no longer takes a check on its own.
             log.warning("%s: received packet of unknown type %d", conn, op)
             conn.send_reply(xid, -1, Code.UNIMPLEMENTED)
             self._close(conn, f"unknown opcode {op}")
@@ -477,7 +485,8 @@ class FrontEnd:
             op in READ_OPS
             or op in _NO_TXN_OPS
             or (op == _RECONFIG and _bad_reconfig(frame))
-            or (op == _MULTI and multi_without_txn(frame))
+            or (op == _MULTI and not self.config.zk39 and multi_without_txn(frame))
+            or (op == _DELETECONTAINER and self.config.zk39 and _bad_delete_container(frame))
         ):
             if fifo:
                 fifo.append(_DeferredRead(xid, op, frame, now))
@@ -609,10 +618,10 @@ class FrontEnd:
         body: r.Record | None = None
         payload: bytes | None = None
         try:
-            if op == _RECONFIG:
+            if op == _RECONFIG or op == _DELETECONTAINER:
                 # ZooKeeper 3.8.0 answers a reconfig whose body does not decode (pRequestHelper
                 # decodes it before taking a zxid) with MARSHALLINGERROR and no txn; the
-                # session carries on.
+                # session carries on. 3.9 answers so a deleteContainer that does not decode.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == _MULTIREAD:
                 err, payload = multi_read(frame, ctx)
@@ -834,6 +843,16 @@ _WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, Eve
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
 #: (A client's createSession on its open session is a write: see Sequencer.submit.)
 _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD})
+
+
+def _bad_delete_container(frame: bytes) -> bool:
+    """A client's deleteContainer that ZooKeeper 3.9 answers MARSHALLINGERROR without a txn:
+    its DeleteContainerRequest (one ustring, as SyncRequest's) does not decode, or its path is
+    null (checked on the live 3.9.3 server)."""
+    try:
+        return decode_body(r.SyncRequest, frame).path is None
+    except JuteDecodeError:
+        return True
 
 
 def _bad_reconfig(frame: bytes) -> bool:
