@@ -1,0 +1,68 @@
+"""The ZooKeeper release trizk answers as (``trizk.zookeeperVersion``), judged against both
+live oracles.
+
+* ``test_release_differences``: every scenario of ``compat/scenarios/zookeeper39.json`` (one
+  per 3.9 behaviour change: watcher types 4/5 and mode sets, ZOOKEEPER-4472/4466; the
+  notification zxid, 4655; create2 in a multi, 4026; exists without READ, 2590; a check outside
+  a multi; multis that fail whole; a client's deleteContainer; checkWatches of a null path) runs
+  on ZooKeeper 3.8.0, ZooKeeper 3.9.3, trizk at 3.8.0 and trizk at 3.9.3, each on a fresh
+  server. trizk must answer exactly as the oracle of its release, and the two oracles must
+  differ (so the scenario does test a change).
+* ``test_version_strings``: ``srvr``, ``envi`` and mntr's ``zk_version`` name the release in
+  ZooKeeper's shape on both oracles and on trizk at each release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trizk.compat.oracle.compare import SCENARIO_DIR, diff_transcripts, load_scenarios, run_on
+from trizk.compat.oracle.normalise import normalise
+from trizk.compat.procs import servers
+from trizk.server.common import release
+from trizk.testing.probes import four_letter
+
+from .conftest import require_zookeeper
+
+pytestmark = pytest.mark.slow
+
+SCENARIOS = {sc["name"]: sc for sc in load_scenarios() if sc["name"].startswith("zk39_")}
+
+
+def _run(kind: str, sc: dict[str, Any]) -> Any:
+    return normalise(run_on(kind, sc))
+
+
+def test_the_scenarios_are_in_the_suite() -> None:
+    assert (SCENARIO_DIR / "zookeeper39.json").exists()
+    assert len(SCENARIOS) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_release_differences(name: str) -> None:
+    for v in release.RELEASES:
+        require_zookeeper(v)
+    sc = SCENARIOS[name]
+    oracles = {v: _run(f"zookeeper@{v}", sc) for v in release.RELEASES}
+    assert diff_transcripts(name, sc["steps"], oracles[release.ZK380], oracles[release.ZK393]), (
+        f"{name}: ZooKeeper 3.8.0 and 3.9.3 answer alike; the scenario tests no change"
+    )
+    for v in release.RELEASES:
+        diffs = diff_transcripts(name, sc["steps"], _run(f"trizk@{v}", sc), oracles[v])
+        assert not diffs, "\n".join(d.render(f"trizk@{v}", f"zookeeper@{v}") for d in diffs)
+
+
+@pytest.mark.parametrize("version", release.RELEASES)
+def test_version_strings(version: str) -> None:
+    require_zookeeper(version)
+    for kind in ("zookeeper", "trizk"):
+        with servers.running(f"{kind}@{version}") as srv:
+            srvr = four_letter(srv.port, "srvr").splitlines()[0]
+            envi = four_letter(srv.port, "envi").splitlines()[1]
+            mntr = four_letter(srv.port, "mntr").splitlines()[0]
+            assert srvr.startswith(f"Zookeeper version: {version}-"), (kind, srvr)
+            assert envi.startswith(f"zookeeper.version={version}-"), (kind, envi)
+            assert mntr.startswith(f"zk_version\t{version}-"), (kind, mntr)
+            assert srvr.endswith(" UTC") and ", built on " in srvr
