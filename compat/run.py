@@ -8,6 +8,8 @@ Options::
 
     --oracle-vs-oracle    ZooKeeper against a second ZooKeeper (must report 0 differences:
                           the proof that the normaliser is fair)
+    --oracle VERSION      the ZooKeeper release to compare with, 3.8.0 (default) or 3.9.3;
+                          trizk answers as the same release (trizk.zookeeperVersion)
     --ci                  only the fast subset marked "ci" in the scenario files
     -k NAME               only scenarios whose name contains NAME (repeatable)
     --random N --seed S   also N random scenarios from the grammar (seeds S, S+1, ...),
@@ -39,6 +41,7 @@ from trizk.compat.oracle.compare import (
 )
 from trizk.compat.oracle.randomgen import count_malformed, generate, shrink
 from trizk.compat.oracle.scenario import Step, describe_step
+from trizk.compat.procs.servers import ZK_VERSIONS
 
 
 def _print_diffs(diffs: list[Difference], left: str, right: str, limit: int = 20) -> None:
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--oracle-vs-oracle", action="store_true")
+    ap.add_argument("--oracle", choices=ZK_VERSIONS, default=ZK_VERSIONS[0])
     ap.add_argument("--ci", action="store_true")
     ap.add_argument("-k", action="append", default=[])
     ap.add_argument("--random", type=int, default=0)
@@ -131,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print both normalised transcripts")
     args = ap.parse_args(argv)
 
-    left, right = ("zookeeper", "zookeeper") if args.oracle_vs_oracle else ("trizk", "zookeeper")
+    # the kinds carry the release (servers.split_kind): the oracle's, and the one trizk answers as
+    oracle = f"zookeeper@{args.oracle}"
+    left, right = (oracle, oracle) if args.oracle_vs_oracle else (f"trizk@{args.oracle}", oracle)
     lname, rname = (
         ("zookeeper#1", "zookeeper#2") if args.oracle_vs_oracle else ("trizk", "zookeeper")
     )

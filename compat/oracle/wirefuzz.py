@@ -1,7 +1,8 @@
 """Wire-level differential fuzzer: the same mutated frames to Apache ZooKeeper 3.8 and trizk.
 
-``python -m trizk.compat.oracle.wirefuzz [--seconds S | --cases N] [--seed K]`` (the long run:
-``--seconds 300``; CI runs a few seconds of it, tests/compat/test_wirefuzz.py).
+``python -m trizk.compat.oracle.wirefuzz [--seconds S | --cases N] [--seed K] [--oracle V]``
+(the long run: ``--seconds 300``; CI runs a few seconds of it, tests/compat/test_wirefuzz.py;
+``--oracle 3.9.3`` compares ZooKeeper 3.9.3 with trizk answering as 3.9.3).
 
 Theory
 ------
@@ -63,6 +64,7 @@ from trizk.compat.oracle.randomgen import BASE, VALID_PATHS, _op, shrink
 from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient, WireTimeout
 from trizk.compat.oracle.scenario import OPEN_ACL, Step, build_request
 from trizk.compat.procs import servers
+from trizk.compat.procs.servers import ZK_VERSIONS
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode, Xid
 from trizk.jute.multi import encode_request
@@ -574,12 +576,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--oracle-vs-oracle", action="store_true", help="ZooKeeper against ZooKeeper")
+    ap.add_argument(
+        "--oracle",
+        choices=ZK_VERSIONS,
+        default=ZK_VERSIONS[0],
+        help="the ZooKeeper release (trizk answers as the same one)",
+    )
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--max-findings", type=int, default=50)
     args = ap.parse_args(argv)
     if args.cases is None and args.seconds is None:
         args.cases = 200
-    kinds = ("zookeeper", "zookeeper") if args.oracle_vs_oracle else ("zookeeper", "trizk")
+    oracle = f"zookeeper@{args.oracle}"
+    kinds = (oracle, oracle) if args.oracle_vs_oracle else (oracle, f"trizk@{args.oracle}")
     t0 = time.monotonic()
     stats: dict[str, Any] = {}
     ran, findings = fuzz(

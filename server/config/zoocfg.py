@@ -215,6 +215,7 @@ KEYS: Mapping[str, KeySpec] = {
     "preAllocSize": KeySpec(_P),
     "forceSync": KeySpec(_P),
     "digest.enabled": KeySpec(_P),
+    "serializeLastProcessedZxid.enabled": KeySpec(_P),
     "snapshot.compression.method": KeySpec(_P),
     "snapshot.trust.empty": KeySpec(_P),
     # the AdminServer (trizk.server.ops.admin; admin.portUnification/forceHttps are not served)

@@ -486,7 +486,7 @@ class FrontEnd:
             or op in _NO_TXN_OPS
             or (op == _RECONFIG and _bad_reconfig(frame))
             or (op == _MULTI and not self.config.zk39 and multi_without_txn(frame))
-            or (op == _DELETECONTAINER and self.config.zk39 and _bad_delete_container(frame))
+            or (self.config.zk39 and _bad_write_39(op, frame))
         ):
             if fifo:
                 fifo.append(_DeferredRead(xid, op, frame, now))
@@ -618,10 +618,11 @@ class FrontEnd:
         body: r.Record | None = None
         payload: bytes | None = None
         try:
-            if op == _RECONFIG or op == _DELETECONTAINER:
+            if op in WRITE_OPS:
                 # ZooKeeper 3.8.0 answers a reconfig whose body does not decode (pRequestHelper
                 # decodes it before taking a zxid) with MARSHALLINGERROR and no txn; the
-                # session carries on. 3.9 answers so a deleteContainer that does not decode.
+                # session carries on. 3.9 answers so every write whose record does not decode
+                # (Request.readRequestRecord before the zxid) and a null deleteContainer.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == _MULTIREAD:
                 err, payload = multi_read(frame, ctx)
@@ -843,6 +844,22 @@ _WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, Eve
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
 #: (A client's createSession on its open session is a write: see Sequencer.submit.)
 _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD})
+
+
+def _bad_write_39(op: int, frame: bytes) -> bool:
+    """A write ZooKeeper 3.9 answers MARSHALLINGERROR without a txn (no zxid taken): its
+    record does not decode (3.9 decodes it before taking the zxid; 3.8 after, logging an error
+    txn), or a deleteContainer's path is null. Not multi: its header is made first in both."""
+    if op == _DELETECONTAINER:
+        return _bad_delete_container(frame)
+    spec = WRITE_OPS.get(op)
+    if spec is None or op == _CHECK:
+        return False
+    try:
+        decode_body(spec[0], frame)
+    except JuteDecodeError:
+        return True
+    return False
 
 
 def _bad_delete_container(frame: bytes) -> bool:

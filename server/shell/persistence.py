@@ -56,7 +56,9 @@ Settings (ZooKeeper's names): ``snapCount``, ``preAllocSize`` (KiB), ``forceSync
 fsync: fast, not durable), ``digest.enabled``, ``snapshot.compression.method`` (gz, or
 snappy: snappy-java framing around uncompressed literal blocks, which any snappy reader
 accepts; we have no snappy compressor), ``snapshot.trust.empty``, ``autopurge.snapRetainCount``,
-``autopurge.purgeInterval``, ``dataDir`` / ``dataLogDir``.
+``autopurge.purgeInterval``, ``dataDir`` / ``dataLogDir``; answering as ZooKeeper 3.9
+(``trizk.zookeeperVersion``), snapshots end in 3.9's last-processed-zxid section unless
+``serializeLastProcessedZxid.enabled=false`` (3.8 and 3.9 read snapshots with or without it).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_long
+from trizk.server.common import release
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.writes.committer import CommitSink, Proposal
@@ -138,6 +141,9 @@ class PersistenceSettings:
     prealloc_size: int = txnlog.DEFAULT_PREALLOC_SIZE
     force_sync: bool = True
     digest_enabled: bool = True
+    #: write ZooKeeper 3.9's last-processed-zxid section after the digest: answering as 3.9
+    #: unless ``zookeeper.serializeLastProcessedZxid.enabled=false`` (3.8 writes none)
+    last_zxid_trailer: bool = False
     compression: str = ""
     trust_empty: bool = False
     snap_retain_count: int = MIN_SNAP_RETAIN_COUNT
@@ -181,6 +187,9 @@ class PersistenceSettings:
             force_sync=(config.get_property("zookeeper.forceSync", "yes") or "").strip() != "no",
             # ZooKeeperServer: Boolean.parseBoolean(getProperty(..., "true"))
             digest_enabled=parse_boolean(props.get("zookeeper.digest.enabled", "true")),
+            # ZooKeeper 3.9's DataTree: Boolean.parseBoolean(getProperty(..., "true"))
+            last_zxid_trailer=release.is_39(config.zookeeper_version)
+            and parse_boolean(props.get("zookeeper.serializeLastProcessedZxid.enabled", "true")),
             compression=method,
             # FileTxnSnapLog: Boolean.getBoolean
             trust_empty=get_boolean(props, "zookeeper.snapshot.trust.empty"),
@@ -737,7 +746,10 @@ class Persistence:
         try:
             t0 = time.monotonic()
             fs = treeio.FuzzySnapshot(
-                replica.tree, replica.sessions, digest=self.settings.digest_enabled
+                replica.tree,
+                replica.sessions,
+                digest=self.settings.digest_enabled,
+                last_zxid=self.settings.last_zxid_trailer,
             )
             log.info("Snapshotting: %#x to %s", fs.zxid, self.settings.snap_dir)
             while not fs.step(SNAPSHOT_STEP):

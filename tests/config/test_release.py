@@ -66,3 +66,18 @@ def test_version_strings_follow_the_release(tmp_path: Path, version: str) -> Non
     assert str(admin.run_command("srvr", v, ctx)["version"]).startswith(full)
     assert str(admin.run_command("envi", v, ctx)["zookeeper.version"]).startswith(full)
     assert str(admin.run_command("mntr", v, ctx)["version"]).startswith(full)
+
+
+def test_snapshot_trailer_follows_the_release(tmp_path: Path) -> None:
+    from trizk.server.shell.persistence import PersistenceSettings
+
+    def settings(**keys: str) -> PersistenceSettings:
+        return PersistenceSettings.from_config(
+            ServerConfig.create(tmp_path, clientPort=2181, **keys)
+        )
+
+    assert not settings().last_zxid_trailer  # 3.8.0 writes none
+    v39 = {release.PROPERTY: "3.9.3"}
+    assert settings(**v39).last_zxid_trailer  # 3.9: on by default
+    off = {**v39, "serializeLastProcessedZxid.enabled": "false"}
+    assert not settings(**off).last_zxid_trailer
