@@ -58,6 +58,7 @@ from trizk.server.frontend.requests import (
     decode_body,
     multi_response,
     multi_without_txn,
+    multi_without_txn_39,
 )
 from trizk.server.frontend.watches import WatchManager
 from trizk.server.writes.prep import WRITE_OPS
@@ -486,6 +487,7 @@ class FrontEnd:
             or op in _NO_TXN_OPS
             or (op == _RECONFIG and _bad_reconfig(frame))
             or (op == _MULTI and not self.config.zk39 and multi_without_txn(frame))
+            or (op == _MULTI and self.config.zk39 and multi_without_txn_39(frame))
             or (self.config.zk39 and _bad_write_39(op, frame))
         ):
             if fifo:
@@ -626,6 +628,8 @@ class FrontEnd:
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == _MULTIREAD:
                 err, payload = multi_read(frame, ctx)
+            elif op == _MULTI and self.config.zk39:  # multi_without_txn_39: no body
+                err = Code.MARSHALLINGERROR
             elif op == _MULTI:  # multi_without_txn: MARSHALLINGERROR with a body
                 err, payload = Code.MARSHALLINGERROR, EMPTY_MULTI_RESPONSE
             else:

@@ -73,7 +73,8 @@ def multi_fails_whole_39(ops: list[MultiOp]) -> bool:
     consumed: the txn header exists by then) when an op has a null path (3.8:
     :func:`multi_without_txn`) or a create op has flags no CreateMode has (3.9's
     ``CreateMode.fromFlag`` throws; 3.8 reads them as PERSISTENT and answers that op
-    BADARGUMENTS)."""
+    BADARGUMENTS), or a create op has TTL flags without a TTL (as measured on the live 3.9.3:
+    whatever ops precede it)."""
     for op, rec in ops:
         if getattr(rec, "path", "") is None:
             return True
@@ -82,10 +83,23 @@ def multi_fails_whole_39(ops: list[MultiOp]) -> bool:
                 CreateMode(getattr(rec, "flags", 0))
             except ValueError:
                 return True
+            if op == OpCode.CREATETTL and not isinstance(rec, r.CreateTTLRequest):
+                return True  # TTL flags under a create op (3.8: ClassCastException in prep)
     return False
 
 
 _CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL})
+
+
+def multi_without_txn_39(frame: bytes) -> bool:
+    """True for a multi ZooKeeper 3.9 answers MARSHALLINGERROR without a txn and without a
+    body: it decodes, and a create op's ACL list is null (3.8: that op's INVALIDACL; measured
+    on the live 3.9.3: no zxid is taken)."""
+    try:
+        ops = parse_multi(frame, zk39=True)
+    except JuteDecodeError:
+        return False
+    return any(op in _CREATE_OPS and getattr(rec, "acl", ()) is None for op, rec in ops)
 
 
 def multi_without_txn(frame: bytes) -> bool:

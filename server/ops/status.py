@@ -391,7 +391,8 @@ def watch_summary(view: StatusView) -> tuple[int, int, int]:
 #: mntr values of an idle server: 0, except averages (0.0), the unset response sizes (-1)
 #: and the drop probability (0.0).
 _MNTR_IDLE: dict[str, int | float | str] = {
-    name: 0.0 if name.startswith("avg_") else 0 for name in registry.MNTR_ORDER[2:]
+    name: 0.0 if name.startswith("avg_") else 0
+    for name in (*registry.MNTR_ORDER[2:], *registry.MNTR_ORDER_39[2:])
 }
 _MNTR_IDLE.update(
     {
@@ -450,11 +451,12 @@ def mntr_values(
     for name, prev, value in view.role_metrics:
         after.setdefault(prev, []).append((name, value))
     out: list[tuple[str, int | float | str]] = []
-    last = registry.MNTR_ORDER[-1]
+    order = registry.mntr_order(release.is_39(view.config.zookeeper_version))
+    last = order[-1]
     # the summary sets, kept by the server (namespaces, ack latency) or by a leader's role
     # (learner queues), come after every other line, in ZooKeeper's order of the sets
     sets = [(k, v) for k, v in view.metrics.items() if k not in _MNTR_NAMES]
-    for name in registry.MNTR_ORDER:
+    for name in order:
         out.append((name, values[name]))
         if name == last:
             sets[:0] = after.get(name, ())
@@ -468,7 +470,7 @@ def mntr_values(
 #: Where mntr's gauge sets and counter sets go (after the last gauge, the last counter).
 _LAST_GAUGE = registry.GAUGES[-1].name
 _LAST_COUNTER = registry.COUNTERS[-1].name
-_MNTR_NAMES = frozenset(registry.MNTR_ORDER)
+_MNTR_NAMES = frozenset(registry.MNTR_ORDER) | frozenset(registry.MNTR_ORDER_39)
 
 
 def _summary_set_rank(line: str) -> int:
