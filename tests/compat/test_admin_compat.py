@@ -40,6 +40,9 @@ EXACT = {
     "set_trace_mask?traceMask=abc",
     "set_trace_mask?traceMask=306",
 }
+#: ZooKeeper 3.9's AdminServer commands trizk does not serve (snapshot streaming and restore
+#: from an uploaded snapshot, both behind the AdminServer's authentication).
+NOT_SERVED_39 = ("restore", "snapshot")
 #: Member names whose values are ZooKeeper's JVM (compared as "string map" only).
 JVM_KEYED = {"system_properties", "sysp"}
 #: monitor's per-namespace summary sets (``<ns>_read_per_namespace``...) appear after traffic
@@ -155,9 +158,14 @@ def test_admin_server_answers_as_zookeeper(version: str) -> None:
     finally:
         tz_srv.stop()
 
-    # the command list: same HTML, so the same set of primary names
-    assert tz["/commands"] == zk["/commands"]
-    assert tz["/commands/"] == zk["/commands/"]
+    # the command list: same HTML, so the same set of primary names (3.9.3's snapshot and
+    # restore, which need authentication, are not served by trizk yet: docs/operations.md)
+    for page in ("/commands", "/commands/"):
+        zs, zt, zb = zk[page]
+        if version != "3.8.0":
+            for name in NOT_SERVED_39:
+                zb = zb.replace(f'<a href="/commands/{name}">{name}</a>\n<br/>\n', "")
+        assert tz[page] == (zs, zt, zb)
     assert (tz["/other"][0], zk["/other"][0]) == (404, 404)
 
     problems = []
