@@ -12,6 +12,42 @@ reaches the pure cores through :class:`~trizk.server.common.coreconfig.CoreConfi
 operator's views through :class:`~trizk.server.config.zoocfg.ServerConfig`; each 3.9 behaviour
 asks :func:`is_39` at the one place it differs, with the ZooKeeper change that made it.
 
+What follows the release (each checked against the live servers:
+``compat/scenarios/zookeeper39.json``, ``tests/compat/test_zookeeper39_answers.py``)
+------------------------------------------------------------------------------------
+=================================  ===========================  ===============================
+behaviour                          3.8.0                        3.9.3
+=================================  ===========================  ===============================
+watch notification's zxid          -1                           the firing txn's (4655)
+one-shot + persistent watch, one   the firing removes both      the persistent one stays (4466)
+path, one connection
+removeWatches/checkWatches type    MARSHALLINGERROR             persistent / recursive (4472);
+4/5; types 1/2                     any watch of the path        the one-shot watches only
+recursive addWatch                 data and child tables        data table only
+checkWatches of a null path        MARSHALLINGERROR             NOWATCHER
+exists without READ                the Stat                     NOAUTH (2590)
+create2 in a multi                 a create result (path)       a create2 result, with Stat
+                                                                (4026)
+check outside a multi              never answered               UNIMPLEMENTED, closed
+multi: null path, create flags     per-op errors / MARSHALLING  MARSHALLINGERROR, no body, a
+no CreateMode has, TTL flags       ERROR with an empty body     zxid taken (whatever precedes)
+under create
+multi: a create's null ACL list    that op's INVALIDACL         MARSHALLINGERROR, no txn
+a write whose record does not      MARSHALLINGERROR, an error   MARSHALLINGERROR, no txn (the
+decode                             txn (a zxid taken)           reply has the last zxid)
+a client's deleteContainer         BADARGUMENTS (the path is    any empty node deleted, ACLs
+                                   the whole buffer)            unchecked; null: MARSHALLING
+snapshots                          no trailer                   last-processed-zxid trailer
+                                                                (``serializeLastProcessed
+                                                                Zxid.enabled``)
+mntr                               3.8.0's names and order      4 more counters, restore_time,
+                                                                counters in 3.9.3's order
+version strings                    ``3.8.0-trizk-...``          ``3.9.3-trizk-...``
+=================================  ===========================  ===============================
+
+Not served: 3.9.3's AdminServer ``snapshot`` and ``restore`` commands (behind its
+authentication); the Prometheus ``/metrics`` page does not list 3.9.3's new metrics.
+
 Invariants
 ----------
 * :data:`RELEASES` are the releases trizk can answer as; anything else is refused when the
