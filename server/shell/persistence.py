@@ -365,9 +365,10 @@ class Persistence:
                 # ZooKeeper writes snapshot.0 on an empty data dir and refuses to start
                 # later on logs without a snapshot.
                 ts = time.monotonic()
-                path = files.write_snapshot(
-                    s.snap_dir, 0, snapshot.serialize(snapshot.initial_content())
-                )
+                content = snapshot.initial_content()
+                if s.last_zxid_trailer:  # 3.9's snapshot.0 ends in lastProcessedZxid 0 too
+                    content.last_processed_zxid = 0
+                path = files.write_snapshot(s.snap_dir, 0, snapshot.serialize(content))
                 self.metrics.snapshottime.add(int((time.monotonic() - ts) * 1000))
                 log.info("empty data directory: wrote %s", path)
         else:
