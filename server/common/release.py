@@ -28,7 +28,8 @@ checkWatches of a null path        MARSHALLINGERROR             NOWATCHER
 exists without READ                the Stat                     NOAUTH (2590)
 create2 in a multi                 a create result (path)       a create2 result, with Stat
                                                                 (4026)
-check outside a multi              never answered               UNIMPLEMENTED, closed
+check outside a multi              its error (a successful one  UNIMPLEMENTED, closed
+                                   never: trizk answers OK)
 multi: null path, create flags     per-op errors / MARSHALLING  MARSHALLINGERROR, no body, a
 no CreateMode has, TTL flags       ERROR with an empty body     zxid taken (whatever precedes)
 under create

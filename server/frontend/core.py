@@ -460,14 +460,10 @@ class FrontEnd:
         if op == _SASL:
             self._sasl(conn, xid, frame)
             return
-        if op == _CHECK and not self.config.zk39:
-            # A check outside a multi: ZooKeeper 3.8.0 takes it in and never answers it (the
-            # session carries on, nothing is logged as a txn).
-            log.debug("%s: check request outside a multi, not answered", conn)
-            return
-        if op not in VALID_OPS or op == _CHECK:
+        if op not in VALID_OPS or (op == _CHECK and self.config.zk39):
             # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.
-            # 3.9's Request.isValid no longer takes a check on its own.
+            # 3.9's Request.isValid no longer takes a check on its own (3.8.0 answers a failing
+            # one and never a successful one, which trizk answers OK: docs/compatibility.md).
             log.warning("%s: received packet of unknown type %d", conn, op)
             conn.send_reply(xid, -1, Code.UNIMPLEMENTED)
             self._close(conn, f"unknown opcode {op}")
