@@ -25,6 +25,8 @@ removeWatches/checkWatches type    MARSHALLINGERROR             persistent / rec
 4/5; types 1/2                     any watch of the path        the one-shot watches only
 recursive addWatch                 data and child tables        data table only
 checkWatches of a null path        MARSHALLINGERROR             NOWATCHER
+a null-path persistent watch       the second one (or its       a watch like any other
+(addWatch, setWatches2)            removal) MARSHALLINGERROR
 exists without READ                the Stat                     NOAUTH (2590)
 create2 in a multi                 a create result (path)       a create2 result, with Stat
                                                                 (4026)

@@ -304,14 +304,14 @@ def _set_watches(
             ctx.watches.data.add(path, w)
     _rewatch(ctx, child, rel, True)
     for entry in persistent or ():
-        if entry is None:
+        if entry is None and not ctx.zk39:  # 3.9's WatchStats takes a null path as any other
             add_null_watch(ctx.watches.child, w, PERSISTENT)
             add_null_watch(ctx.watches.data, w, PERSISTENT)
             continue
         ctx.watches.child.add(entry, w, PERSISTENT)
         ctx.watches.data.add(entry, w, PERSISTENT)
     for entry in recursive or ():
-        if entry is None:
+        if entry is None and not ctx.zk39:
             add_null_watch(ctx.watches.child, w, PERSISTENT_RECURSIVE)
             add_null_watch(ctx.watches.data, w, PERSISTENT_RECURSIVE)
             continue
