@@ -82,3 +82,46 @@ def test_mntr_names_in_the_releases_order(version: str) -> None:
     for kind in names:
         names[kind] = [n for n in names[kind] if not n.endswith("_per_namespace")]
     assert names["trizk"] == names["zookeeper"]
+
+
+def test_trizk_member_answers_as_393_beside_393_members() -> None:
+    """A trizk member answering as 3.9.3 between two ZooKeeper 3.9.3 members: its version line,
+    a notification with the zxid of the write (made through a ZooKeeper member) and exists
+    without READ as NOAUTH, as the ZooKeeper members answer."""
+    require_zookeeper("3.9.3")
+    from trizk.compat.oracle.rawclient import RawClient
+    from trizk.compat.procs.ensemble import ProcessEnsemble
+    from trizk.jute import records as R
+    from trizk.jute.codes import Code, OpCode
+
+    kinds = {1: "zookeeper", 2: "trizk", 3: "zookeeper"}
+    versions = {1: "3.9.3", 2: "3.9.3", 3: "3.9.3"}
+    with ProcessEnsemble(kinds, versions=versions) as ens:
+        ens.wait_leader(3)
+        assert four_letter(ens.port(2), "srvr").startswith("Zookeeper version: 3.9.3-trizk-")
+        writer = RawClient("127.0.0.1", ens.port(1))
+        writer.connect()
+        acl = (R.ACL(30, R.Id("world", "anyone")),)  # everything but READ
+        open_acl = (R.ACL(31, R.Id("world", "anyone")),)  # a watcher needs READ to be told
+        _, made = writer.read_until_reply(
+            writer.send(OpCode.CREATE, R.CreateRequest("/w", b"", acl, 0))
+        )
+        assert made.err == 0
+        answers = {}
+        for sid in (2, 1):
+            c = RawClient("127.0.0.1", ens.port(sid))
+            c.connect()
+            _, rep = c.read_until_reply(c.send(OpCode.EXISTS, R.ExistsRequest("/w", False)))
+            _, rep2 = c.read_until_reply(c.send(OpCode.EXISTS, R.ExistsRequest("/w2", True)))
+            _, done = writer.read_until_reply(
+                writer.send(OpCode.CREATE, R.CreateRequest("/w2", b"", open_acl, 0))
+            )
+            event = c.read_packet()
+            answers[sid] = (rep.err, rep2.err, getattr(event, "zxid", None) == done.zxid)
+            _, gone = writer.read_until_reply(
+                writer.send(OpCode.DELETE, R.DeleteRequest("/w2", -1))
+            )
+            assert gone.err == 0
+            c.close()
+        writer.close()
+        assert answers[2] == answers[1] == (Code.NOAUTH, Code.NONODE, True)
