@@ -41,6 +41,7 @@ from typing import Any, Protocol
 import trio
 
 import trizk
+from trizk.server.common import release
 from trizk.server.config.zoocfg import ConfigError, ServerConfig, load_config, parse_property_option
 
 __all__ = ["Serve", "build_parser", "main"]
@@ -142,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         action="version",
         version=(
-            f"trizk {trizk.__version__} (Apache ZooKeeper {trizk.ZOOKEEPER_VERSION} compatible)"
+            f"trizk {trizk.__version__} (Apache ZooKeeper {' / '.join(release.RELEASES)}"
+            f" compatible, default {release.DEFAULT_RELEASE})"
         ),
     )
     return p
