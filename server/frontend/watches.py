@@ -129,6 +129,7 @@ class WatchTable:
         return mode is None or bool(d[watcher] & mode_bit(mode))
 
     def mode(self, path: str, watcher: Hashable) -> int | None:
+        """The watcher's mode on ``path`` (with ``mode_sets``: the bit mask of its modes)."""
         d = self.by_path.get(path)
         return None if d is None else d.get(watcher)
 
