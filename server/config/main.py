@@ -44,6 +44,7 @@ import trio
 
 import trizk
 from trizk.server.auth.acl import AuthEnforcementError
+from trizk.server.common import release
 from trizk.server.config.zoocfg import ConfigError, ServerConfig, load_config, parse_property_option
 
 __all__ = ["Serve", "build_parser", "main"]
@@ -159,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         action="version",
         version=(
-            f"trizk {trizk.__version__} (Apache ZooKeeper {trizk.ZOOKEEPER_VERSION} compatible)"
+            f"trizk {trizk.__version__} (Apache ZooKeeper {' / '.join(release.RELEASES)}"
+            f" compatible, default {release.DEFAULT_RELEASE})"
         ),
     )
     return p
@@ -233,7 +235,7 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         log.info(
             "trizk server (ZooKeeper %s compatible) from %s: %s, dataDir %s, dataLogDir %s,"
             " tickTime %d, session timeouts %d..%d ms",
-            trizk.ZOOKEEPER_VERSION,
+            config.zookeeper_version,
             args.config,
             _address(config),
             config.data_dir,

@@ -234,7 +234,7 @@ def _server_stats(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) ->
         "uptime": view.uptime_ms,
     }
     return [
-        ("version", status.FULL_VERSION),
+        ("version", status.server_version(view)),
         ("read_only", view.read_only),
         ("server_stats", stats),
         ("client_response", dict(_client_response(view))),
@@ -285,7 +285,7 @@ def _dump(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members
 
 
 def _environment(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
-    return [("zookeeper.version", status.FULL_VERSION), *view.environment]
+    return [("zookeeper.version", status.server_version(view)), *view.environment]
 
 
 def _last_snapshot(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:

@@ -160,6 +160,7 @@ class TrizkServer:
             ),
             sasl=saslmod.load_sasl_config(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
+            zookeeper_version=config.zookeeper_version,
         )
         assert self.core_config.auth is not None
         for line in self.core_config.auth.enforcement_lines():
@@ -279,7 +280,7 @@ class TrizkServer:
         log.info(
             "trizk %s (ZooKeeper %s compatible) serving clients on %s:%d",
             trizk.__version__,
-            trizk.ZOOKEEPER_VERSION,
+            self.config.zookeeper_version,
             host or "0.0.0.0",
             self.port,
         )

@@ -37,7 +37,7 @@ from trizk.jute.primitives import JuteDecodeError
 from trizk.server.auth import acl as aclmod
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.common.ratelog import RateLogger
-from trizk.server.frontend.requests import decode_body, parse_multi
+from trizk.server.frontend.requests import decode_body, multi_fails_whole_39, parse_multi
 from trizk.server.writes.committer import Committer, Proposal
 from trizk.server.writes.prep import (
     WRITE_OPS,
@@ -241,7 +241,9 @@ class Sequencer:
                     session.closing = True
             elif op == _MULTI:
                 self._check_session(sid, req.owner)
-                ops = parse_multi(frame)
+                ops = parse_multi(frame, zk39=self.config.zk39)
+                if self.config.zk39 and multi_fails_whole_39(ops):
+                    raise PrepError(Code.MARSHALLINGERROR)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = _MULTI, multi
             elif op == _CREATESESSION:
@@ -255,9 +257,17 @@ class Sequencer:
                 self.sessions.touch(sid, now, timeout)
                 txn_type, txn = _CREATESESSION, r.CreateSessionTxn(timeout)
             elif op == _DELETECONTAINER:
-                # PrepRequestProcessor reads the path as the whole request buffer,
-                # ``new String(request.request.array(), UTF_8)``, header bytes included.
-                dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
+                if self.config.zk39:
+                    # 3.9 decodes a DeleteContainerRequest (core answers one that does not
+                    # decode, or has a null path, without a txn) and deletes any empty node
+                    # it names, ACLs unchecked
+                    # (DeleteContainerRequest is one ustring, as SyncRequest)
+                    path = decode_body(r.SyncRequest, frame).path
+                    dreq = r.DeleteRequest(path, -1)
+                else:
+                    # 3.8's PrepRequestProcessor reads the path as the whole request buffer,
+                    # ``new String(request.request.array(), UTF_8)``, header bytes included.
+                    dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
                 txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
             else:
                 cls, fn = WRITE_OPS[op]

@@ -285,7 +285,7 @@ def test_keys_table_is_consistent() -> None:
     assert fields == {
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
-        "autopurge.snapRetainCount", "autopurge.purgeInterval",
+        "autopurge.snapRetainCount", "autopurge.purgeInterval", "trizk.zookeeperVersion",
         "secureClientPort", "secureClientPortAddress", "metricsProvider.",
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
         "standaloneEnabled", "group.", "weight.", "multiAddress.enabled",
