@@ -334,7 +334,7 @@ class Leader(ReadyOutbox):
         self._links.pop(link, None)
         # Its REQUESTs not yet handed out go too: their clients were dropped with the link,
         # and prepped later they could overtake the same sessions' newer writes (see
-        # ``server/shell/ensemble.py``'s LearnerRequests).
+        # ``server/shell/ensemble/leading.py``'s LearnerRequests).
         if any(lk == link for lk, _ in self._rd.requests):
             self._rd.requests = [(lk, qp) for lk, qp in self._rd.requests if lk != link]
 

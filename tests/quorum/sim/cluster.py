@@ -90,7 +90,7 @@ P = PacketType
 
 class SimCommitter:
     """The leader sequencer's committer: each proposal to Zab as the bytes a txn log entry
-    holds (as ``server/shell/ensemble.py``'s ZabCommitter)."""
+    holds (as ``server/shell/ensemble/leading.py``'s ZabCommitter)."""
 
     def __init__(self, sim: Sim, n: Node, leader: Leader) -> None:
         self.sim, self.n, self.leader = sim, n, leader
@@ -620,7 +620,7 @@ class Sim:
         self.check_history(n, "established")
         n.serving = True
         self.check_tree(n)
-        # Leader.startZkServer / server/shell/ensemble.py _establish: the factory's leading
+        # Leader.startZkServer / server/shell/ensemble/leading.py _establish: the factory's leading
         # role, its sequencer starting at e<<32
         now = n.clock(self.now)
         roles = RoleFactory(self.core_config(n), n.rep)
