@@ -4,8 +4,8 @@
   it (:class:`~trizk.server.shell.app.TrizkServer`): its clock, metrics and txn log, the
   installation of a role and the flush of what the role's front end wrote.
 * :class:`RolePeer` -- what a role's pump (:mod:`.leading`, :mod:`.learning`) needs of its
-  member: the shared Ready handling, the quorum links, the role factory and the member's
-  state. The pumps see the member only through it.
+  member: its Ready applier and the disk it persists plans on, the quorum links, the role
+  factory and the member's state. The pumps see the member only through it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Protocol
 
 import trio
 
-from trizk.quorum.zab.zab import Entry, Ready
+from trizk.quorum.zab.applier import Plan, ReadyApplier
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.roles.factory import Role, RoleFactory
@@ -22,7 +22,6 @@ from trizk.server.shell.clock import Clock
 from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import Persistence
-from trizk.server.writes.committer import Proposal
 from trizk.storage.tree.replica import Replica
 
 __all__ = ["PeerHost", "RolePeer"]
@@ -96,16 +95,15 @@ class RolePeer(Protocol):
         """The measure of learner ``sid``'s queue (``learner_handler_qp_*``)."""
         ...
 
-    async def persist(self, rd: Ready) -> Ready:
-        """Ready step 1; returns what ``advance`` may be given now."""
+    #: the member's one Ready applier (each pump starts it with its machine)
+    applier: ReadyApplier
+
+    async def persist(self, plan: Plan) -> None:
+        """A plan's persistence on the data directory (then ``applier.persisted``)."""
         ...
 
-    def durable_entries(self) -> list[Ready]:
-        """Readies of appended entries whose sync has returned since, oldest first."""
-        ...
-
-    def committed(self, e: Entry, p: Proposal | None) -> Proposal:
-        """Ready step 3, one committed txn as a proposal."""
+    def advance_durable(self) -> None:
+        """Advance the appends whose sync has returned since, oldest first."""
         ...
 
     def serve(self, role: Role, zxid: int, now: int) -> None:

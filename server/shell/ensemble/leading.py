@@ -19,6 +19,7 @@ import trio
 
 from trizk.jute import records as r
 from trizk.jute.codes import OpCode
+from trizk.quorum.zab.applier import decode_entry
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.zabwire import (
     PacketType,
@@ -140,6 +141,7 @@ class LeaderPump:
         #: the role served once established (None before)
         self.role: Leading | None = None
         self.established_at: int | None = None
+        peer.applier.start(leader)
         self.requests = LearnerRequests(
             leader_outstanding_limit(
                 peer.core_config.global_outstanding_limit, len(peer.spec.voters)
@@ -172,13 +174,14 @@ class LeaderPump:
                 await stream.aclose()
 
     async def pump(self) -> str:
-        peer, leader = self.peer, self.leader
+        """Hand the Leader's Readies through the member's applier (``quorum/zab/applier.py``:
+        send, persist, apply, advance) until the role ends; returns why."""
+        peer, leader, applier = self.peer, self.leader, self.peer.applier
         clock, metrics = peer.clock, peer.metrics
         while True:
-            for done in peer.durable_entries():
-                leader.advance(done)  # the leader's own ACKs
-            while leader.has_ready():
-                rd = leader.ready()
+            peer.advance_durable()  # the leader's own ACKs
+            while (plan := applier.take()) is not None:
+                rd = plan.ready
                 # Messages never wait for this Ready's persistence (what needs it comes from
                 # advance): PROPOSALs go out while the leader's own fsync runs.
                 # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
@@ -207,15 +210,19 @@ class LeaderPump:
                     if link is not None:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
-                now_ready = await peer.persist(rd)
-                for done in peer.durable_entries():
-                    leader.advance(done)  # earlier appends first: ACKs in zxid order
+                await peer.persist(plan)
+                peer.advance_durable()  # earlier appends first: ACKs in zxid order
                 now, wall = clock.now(), clock.wall()
-                if rd.committed:
+                committed = applier.committed()
+                if committed:
                     inflight = self.committer.inflight
                     batch = []
-                    for e in rd.committed:
-                        p = peer.committed(e, inflight.pop(e.zxid, None))
+                    for e in committed:
+                        # the leader's own proposal, else (proposed by an earlier leader and
+                        # committed at establishment) decoded from its entry
+                        p = inflight.pop(e.zxid, None)
+                        if p is None:
+                            p = Proposal(*decode_entry(e.data))
                         # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
                         # creation, when not negative); Leader.commit: COMMIT_COUNT
                         metrics.commit_count += 1
@@ -255,7 +262,7 @@ class LeaderPump:
                         metrics.revalidate_count += 1  # LearnerHandler: REVALIDATE
                         owner = sid_of.get(lk, -2 - lk)
                         leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
-                leader.advance(now_ready)
+                applier.finish()
                 peer.host.wake()
                 if rd.role is not None:
                     return rd.role.reason

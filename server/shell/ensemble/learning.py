@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 
+from trizk.quorum.zab.applier import decode_entry
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zabwire import encode_packet, epoch_of
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
 from trizk.server.shell.ensemble.links import Link, read_link
+from trizk.server.writes.committer import Proposal
 
 __all__ = ["LearnerPump"]
 
@@ -29,6 +31,7 @@ class LearnerPump:
         self.peer = peer
         self.learner = learner
         self.link = link
+        peer.applier.start(learner)
         #: the role served once synced (None before)
         self.role: Learning | None = None
         #: when the sync with the leader began (its link connected)
@@ -45,13 +48,14 @@ class LearnerPump:
         self.peer.kick()
 
     async def pump(self) -> str:
-        peer, learner = self.peer, self.learner
+        """Hand the Learner's Readies through the member's applier (``quorum/zab/applier.py``:
+        send, persist, apply, advance) until the role ends; returns why."""
+        peer, applier = self.peer, self.peer.applier
         clock, metrics = peer.clock, peer.metrics
         while True:
-            for done in peer.durable_entries():
-                learner.advance(done)  # ACKs, now that the proposals are durable
-            while learner.has_ready():
-                rd = learner.ready()
+            peer.advance_durable()  # ACKs, now that the proposals are durable
+            while (plan := applier.take()) is not None:
+                rd = plan.ready
                 for s in rd.messages:
                     self.link.send(encode_packet(s.packet))
                 wall = clock.wall()
@@ -63,14 +67,14 @@ class LearnerPump:
                         made = txn_time(e.data)
                         if made is not None and wall >= made:
                             metrics.proposal_latency.add(wall - made)
-                now_ready = await peer.persist(rd)
-                for done in peer.durable_entries():
-                    # earlier appends first: their ACKs precede this Ready's (an ACK of
-                    # NEWLEADER is the one packet LearnerHandler reads after sending it)
-                    learner.advance(done)
+                await peer.persist(plan)
+                # earlier appends first: their ACKs precede this Ready's (an ACK of
+                # NEWLEADER is the one packet LearnerHandler reads after sending it)
+                peer.advance_durable()
                 now, wall = clock.now(), clock.wall()
-                if rd.committed:
-                    batch = [peer.committed(e, None) for e in rd.committed]
+                committed = applier.committed()
+                if committed:
+                    batch = [Proposal(*decode_entry(e.data)) for e in committed]
                     if self.role is not None:
                         for p in batch:
                             # COMMIT (INFORM on an observer): LEARNER_COMMIT_RECEIVED_COUNT,
@@ -88,7 +92,7 @@ class LearnerPump:
                         role.path.revalidated(sid, valid)
                     for _ in range(rd.synced):
                         role.front.on_synced(now)
-                learner.advance(now_ready)
+                applier.finish()
                 peer.host.wake()
                 if rd.role is not None:
                     return rd.role.reason

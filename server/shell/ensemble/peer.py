@@ -51,9 +51,7 @@ machine's, see :mod:`trizk.quorum.zab.leader`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,9 +59,21 @@ from typing import Any
 import trio
 
 from trizk.quorum.election.messages import ServerState as ElectionState
+from trizk.quorum.zab.applier import (
+    AcceptedEpoch,
+    CurrentEpoch,
+    InstallSnapshot,
+    Plan,
+    ReadyApplier,
+    Step,
+    TakeSnapshot,
+    Truncate,
+    Wipe,
+    decode_entry,
+)
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zab import Entry, LearnerType, Ready
+from trizk.quorum.zab.zab import Entry, LearnerType
 from trizk.quorum.zab.zabwire import epoch_of
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.metricregistry import (
@@ -80,7 +90,6 @@ from trizk.server.shell.ensemble.learning import LearnerPump
 from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
-from trizk.server.writes.committer import Proposal
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
 from trizk.storage.tree.javahash import JavaHashSet
@@ -130,15 +139,11 @@ class QuorumPeer:
         )
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
+        #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
+        #: it keeps the committed log (a leader's DIFFs) and the txns logged but not applied
+        self.applier = ReadyApplier(self._recent_entries(), COMMIT_LOG_COUNT)
         #: ZKDatabase.committedLog: the newest txns applied, for a leader's DIFFs
-        self._committed_log: deque[Entry] = deque(
-            (Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()),
-            maxlen=COMMIT_LOG_COUNT,
-        )
-        #: txns logged by this member and not (yet) applied: zxid -> marshalled entry
-        self._unapplied: dict[int, bytes] = {}
-        #: entries appended by a broadcast Ready, not yet known durable: (append number, entries)
-        self._undurable: deque[tuple[int, list[Entry]]] = deque()
+        self._committed_log = self.applier.committed_log
         #: the replica equals the data directory (just loaded); else see _catch_up
         self._fresh = True
         #: the last role reached serving (its in-memory state is whole)
@@ -192,7 +197,7 @@ class QuorumPeer:
         self._install(self.roles.not_serving())
         # the vote is the last *logged* zxid: everything appended must be durable first
         await self.persistence.durable()
-        self._undurable.clear()
+        self.applier.stop()
         self._catch_up()
         self._served = False
         ep = epochfiles.load_epochs(self.epoch_dir, self.replica.last_zxid)
@@ -232,13 +237,8 @@ class QuorumPeer:
             self._fresh = False
             self.init_config()
         elif self._served:
-            for zxid in sorted(self._unapplied):
-                data = self._unapplied[zxid]
-                if zxid > self.replica.last_zxid:
-                    te = txnlog.decode_payload(data)
-                    self.replica.apply(te.header, treeio.current_txn(te))
-                    self._committed_log.append(Entry(zxid, data))
-            self._unapplied.clear()
+            for e in self.applier.fast_forward(self.replica.last_zxid):
+                self.replica.apply(*decode_entry(e.data))
         else:
             self._reload()
             self._fresh = False
@@ -248,12 +248,12 @@ class QuorumPeer:
         loaded = self.persistence.load()
         self.replica.reset(loaded.replica.tree, loaded.replica.sessions)
         self.persistence.replica = self.replica
-        self._committed_log.clear()
-        self._committed_log.extend(
-            Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()
-        )
-        self._unapplied.clear()
+        self.applier.reset(self._recent_entries())
         self.init_config()
+
+    def _recent_entries(self) -> list[Entry]:
+        """The newest txns of the log as loaded (a leader's committed log after a load)."""
+        return [Entry(e.zxid, txnlog.encode_payload(e)) for e in self.persistence.recent_entries()]
 
     def init_config(self) -> None:
         """``QuorumPeer.initConfigInZKDatabase``: /zookeeper/config shows this member's view of
@@ -432,87 +432,65 @@ class QuorumPeer:
             tick(clock.now())
             self.kick()
 
-    # ------------------------------------------------------------------ shared Ready handling
-    async def persist(self, rd: Ready) -> Ready:
-        """Ready step 1 (both roles): epoch files, wipe, TRUNC, SNAP install, snapshot, txn log.
+    # ------------------------------------------------------------------ the applier's disk
+    async def persist(self, plan: Plan) -> None:
+        """A plan's persistence on the data directory (the applier's host, both roles).
 
-        Returns what ``advance`` may be given now. A broadcast Ready (txn entries, nothing else
-        to persist) only *appends* its entries: the rest of the Ready goes on while the sync
-        thread makes them durable, and their advance (the ACKs that promise durability) comes
-        from :meth:`durable_entries` once their sync has returned -- so the leader keeps
-        proposing, and a learner keeps logging, during an fsync (ZooKeeper's
-        SyncRequestProcessor runs beside the proposal flow the same way). Any other Ready waits
-        for every append before it to be durable and is persisted whole, in order, as before:
-        an ACK of NEWLEADER still follows the durability of the txns synced before it."""
+        A pipelined plan (a broadcast Ready: txn entries, nothing else to persist) only
+        *appends* its entries: the pump goes on while the sync thread makes them durable, and
+        :meth:`advance_durable` advances them once their sync has returned -- so the leader
+        keeps proposing, and a learner keeps logging, during an fsync (ZooKeeper's
+        SyncRequestProcessor runs beside the proposal flow the same way). A barrier waits for
+        every append before it to be durable and performs its steps whole, in order: an ACK
+        of NEWLEADER still follows the durability of the txns synced before it."""
         persistence = self.persistence
         # SyncRequestProcessor.processRequest, for every txn a member logs
-        self.metrics.sync_processor_request_queued += len(rd.entries)
-        if not (
-            rd.accepted_epoch is not None
-            or rd.current_epoch is not None
-            or rd.wipe
-            or rd.truncate_to is not None
-            or rd.snapshot_in is not None
-            or rd.take_snapshot
-        ):
-            if rd.entries:
-                seq = persistence.append_entries([(e.zxid, e.data) for e in rd.entries])
-                for e in rd.entries:
-                    self._unapplied[e.zxid] = e.data
-                self._undurable.append((seq, rd.entries))
-                return dataclasses.replace(rd, entries=[])
-            return rd
+        self.metrics.sync_processor_request_queued += len(plan.ready.entries)
+        if not plan.barrier:
+            if plan.append:
+                number = persistence.append_entries([(e.zxid, e.data) for e in plan.append])
+                self.applier.persisted(number)
+            else:
+                self.applier.persisted()
+            return
         await persistence.durable()
-        if rd.accepted_epoch is not None:
+        for step in plan.steps:
+            await self._perform(step)
+        self.applier.persisted()
+
+    async def _perform(self, step: Step) -> None:
+        persistence = self.persistence
+        if isinstance(step, AcceptedEpoch):
             await trio.to_thread.run_sync(
-                epochfiles.write_epoch, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, rd.accepted_epoch
+                epochfiles.write_epoch, self.epoch_dir, epochfiles.ACCEPTED_EPOCH, step.epoch
             )
-        if rd.current_epoch is not None:
+        elif isinstance(step, CurrentEpoch):
             await trio.to_thread.run_sync(
-                epochfiles.write_epoch, self.epoch_dir, epochfiles.CURRENT_EPOCH, rd.current_epoch
+                epochfiles.write_epoch, self.epoch_dir, epochfiles.CURRENT_EPOCH, step.epoch
             )
-        if rd.wipe:
+        elif isinstance(step, Wipe):
             persistence.wipe()
             self._reload()
-        if rd.truncate_to is not None:
-            persistence.truncate(rd.truncate_to)
+        elif isinstance(step, Truncate):
+            persistence.truncate(step.zxid)
             self._reload()
             log.info("TRUNC: the replica is at %#x", self.replica.last_zxid)
-        if rd.snapshot_in is not None:
+        elif isinstance(step, InstallSnapshot):
+            snap = step.snapshot
             got = treeio.replica_from_snapshot_body(
-                rd.snapshot_in.body,
-                rd.snapshot_in.zxid,
-                extended_types=self.core_config.extended_types,
+                snap.body, snap.zxid, extended_types=self.core_config.extended_types
             )
             self.replica.reset(got.tree, got.sessions)
             # Learner.syncWithLeader: "Reset config node content from local config after
             # deserialization of snapshot"
             self.init_config()
-            log.info("SNAP: loaded the leader's snapshot at %#x", rd.snapshot_in.zxid)
-        if rd.take_snapshot:
+            log.info("SNAP: loaded the leader's snapshot at %#x", snap.zxid)
+        elif isinstance(step, TakeSnapshot):
             await persistence.take_snapshot()
-        if rd.entries:
-            await persistence.log_entries([(e.zxid, e.data) for e in rd.entries])
-            for e in rd.entries:
-                self._unapplied[e.zxid] = e.data
-        return rd
+        else:
+            await persistence.log_entries([(e.zxid, e.data) for e in step.entries])
 
-    def durable_entries(self) -> list[Ready]:
-        """Readies of the appended entries whose sync has returned since (oldest first): what
-        to hand to the machine's ``advance``. Raises StorageFailure after a failed sync."""
-        synced = self.persistence.synced
-        out = []
-        while self._undurable and self._undurable[0][0] <= synced:
-            out.append(Ready(entries=self._undurable.popleft()[1]))
-        return out
-
-    def committed(self, e: Entry, p: Proposal | None) -> Proposal:
-        """Ready step 3, before the role's sink applies it: one committed txn, as the proposal
-        ``p`` it was (the leader's own) or decoded from its entry, is no longer unapplied and
-        joins the committed log (a leader's DIFFs)."""
-        self._unapplied.pop(e.zxid, None)
-        self._committed_log.append(e)
-        if p is not None:
-            return p
-        te = txnlog.decode_payload(e.data)
-        return Proposal(te.header, treeio.current_txn(te))
+    def advance_durable(self) -> None:
+        """Advance the appends whose sync has returned since (oldest first: their ACKs leave
+        in zxid order). Raises StorageFailure after a failed sync."""
+        self.applier.synced(self.persistence.synced)
