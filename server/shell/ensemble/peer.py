@@ -136,6 +136,7 @@ class QuorumPeer:
             connect_timeout=spec.connect_timeout_ms / 1000,
             handshake_timeout=spec.timing.sync_ms / 1000,
             listen_on_all_ips=spec.listen_on_all_ips,
+            clock=self.clock,
         )
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
