@@ -91,6 +91,10 @@ _Q = struct.Struct(">q")
 _QI = struct.Struct(">qi")
 _QIQ = struct.Struct(">qiq")
 _DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+#: What follows a node's data: its ACL ref (long), then its StatPersisted (czxid mzxid ctime
+#: mtime version cversion aversion ephemeralOwner pzxid), decoded in one unpack
+NODE_TAIL = struct.Struct(">qqqqqiiiqq")
+NODE_TAIL_SIZE = NODE_TAIL.size  # 76
 
 
 class SnapshotFormatError(ValueError):
@@ -135,6 +139,18 @@ class SnapshotContent:
     #: ZooKeeper 3.9's trailer (LastZxid in the grammar above): None when absent; written
     #: (after a digest section, which it needs) when not None
     last_processed_zxid: int | None = None
+    #: ``parse(..., raw_nodes=True)`` leaves ``nodes`` empty and keeps the Nodes section
+    #: undecoded instead (checked by :func:`scan_nodes`): the decompressed stream, the offset
+    #: of its first node and that of the "/" ending the section, and the number of nodes.
+    #: A loader then decodes each node once, straight into its own objects
+    #: (:func:`trizk.storage.formats.treeio.tree_from_snapshot`), without a SnapNode and a
+    #: StatPersisted record per node in between.
+    #: (Bookkeeping of parse, left out of comparisons: equal content compares equal however
+    #: it was read.)
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    nodes_start: int = field(default=0, compare=False, repr=False)
+    nodes_end: int = field(default=0, compare=False, repr=False)
+    node_count: int = field(default=0, compare=False, repr=False)
 
     def tree_digest(self) -> int:
         return tree_digest((n.path, n.data, n.stat) for n in self.nodes)
@@ -368,11 +384,13 @@ def parse(
     data: bytes,
     *,
     progress: Callable[[int, int], None] | None = None,
+    raw_nodes: bool = False,
 ) -> SnapshotContent:
     """Parse and verify a snapshot (plain, gzip or snappy). Raises :class:`SnapshotFormatError`.
 
     ``progress(done, total)`` is called now and then with byte offsets in the uncompressed
-    stream.
+    stream. ``raw_nodes``: check the Nodes section but leave it undecoded (see
+    :attr:`SnapshotContent.raw`); the content's ``nodes`` list stays empty.
     """
     raw = decompress(bytes(data))
     r = _Reader(raw)
@@ -405,23 +423,16 @@ def parse(
             assert isinstance(acl, ACL)
             acls.append(acl)
         content.acls[ref] = tuple(acls)
-    nodes = content.nodes
-    step = max(total // 100, 1 << 16)
-    next_report = step
-    while True:
-        path = r.ustring("node path")
-        if path is None:
-            raise SnapshotFormatError(f"null node path at offset {r.p - 4}")
-        if path == "/":
-            break
-        d = r.buffer("node data")
-        acl_ref = r.i64("node acl")
-        stat = r.record(StatPersisted, "node stat")
-        assert isinstance(stat, StatPersisted)
-        nodes.append(SnapNode(path, d, acl_ref, stat))
-        if progress is not None and r.p >= next_report:
-            progress(r.p, total)
-            next_report = r.p + step
+    start = r.p
+    end, count = scan_nodes(raw, start, progress)
+    if raw_nodes:
+        content.raw = raw
+        content.nodes_start = start
+        content.nodes_end = end
+    else:
+        content.nodes = decode_nodes(raw, start, end)
+    content.node_count = count
+    r.p = end + len(_SLASH)
     r.seal("seal")
     if r.p < total:
         try:
@@ -456,6 +467,81 @@ def parse(
     if progress is not None:
         progress(total, total)
     return content
+
+
+def scan_nodes(
+    raw: bytes, p: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[int, int]:
+    """Check the Nodes section of ``raw`` that starts at ``p``: every entry's lengths within
+    the stream, up to the ustring "/" that ends it. Returns the offset of that "/" and the
+    number of nodes. Raises :class:`SnapshotFormatError` (:class:`SnapshotTruncated` for a
+    stream that ends early) as the grammar's readers do. ``progress(done, total)`` is called
+    now and then with byte offsets.
+
+    Only lengths are read (two ints per node), so a caller can decode each node once, knowing
+    the section is whole (:func:`decode_nodes`, or a loader's own loop over the same layout:
+    ``path:ustring data:buffer`` then :data:`NODE_TAIL`)."""
+    total = len(raw)
+    unpack = _I.unpack_from
+    step = max(total // 100, 1 << 16)
+    next_report = p + step
+    count = 0
+    while True:
+        if p + 4 > total:
+            raise SnapshotTruncated(f"snapshot truncated in node path at offset {p}")
+        (n,) = unpack(raw, p)
+        if n < 0:
+            if n == -1:
+                raise SnapshotFormatError(f"null node path at offset {p}")
+            raise SnapshotFormatError(f"bad node path length {n} at offset {p}")
+        if p + 4 + n > total:
+            raise SnapshotTruncated(f"snapshot truncated in node path at offset {p + 4}")
+        if n == 1 and raw[p + 4] == 0x2F:  # "/": the end of Nodes
+            return p, count
+        p += 4 + n
+        if p + 4 > total:
+            raise SnapshotTruncated(f"snapshot truncated in node data at offset {p}")
+        (n,) = unpack(raw, p)
+        if n < -1:
+            raise SnapshotFormatError(f"bad node data length {n} at offset {p}")
+        p += 4
+        if n > 0:
+            p += n
+            if p > total:
+                raise SnapshotTruncated(f"snapshot truncated in node data at offset {p - n}")
+        p += NODE_TAIL_SIZE
+        if p > total:
+            raise SnapshotTruncated(
+                f"snapshot truncated in node stat at offset {p - NODE_TAIL_SIZE}"
+            )
+        count += 1
+        if progress is not None and p >= next_report:
+            progress(p, total)
+            next_report = p + step
+
+
+def decode_nodes(raw: bytes, p: int, end: int) -> list[SnapNode]:
+    """The nodes of a Nodes section from ``p`` to ``end`` (the "/" ending it), which
+    :func:`scan_nodes` has checked."""
+    unpack = _I.unpack_from
+    tail = NODE_TAIL.unpack_from
+    out: list[SnapNode] = []
+    while p < end:
+        (n,) = unpack(raw, p)
+        p += 4
+        path = raw[p : p + n].decode("utf-8", "replace")
+        p += n
+        (n,) = unpack(raw, p)
+        p += 4
+        data: bytes | None = None
+        if n >= 0:
+            data = raw[p : p + n]
+            p += n
+        (acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(raw, p)
+        p += NODE_TAIL_SIZE
+        stat = StatPersisted(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid)
+        out.append(SnapNode(path, data, acl, stat))
+    return out
 
 
 def plausible_tail(data: bytes) -> bool:

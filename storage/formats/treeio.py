@@ -38,6 +38,7 @@ straight from the node's fields.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 _STAT = fixed_struct(r.StatPersisted)  # packed from a node without making the record
+_INT = struct.Struct(">i")
 _FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 
@@ -91,15 +93,132 @@ def tree_from_snapshot(
 
     ``last_processed_zxid`` becomes ``zxid`` (the name, as FileSnap.deserialize sets it) and
     the digest is computed from the nodes. ``progress(done, total)`` is called every 64k nodes.
+    Content parsed with ``raw_nodes=True`` is decoded here, each node straight into its
+    DataNode (:func:`_nodes_from_raw`); the tree is the same either way.
     """
     tree = DataTree(extended_types=extended_types)
-    nodes = tree.nodes
-    nodes.clear()
+    tree.nodes.clear()
     tree.ephemerals.clear()
     acls: dict[int, tuple[r.ACL, ...]] = {snap.OPEN_UNSAFE_ACL_REF: OPEN_ACL_UNSAFE}
     acls.update(content.acls)
+    if content.raw is not None:
+        kids = _nodes_from_raw(tree, content, acls, progress)
+    else:
+        kids = _nodes_from_records(tree, content, acls, progress)
+    if "" not in tree.nodes:
+        raise SnapshotLoadError("snapshot has no root node")
+    for parent, names in kids.items():
+        if len(names) > 48 and len(set(names)) != len(names):
+            names = list(dict.fromkeys(names))  # a path twice in a snapshot is one child
+        # DataNode.addChild of each name in order, into a HashSet(8); the node is new: no
+        # cache to forget
+        parent.children = JavaHashSet.presized(names)
+    tree.recompute_digest()
+    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
+    tree.reset_data_size()
+    tree.setup_quota()
+    tree.last_processed_zxid = zxid
+    return tree
+
+
+def _node(
+    tree: DataTree,
+    path: str,
+    data: bytes | None,
+    acl: tuple[r.ACL, ...],
+    owner: int,
+) -> DataNode:
+    """A loaded node, filed by its owner (its stat fields are the caller's to set)."""
+    kind = ephemeral_kind(owner, tree.extended_types) if owner else EphemeralKind.VOID
+    node = DataNode(data, acl, 0, 0, owner, owner if kind == EphemeralKind.NORMAL else 0)
+    if owner and path:
+        tree.index_owner(path, owner, kind)
+    return node
+
+
+def _nodes_from_raw(
+    tree: DataTree,
+    content: SnapshotContent,
+    acls: dict[int, tuple[r.ACL, ...]],
+    progress: Callable[[int, int], None] | None,
+) -> dict[DataNode, list[str]]:
+    """Decode the Nodes section that ``snap.parse(..., raw_nodes=True)`` checked, each node
+    straight into ``tree.nodes`` (the layout: ``path:ustring data:buffer`` then
+    :data:`~trizk.storage.formats.snapshot.NODE_TAIL`); returns each parent's child names
+    in snapshot order. A parent precedes its children, usually just before its first one and
+    then for all of them: the last parent met is looked up by prefix before the map is."""
+    raw = content.raw
+    assert raw is not None
+    nodes = tree.nodes
+    total = content.node_count
+    unpack = _INT.unpack_from
+    tail = snap.NODE_TAIL.unpack_from
+    tail_size = snap.NODE_TAIL_SIZE
+    kids: dict[DataNode, list[str]] = {}
+    last_path = "\0"  # no path: the first node looks its parent up
+    last_parent: DataNode | None = None
+    last_names: list[str] = []
+    p = content.nodes_start
+    end = content.nodes_end
+    i = 0
+    while p < end:
+        (n,) = unpack(raw, p)
+        p += 4
+        path = raw[p : p + n].decode("utf-8", "replace")
+        p += n
+        (n,) = unpack(raw, p)
+        p += 4
+        data: bytes | None = None
+        if n >= 0:
+            data = raw[p : p + n]
+            p += n
+        (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(raw, p)
+        p += tail_size
+        acl = acls.get(ref)
+        if acl is None:
+            raise SnapshotLoadError(f"node {path or '/'}: ACL ref {ref} is not in the cache")
+        node = _node(tree, path, data, acl, owner)
+        node.czxid = czxid
+        node.mzxid = mzxid
+        node.pzxid = pzxid
+        node.ctime = ctime
+        node.mtime = mtime
+        node.version = version
+        node.cversion = cversion
+        node.aversion = aversion
+        if path == "":
+            nodes[""] = nodes["/"] = node
+        else:
+            k = path.rfind("/")
+            if k != len(last_path) or not path.startswith(last_path):
+                parent = nodes.get(path[:k]) if k >= 0 else None
+                if parent is None:
+                    # DataTree.deserialize: "Invalid Datatree, unable to find parent".
+                    raise SnapshotLoadError(f"snapshot node {path}: parent not found")
+                if parent is not last_parent:
+                    names = kids.get(parent)
+                    if names is None:
+                        names = kids[parent] = []
+                    last_parent = parent
+                    last_names = names
+                last_path = path[:k]
+            last_names.append(path[k + 1 :])
+            nodes[path] = node
+        i += 1
+        if progress is not None and i & 0xFFFF == 0:
+            progress(i, total)
+    return kids
+
+
+def _nodes_from_records(
+    tree: DataTree,
+    content: SnapshotContent,
+    acls: dict[int, tuple[r.ACL, ...]],
+    progress: Callable[[int, int], None] | None,
+) -> dict[DataNode, list[str]]:
+    """:func:`_nodes_from_raw` for content whose nodes are SnapNode records."""
+    nodes = tree.nodes
     total = len(content.nodes)
-    #: children per parent, in snapshot order (added once every node is read, below)
     kids: dict[DataNode, list[str]] = {}
     for i, sn in enumerate(content.nodes):
         path = sn.path
@@ -107,9 +226,7 @@ def tree_from_snapshot(
         if acl is None:
             raise SnapshotLoadError(f"node {path or '/'}: ACL ref {sn.acl} is not in the cache")
         st = sn.stat
-        owner = st.ephemeralOwner
-        kind = ephemeral_kind(owner, extended_types) if owner else EphemeralKind.VOID
-        node = DataNode(sn.data, acl, 0, 0, owner, owner if kind == EphemeralKind.NORMAL else 0)
+        node = _node(tree, path, sn.data, acl, st.ephemeralOwner)
         node.czxid = st.czxid
         node.mzxid = st.mzxid
         node.pzxid = st.pzxid
@@ -131,43 +248,9 @@ def tree_from_snapshot(
                 names = kids[parent] = []
             names.append(path[k + 1 :])
             nodes[path] = node
-            if owner:
-                tree.index_owner(path, owner, kind)
         if progress is not None and i & 0xFFFF == 0xFFFF:
             progress(i + 1, total)
-    if "" not in nodes:
-        raise SnapshotLoadError("snapshot has no root node")
-    for parent, names in kids.items():
-        _add_children(parent, names)
-    tree.recompute_digest()
-    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
-    tree.reset_data_size()
-    tree.setup_quota()
-    tree.last_processed_zxid = zxid
-    return tree
-
-
-def _add_children(parent: DataNode, names: list[str]) -> None:
-    """``parent.add_child`` for each name in order, as ZooKeeper's loader inserts them into a
-    ``HashSet(8)``. With more than 48 names the table ends at the load-factor capacity
-    (>= 128) whatever happened on the way (a small-table treeify resize never goes past 64),
-    so inserting into a table of that size from the start gives the same iteration order
-    without the intermediate resizes."""
-    n = len(names)
-    if n > 48:
-        n = len(set(names))  # a path twice in a snapshot is one child
-    if n <= 48:
-        for name in names:
-            parent.add_child(name)
-        return
-    cap = 128
-    while n > cap * 3 // 4:
-        cap <<= 1
-    children = JavaHashSet(cap)
-    for name in names:
-        children.add(name)
-    parent.children = children
-    parent.touch()
+    return kids
 
 
 @dataclass
@@ -373,6 +456,6 @@ def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool =
     snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
     :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
     header = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode()
-    content = snap.parse(b"".join(snap.seal([header, body])))
+    content = snap.parse(b"".join(snap.seal([header, body])), raw_nodes=True)
     tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
     return Replica(tree, dict(content.sessions))
