@@ -401,38 +401,7 @@ def parse(
     if hdr.magic != SNAP_MAGIC:
         raise SnapshotFormatError(f"mismatching magic headers {hdr.magic:#x} != {SNAP_MAGIC:#x}")
     content = SnapshotContent(dbid=hdr.dbid)
-    count = r.i32("session count")
-    if count < 0:
-        raise SnapshotFormatError(f"bad session count {count}")
-    for _ in range(count):
-        r.need(12, "sessions")
-        sid, to = _QI.unpack_from(raw, r.p)
-        r.p += 12
-        content.sessions[sid] = to
-    count = r.i32("acl cache count")
-    if count < 0:
-        raise SnapshotFormatError(f"bad acl cache count {count}")
-    for _ in range(count):
-        ref = r.i64("acl ref")
-        k = r.i32("acl list")
-        if k < 0:
-            raise SnapshotFormatError("Incorrect format: missing acls")
-        acls = []
-        for _ in range(k):
-            acl = r.record(ACL, "acl")
-            assert isinstance(acl, ACL)
-            acls.append(acl)
-        content.acls[ref] = tuple(acls)
-    start = r.p
-    end, count = scan_nodes(raw, start, progress)
-    if raw_nodes:
-        content.raw = raw
-        content.nodes_start = start
-        content.nodes_end = end
-    else:
-        content.nodes = decode_nodes(raw, start, end)
-    content.node_count = count
-    r.p = end + len(_SLASH)
+    _read_sections(r, content, progress, raw_nodes)
     r.seal("seal")
     if r.p < total:
         try:
@@ -542,6 +511,61 @@ def decode_nodes(raw: bytes, p: int, end: int) -> list[SnapNode]:
         stat = StatPersisted(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid)
         out.append(SnapNode(path, data, acl, stat))
     return out
+
+
+def _read_sections(
+    r: _Reader,
+    content: SnapshotContent,
+    progress: Callable[[int, int], None] | None,
+    raw_nodes: bool,
+) -> None:
+    """Sessions, AclCache and Nodes into ``content``, from ``r``'s offset to just past the
+    "/" that ends Nodes."""
+    raw = r.b
+    count = r.i32("session count")
+    if count < 0:
+        raise SnapshotFormatError(f"bad session count {count}")
+    for _ in range(count):
+        r.need(12, "sessions")
+        sid, to = _QI.unpack_from(raw, r.p)
+        r.p += 12
+        content.sessions[sid] = to
+    count = r.i32("acl cache count")
+    if count < 0:
+        raise SnapshotFormatError(f"bad acl cache count {count}")
+    for _ in range(count):
+        ref = r.i64("acl ref")
+        k = r.i32("acl list")
+        if k < 0:
+            raise SnapshotFormatError("Incorrect format: missing acls")
+        acls = []
+        for _ in range(k):
+            acl = r.record(ACL, "acl")
+            assert isinstance(acl, ACL)
+            acls.append(acl)
+        content.acls[ref] = tuple(acls)
+    start = r.p
+    end, count = scan_nodes(raw, start, progress)
+    if raw_nodes:
+        content.raw = raw
+        content.nodes_start = start
+        content.nodes_end = end
+    else:
+        content.nodes = decode_nodes(raw, start, end)
+    content.node_count = count
+    r.p = end + len(_SLASH)
+
+
+def parse_body(body: bytes, *, raw_nodes: bool = False) -> SnapshotContent:
+    """A snapshot's body alone: Sessions AclCache Nodes, with no FileHeader before it and no
+    Seal after it (``ZKDatabase.serializeSnapshot``: what a quorum SNAP carries). Raises
+    :class:`SnapshotFormatError`; ``raw_nodes`` as for :func:`parse`."""
+    r = _Reader(body)
+    content = SnapshotContent()
+    _read_sections(r, content, None, raw_nodes)
+    if r.p != len(body):
+        raise SnapshotFormatError(f"{len(body) - r.p} trailing bytes after the snapshot body")
+    return content
 
 
 def plausible_tail(data: bytes) -> bool:

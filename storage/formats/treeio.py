@@ -29,11 +29,18 @@ meets them (OPEN_ACL_UNSAFE is ref -1 and never stored), so the ACL section, whi
 the nodes in the file, is only known once the walk is over: :meth:`FuzzySnapshot.finish`
 assembles header, sessions, ACL cache, the node bytes, the seal and the digest section, and
 (``last_zxid=True``, ZooKeeper 3.9's ``serializeLastProcessedZxid``) the last processed zxid.
-Every piece is written by the snapshot grammar's own encoders (``encode_head``,
-``encode_node``, ``seal`` in :mod:`trizk.storage.formats.snapshot`, which
-:func:`~trizk.storage.formats.snapshot.serialize` uses too), so the bytes are exactly what
-``serialize`` produces for the same content; only the StatPersisted of a node is packed here,
-straight from the node's fields.
+The head and the seals are written by the snapshot grammar's own encoders (``encode_head``,
+``seal`` in :mod:`trizk.storage.formats.snapshot`, which
+:func:`~trizk.storage.formats.snapshot.serialize` uses too); a node is written here in the
+layout of ``encode_node`` (path, data, then ACL ref and StatPersisted as one
+:data:`~trizk.storage.formats.snapshot.NODE_TAIL`), straight from the node's fields, so the
+bytes are exactly what ``serialize`` produces for the same content (the tests compare them).
+
+Loading is the mirror image: ``snapshot.parse(..., raw_nodes=True)`` checks the Nodes section
+by its lengths and :func:`tree_from_snapshot` decodes each node once from the bytes into its
+DataNode, with no SnapNode or StatPersisted record in between; each parent's children go
+into their HashSet table in one pass (``JavaHashSet.presized``). A learner's SNAP body is
+read the same way, as it came (``snapshot.parse_body``).
 """
 
 from __future__ import annotations
@@ -43,7 +50,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trizk.jute import records as r
-from trizk.jute.primitives import fixed_struct
 from trizk.storage.formats import snapshot as snap
 from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
 from trizk.storage.formats.txnlog import TxnEntry
@@ -70,8 +76,8 @@ __all__ = [
     "tree_from_snapshot",
 ]
 
-_STAT = fixed_struct(r.StatPersisted)  # packed from a node without making the record
 _INT = struct.Struct(">i")
+_NULL_BUFFER = _INT.pack(-1)
 _FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 
@@ -327,10 +333,6 @@ def _check(tree: DataTree, expected: int, zxid: int, res: ReplayResult, enabled:
 # ----------------------------------------------------------------------------- write
 
 
-def _encode_node(path: str, node: DataNode, ref: int) -> bytes:
-    return snap.encode_node(path, node.data, ref, _STAT.pack(*node.persisted_fields()))
-
-
 class FuzzySnapshot:
     """An in-progress snapshot of a live tree; see the module docstring.
 
@@ -378,19 +380,55 @@ class FuzzySnapshot:
         return ref
 
     def step(self, max_nodes: int = 4096) -> bool:
-        """Serialise up to ``max_nodes`` more nodes; True once the walk is complete."""
+        """Serialise up to ``max_nodes`` more nodes; True once the walk is complete.
+
+        Each node is written as :func:`~trizk.storage.formats.snapshot.encode_node` writes
+        it, its ACL ref and StatPersisted packed in one go
+        (:data:`~trizk.storage.formats.snapshot.NODE_TAIL`), its pieces joined once per
+        step; consecutive nodes with the same ACL tuple look its ref up once."""
         if self._done:
             return True
         nodes = self.tree.nodes
         stack = self._stack
         out: list[bytes] = []
+        pack_len = _INT.pack
+        pack_tail = snap.NODE_TAIL.pack
+        null = _NULL_BUFFER
+        last_acl: tuple[r.ACL, ...] | None = None
+        ref = 0
         n = 0
         while stack and n < max_nodes:
             path = stack.pop()
             node = nodes.get(path)
             if node is None:
                 continue  # deleted after its parent was written: the log has the delete
-            out.append(_encode_node(path, node, self._ref(node.acl)))
+            acl = node.acl
+            if acl is not last_acl:
+                ref = self._ref(acl)
+                last_acl = acl
+            p = path.encode("utf-8")
+            out.append(pack_len(len(p)))
+            out.append(p)
+            data = node.data
+            if data is None:
+                out.append(null)
+            else:
+                out.append(pack_len(len(data)))
+                out.append(data)
+            out.append(
+                pack_tail(
+                    ref,
+                    node.czxid,
+                    node.mzxid,
+                    node.ctime,
+                    node.mtime,
+                    node.version,
+                    node.cversion,
+                    node.aversion,
+                    node.ephemeral_owner,
+                    node.pzxid,
+                )
+            )
             n += 1
             ch = node.children
             if ch:
@@ -448,14 +486,15 @@ def snapshot_body(replica: Replica) -> bytes:
     while not fs.step(1 << 30):
         pass
     parts = fs.finish()  # header+sessions+acls, nodes..., "/", seal
-    return b"".join(parts[:-1])[_FILE_HEADER_SIZE:]
+    parts[0] = parts[0][_FILE_HEADER_SIZE:]
+    return b"".join(parts[:-1])
 
 
 def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> Replica:
     """The replica a SNAP payload describes, at ``zxid`` (the SNAP packet's; the leader's
     snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
     :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
-    header = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode()
-    content = snap.parse(b"".join(snap.seal([header, body])), raw_nodes=True)
+    # the body is read as it came: no file header and seal put around it to be checked
+    content = snap.parse_body(body, raw_nodes=True)
     tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
     return Replica(tree, dict(content.sessions))
