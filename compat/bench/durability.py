@@ -149,7 +149,11 @@ def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[fl
     """Follower SNAP sync on a 3-member ensemble of ``kind`` (see the module docstring):
     [(seconds from the follower's start to serving the whole tree, its RSS)] per trial."""
     out: list[tuple[float, int]] = []
-    with ProcessEnsemble({1: kind, 2: kind, 3: kind}, start=False) as ens:
+    # ZooKeeper's default tickTime (not the test ensembles' 200 ms): initLimit and syncLimit
+    # then leave a large tree's sync the time ZooKeeper's sample configuration gives it
+    with ProcessEnsemble(
+        {1: kind, 2: kind, 3: kind}, start=False, extra={"tickTime": "2000"}
+    ) as ens:
         for m in ens.members.values():
             shutil.copytree(src, m.data_dir / "version-2")
         os.sync()
@@ -187,6 +191,13 @@ def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[fl
                 flush=True,
             )
     return out
+
+
+def _sync_summary(kind: str, runs: list[tuple[float, int]]) -> str:
+    return (
+        f"{kind}: follower SNAP sync, median {statistics.median(s[0] for s in runs):.2f} s, "
+        f"RSS {statistics.median(s[1] for s in runs) / 2**20:.0f} MiB"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
             same = replies[kinds[0]] == replies[kinds[1]] and len(replies[kinds[0]]) == 1
             print(f"getChildren replies byte-identical across servers: {same}")
         for kind in kinds:
+            if not results[kind]:  # --trials 0: the sync cell alone
+                if kind in syncs:
+                    print(_sync_summary(kind, syncs[kind]))
+                continue
             med = statistics.median(results[kind])
             rss_mib = statistics.median(rsses[kind]) / 2**20
             print(
@@ -307,11 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{statistics.median(c[1] for c in kids[kind]):.0f} µs per call"
                 )
             if kind in syncs:
-                print(
-                    f"{kind}: follower SNAP sync, median "
-                    f"{statistics.median(s[0] for s in syncs[kind]):.2f} s, RSS "
-                    f"{statistics.median(s[1] for s in syncs[kind]) / 2**20:.0f} MiB"
-                )
+                print(_sync_summary(kind, syncs[kind]))
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(

@@ -65,6 +65,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from trizk.jute.primitives import JuteDecodeError, Record
 from trizk.jute.records import ACL, FileHeader, Id, StatPersisted
@@ -78,23 +79,23 @@ SNAP_PREFIX = "snapshot"
 DIGEST_VERSION = 2
 #: ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: nodes with OPEN_ACL_UNSAFE use ref -1.
 OPEN_UNSAFE_ACL_REF = -1
-ZOOKEEPER_SUBTREE = "/zookeeper/"
+ZOOKEEPER_SUBTREE: Final = "/zookeeper/"
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 #: Seal terminator: ustring "/".
-_SLASH = b"\x00\x00\x00\x01/"
-_NULL = b"\xff\xff\xff\xff"  # a null buffer
+_SLASH: Final = b"\x00\x00\x00\x01/"
+_NULL: Final = b"\xff\xff\xff\xff"  # a null buffer
 
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
-_QI = struct.Struct(">qi")
-_QIQ = struct.Struct(">qiq")
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+_I: Final = struct.Struct(">i")
+_Q: Final = struct.Struct(">q")
+_QI: Final = struct.Struct(">qi")
+_QIQ: Final = struct.Struct(">qiq")
+_DIGEST_STAT: Final = struct.Struct(">qqqqqiiiq")
 #: What follows a node's data: its ACL ref (long), then its StatPersisted (czxid mzxid ctime
 #: mtime version cversion aversion ephemeralOwner pzxid), decoded in one unpack
-NODE_TAIL = struct.Struct(">qqqqqiiiqq")
-NODE_TAIL_SIZE = NODE_TAIL.size  # 76
+NODE_TAIL: Final = struct.Struct(">qqqqqiiiqq")
+NODE_TAIL_SIZE: Final = 68  # NODE_TAIL.size (the tests check it)
 
 
 class SnapshotFormatError(ValueError):

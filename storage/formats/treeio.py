@@ -48,6 +48,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from trizk.jute import records as r
 from trizk.storage.formats import snapshot as snap
@@ -76,8 +77,8 @@ __all__ = [
     "tree_from_snapshot",
 ]
 
-_INT = struct.Struct(">i")
-_NULL_BUFFER = _INT.pack(-1)
+_INT: Final = struct.Struct(">i")
+_NULL_BUFFER: Final = b"\xff\xff\xff\xff"  # a null Jute buffer
 _FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 
