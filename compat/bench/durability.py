@@ -160,6 +160,9 @@ def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[fl
         for sid in ens.members:
             ens.start(sid)
         ens.wait_leader(3, timeout=600)
+        down = [sid for sid in ens.members if not ens.running(sid)]
+        if down:  # e.g. a port taken by another process meanwhile
+            raise RuntimeError(f"{kind} members {down} did not start:\n{ens.tails()}")
         for t in range(trials):
             ens.kill(1)
             sess = BlockingSession("127.0.0.1", ens.port(3), timeout=60)
