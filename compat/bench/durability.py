@@ -21,23 +21,40 @@ each server wrote it for the same tree (we wait for it, bounded, before stopping
 Both use the same format (FileSnap), so sizes differ only by ACL-cache numbering;
 ``--compression gz`` sets ``snapshot.compression.method`` for both.
 
+Two more cells on the same data (``--parents 20`` gives 200,000 znodes with ~10,000 children
+under each parent):
+
+* **getChildren of a wide node**: once a server has restarted, one session asks
+  ``getChildren /p0000`` (``--children-calls`` times, one request in flight, the reply read
+  whole but not decoded); median latency, the server's CPU per call, and whether both servers
+  answered the same bytes (the same children in the same HashSet order).
+* **Follower SNAP sync** (``--sync``): a 3-member ensemble of each kind on copies of the data
+  dir; a follower is killed, a write goes through the leader, the follower's ``version-2``
+  is wiped and the follower restarted; the figure is the time from its start to serving as a
+  follower with the whole tree (the leader serialises its tree, the follower loads it and
+  snapshots it), with the follower's RSS.
+
 Not a test; run by hand. Only processes started here are signalled, by PID.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
 import statistics
+import struct
 import tempfile
 import time
 from pathlib import Path
 
-from trizk.compat.procs.launcher import start_server
+from trizk.compat.bench.load import BlockingSession, req, set_frame
+from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.compat.procs.launcher import PAGE, child_pids, start_server
 from trizk.jute.codes import OpCode
-from trizk.jute.records import SetDataTxn, StatPersisted, TxnHeader
+from trizk.jute.records import GetChildrenRequest, SetDataTxn, StatPersisted, TxnHeader
 from trizk.storage.disk import files
 from trizk.storage.formats import snapshot, txnlog
 from trizk.storage.formats.snapshot import SnapNode, SnapshotContent, SnapshotDigest
@@ -90,6 +107,102 @@ def node_count(port: int) -> int:
     return -1
 
 
+def children_cell(port: int, path: str, calls: int, cpu: object) -> tuple[float, float, str, int]:
+    """``calls`` getChildren of ``path``, one in flight: (median latency in µs, the server's
+    CPU per call in µs, a hash of the reply body, the number of children). ``cpu`` is the
+    server's ``cpu_seconds``."""
+    sess = BlockingSession("127.0.0.1", port, timeout=60)
+    try:
+        fr = req(1, OpCode.GETCHILDREN, GetChildrenRequest(path, False).encode())
+        body = sess.request(fr)[16:]
+        (count,) = struct.unpack_from(">i", body, 0)
+        for _ in range(min(calls, 20)):  # warm-up (trizk builds its cached reply here)
+            sess.call(fr)
+        assert callable(cpu)
+        c0 = cpu()
+        lat: list[int] = []
+        clock = time.perf_counter_ns
+        for _ in range(calls):
+            t0 = clock()
+            if sess.call(fr):
+                raise RuntimeError(f"getChildren {path} failed")
+            lat.append(clock() - t0)
+        used = cpu() - c0
+    finally:
+        sess.close()
+    digest = hashlib.sha1(body).hexdigest()[:12]
+    return statistics.median(lat) / 1000, used / calls * 1e6, digest, count
+
+
+def _rss(pid: int) -> int:
+    pages = 0
+    for p in (pid, *child_pids(pid)):
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                pages += int(f.read().split()[1])
+        except OSError:
+            continue
+    return pages * PAGE
+
+
+def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[float, int]]:
+    """Follower SNAP sync on a 3-member ensemble of ``kind`` (see the module docstring):
+    [(seconds from the follower's start to serving the whole tree, its RSS)] per trial."""
+    out: list[tuple[float, int]] = []
+    # ZooKeeper's default tickTime (not the test ensembles' 200 ms): initLimit and syncLimit
+    # then leave a large tree's sync the time ZooKeeper's sample configuration gives it
+    with ProcessEnsemble(
+        {1: kind, 2: kind, 3: kind}, start=False, extra={"tickTime": "2000"}
+    ) as ens:
+        for m in ens.members.values():
+            shutil.copytree(src, m.data_dir / "version-2")
+        os.sync()
+        for sid in ens.members:
+            ens.start(sid)
+        ens.wait_leader(3, timeout=600)
+        down = [sid for sid in ens.members if not ens.running(sid)]
+        if down:  # e.g. a port taken by another process meanwhile
+            raise RuntimeError(f"{kind} members {down} did not start:\n{ens.tails()}")
+        for t in range(trials):
+            ens.kill(1)
+            sess = BlockingSession("127.0.0.1", ens.port(3), timeout=60)
+            try:
+                if sess.call(set_frame(1, "/p0000", f"w{t}".encode())):
+                    raise RuntimeError("setData through the leader failed")
+            finally:
+                sess.close()
+            shutil.rmtree(ens.members[1].data_dir / "version-2")
+            t0 = time.monotonic()
+            ens.start(1)
+            deadline = t0 + 600
+            while True:
+                try:
+                    if ens.mode(1) == "follower" and node_count(ens.port(1)) == expected:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{kind} follower did not sync:\n{ens.tails()}")
+                time.sleep(0.05)
+            took = time.monotonic() - t0
+            proc = ens.members[1].proc
+            assert proc is not None
+            out.append((took, _rss(proc.pid)))
+            print(
+                f"sync trial {t} {kind}: follower serving after {took:.2f} s, "
+                f"RSS {out[-1][1] / 2**20:.0f} MiB",
+                flush=True,
+            )
+    return out
+
+
+def _sync_summary(kind: str, runs: list[tuple[float, int]]) -> str:
+    return (
+        f"{kind}: follower SNAP sync, median {statistics.median(s[0] for s in runs):.2f} s, "
+        f"RSS {statistics.median(s[1] for s in runs) / 2**20:.0f} MiB"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m trizk.compat.bench.durability")
     ap.add_argument("--nodes", type=int, default=1_000_000)
@@ -98,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=["trizk", "zookeeper"])
     ap.add_argument("--json", metavar="OUT.jsonl")
     ap.add_argument("--compression", choices=["", "gz"], default="")
+    ap.add_argument("--children-calls", type=int, default=500)
+    ap.add_argument("--sync", action="store_true", help="the follower SNAP sync cell too")
+    ap.add_argument("--sync-trials", type=int, default=2)
     a = ap.parse_args(argv)
     kinds = [a.only] if a.only else ["zookeeper", "trizk"]
     work = Path(tempfile.mkdtemp(prefix="trizk-durbench-"))
@@ -136,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         results: dict[str, list[float]] = {k: [] for k in kinds}
+        rsses: dict[str, list[int]] = {k: [] for k in kinds}
+        kids: dict[str, list[tuple[float, float, str, int]]] = {k: [] for k in kinds}
         sizes: dict[str, tuple[str, int]] = {}
         for trial in range(a.trials):
             order = kinds if trial % 2 == 0 else kinds[::-1]
@@ -153,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError(f"{kind} reports {n} znodes, expected {expected}")
                     results[kind].append(srv.startup_s)
                     rss = srv.rss_bytes()
+                    rsses[kind].append(rss)
+                    if a.children_calls:
+                        kids[kind].append(
+                            children_cell(srv.port, "/p0000", a.children_calls, srv.cpu_seconds)
+                        )
                     wanted = d / "version-2" / snap_name
                     deadline = time.monotonic() + 600
                     while not wanted.exists():  # bounded wait for the post-load snapshot
@@ -168,10 +291,41 @@ def main(argv: list[str] | None = None) -> int:
                     f"{sizes[kind][1]} bytes",
                     flush=True,
                 )
+                if kids[kind]:
+                    lat, cpu_us, digest, count = kids[kind][-1]
+                    print(
+                        f"trial {trial} {kind}: getChildren /p0000 ({count} children) median "
+                        f"{lat:.0f} µs, server CPU {cpu_us:.0f} µs per call, reply {digest}",
+                        flush=True,
+                    )
                 shutil.rmtree(d, ignore_errors=True)
+        syncs: dict[str, list[tuple[float, int]]] = {}
+        if a.sync:
+            for kind in kinds if a.sync_trials % 2 else kinds[::-1]:
+                syncs[kind] = sync_cell(kind, src, expected, a.sync_trials)
+        replies = {k: {c[2] for c in kids[k]} for k in kinds}
+        if len(kinds) == 2 and all(replies.values()):
+            same = replies[kinds[0]] == replies[kinds[1]] and len(replies[kinds[0]]) == 1
+            print(f"getChildren replies byte-identical across servers: {same}")
         for kind in kinds:
+            if not results[kind]:  # --trials 0: the sync cell alone
+                if kind in syncs:
+                    print(_sync_summary(kind, syncs[kind]))
+                continue
             med = statistics.median(results[kind])
-            print(f"{kind}: restart with {a.nodes} znodes, median {med:.2f} s {results[kind]}")
+            rss_mib = statistics.median(rsses[kind]) / 2**20
+            print(
+                f"{kind}: restart with {a.nodes} znodes, median {med:.2f} s {results[kind]}, "
+                f"RSS {rss_mib:.0f} MiB"
+            )
+            if kids[kind]:
+                print(
+                    f"{kind}: getChildren /p0000, median of trials "
+                    f"{statistics.median(c[0] for c in kids[kind]):.0f} µs, server CPU "
+                    f"{statistics.median(c[1] for c in kids[kind]):.0f} µs per call"
+                )
+            if kind in syncs:
+                print(_sync_summary(kind, syncs[kind]))
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(
@@ -185,6 +339,11 @@ def main(argv: list[str] | None = None) -> int:
                                 "snapshot": sizes[kind][0],
                                 "snapshot_bytes": sizes[kind][1],
                                 "input_snapshot_bytes": len(raw),
+                                "rss": rsses[kind],
+                                "children_us": [c[0] for c in kids[kind]],
+                                "children_cpu_us": [c[1] for c in kids[kind]],
+                                "sync_seconds": [s[0] for s in syncs.get(kind, [])],
+                                "sync_rss": [s[1] for s in syncs.get(kind, [])],
                             }
                         )
                         + "\n"

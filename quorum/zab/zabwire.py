@@ -178,6 +178,8 @@ StreamEvent = QuorumPacket | SnapshotPayload
 
 # A grammar is a generator that yields how many bytes it needs next and receives them.
 _Grammar = Generator[int, bytes, object]
+#: what a grammar yields to see the buffered bytes without taking them (at least one)
+_PEEK = -1
 
 
 class QuorumStreamDecoder:
@@ -247,6 +249,13 @@ class QuorumStreamDecoder:
         gen = self._gen
         assert gen is not None
         while True:
+            if self._need == _PEEK:
+                # the grammar looks at what is buffered without taking it (the snapshot's
+                # nodes: as many whole ones as are there, then taken in one piece)
+                if len(self._buf) == self._pos:
+                    return None
+                self._need = gen.send(bytes(self._buf[self._pos :]))
+                continue
             if len(self._buf) - self._pos < self._need:
                 return None
             chunk = bytes(self._buf[self._pos : self._pos + self._need])
@@ -304,6 +313,33 @@ class QuorumStreamDecoder:
             raise QuorumStreamError(f"snapshot over {self.max_snapshot} bytes")
         return b
 
+    def _whole_nodes(self, b: bytes) -> tuple[int, bool]:
+        """How many bytes at the start of ``b`` are whole snapshot nodes (``path data
+        acl+StatPersisted``), including the "/" that ends them if it is there (then True)."""
+        unpack = _I.unpack_from
+        total = len(b)
+        tail = 8 + STAT_PERSISTED_SIZE
+        p = 0
+        while p + 4 <= total:
+            (n,) = unpack(b, p)
+            n = self._length(n, "node path")
+            if n < 0:
+                raise QuorumStreamError("null node path in snapshot")
+            q = p + 4 + n
+            if q > total:
+                break
+            if n == 1 and b[p + 4] == 0x2F:  # "/": the end of the nodes
+                return q, True
+            if q + 4 > total:
+                break
+            (n,) = unpack(b, q)
+            n = self._length(n, "node data")
+            q += 4 + max(n, 0) + tail
+            if q > total:
+                break
+            p = q
+        return p, False
+
     def _snapshot_grammar(self) -> _Grammar:
         take = self._snap_take
         (count,) = _I.unpack(take((yield 4)))
@@ -327,6 +363,17 @@ class QuorumStreamDecoder:
                     if n > 0:
                         take((yield n))
         while True:
+            # Whole nodes in one piece: as many as the buffer holds, by their lengths (the
+            # same checks as node by node below); a node that is not all there yet is read
+            # field by field.
+            seen = yield _PEEK
+            k, end = self._whole_nodes(seen)
+            if k:
+                take((yield k))
+            if end:
+                break
+            if k:
+                continue
             (n,) = _I.unpack(take((yield 4)))
             n = self._length(n, "node path")
             if n < 0:

@@ -194,10 +194,66 @@ def fast_exists(
     return node.stat_wire()
 
 
+def _plain_children(
+    frame: bytes,
+    tree: DataTree,
+    watches: WatchManager,
+    watcher: Hashable,
+    read_stats: SummarySet | None,
+) -> tuple[DataNode, bytes] | None:
+    """getChildren and getChildren2 (same request layout as getData) as
+    :func:`fast_get_data` answers getData: a node every client may read; the node and its
+    children as the reply encodes them (:meth:`DataNode.children_wire`, cached), after the
+    same watch and read statistics as :func:`_get_children`."""
+    req = _plain_node(frame, tree)
+    if req is None:
+        return None
+    path, watch, node = req
+    if not node.world_perms() & _READ:
+        return None
+    if watch:
+        watches.child.add(path, watcher)
+    wire, chars = node.children_wire()
+    if read_stats is not None:
+        read_stats.add_path(path, len(path) + chars + STAT_OVERHEAD_BYTES)
+    return node, wire
+
+
+def fast_get_children(
+    frame: bytes,
+    tree: DataTree,
+    watches: WatchManager,
+    watcher: Hashable,
+    read_stats: SummarySet | None,
+) -> bytes | None:
+    """The common getChildren: a GetChildrenResponse's body, or None for
+    :func:`read_get_children` to answer (see :func:`_plain_children`)."""
+    got = _plain_children(frame, tree, watches, watcher, read_stats)
+    return None if got is None else got[1]
+
+
+def fast_get_children2(
+    frame: bytes,
+    tree: DataTree,
+    watches: WatchManager,
+    watcher: Hashable,
+    read_stats: SummarySet | None,
+) -> bytes | None:
+    """The common getChildren2: a GetChildren2Response's body (the children, then the
+    node's Stat), or None for :func:`read_get_children2` to answer."""
+    got = _plain_children(frame, tree, watches, watcher, read_stats)
+    return None if got is None else got[1] + got[0].stat_wire()
+
+
 FastRead = Callable[[bytes, DataTree, WatchManager, Hashable, SummarySet | None], bytes | None]
 
 #: reads answered straight from the frame when they can be (see fast_get_data)
-FAST_READS: dict[int, FastRead] = {OpCode.GETDATA: fast_get_data, OpCode.EXISTS: fast_exists}
+FAST_READS: dict[int, FastRead] = {
+    OpCode.GETDATA: fast_get_data,
+    OpCode.EXISTS: fast_exists,
+    OpCode.GETCHILDREN: fast_get_children,
+    OpCode.GETCHILDREN2: fast_get_children2,
+}
 
 
 def _get_children(req: Any, ctx: ReadContext) -> tuple[DataNode, tuple[str, ...]]:

@@ -381,6 +381,7 @@ class Persistence:
                 s.txnlog_dir,
                 trust_empty=s.trust_empty,
                 progress=_Progress("reading the snapshot", "bytes"),
+                raw_nodes=True,  # decoded once, straight into the tree
             )
         except files.UnrecoverableDataDir as e:
             raise DataDirError(
@@ -405,7 +406,7 @@ class Persistence:
             log.info(
                 "read snapshot %s (%d znodes, %d sessions) in %.3f s; building the tree",
                 rec.snapshot_path,
-                len(rec.snapshot.nodes),
+                rec.snapshot.node_count,
                 len(rec.snapshot.sessions),
                 time.monotonic() - t0,
             )

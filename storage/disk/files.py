@@ -464,10 +464,13 @@ def _continues(prev: int, nxt: int) -> bool:
 def load_snapshot(
     snap_dir: Path,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    raw_nodes: bool = False,
 ) -> tuple[SnapshotContent | None, int, Path | None, list[tuple[Path, str]]]:
     """Newest verified snapshot: (content, zxid, path, skipped[(path, why)]).
 
-    ``progress(done, total)`` gets byte offsets while a snapshot is parsed (long loads)."""
+    ``progress(done, total)`` gets byte offsets while a snapshot is parsed (long loads);
+    ``raw_nodes``: its nodes are checked, not decoded (``snapshot.parse``)."""
     skipped: list[tuple[Path, str]] = []
     snaps = list_snapshots(snap_dir)
     for zxid, path in reversed(snaps):
@@ -478,7 +481,7 @@ def load_snapshot(
             skipped.append((path, "does not end in a seal"))
             continue
         try:
-            content = snap.parse(read_bytes(path), progress=progress)
+            content = snap.parse(read_bytes(path), progress=progress, raw_nodes=raw_nodes)
         except (SnapshotFormatError, OSError) as e:
             log.warning("problem reading snap file %s: %s; trying the previous one", path, e)
             skipped.append((path, str(e)))
@@ -500,14 +503,16 @@ def recover(
     trust_empty: bool = False,
     truncate: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    raw_nodes: bool = False,
 ) -> Recovered:
     """Load a data dir (``version-2`` directories); see the module docstring for the rules.
 
     Nothing on disk changes unless the whole directory is recoverable; then torn tails are
-    cut (``truncate=False``: only reported).
+    cut (``truncate=False``: only reported). ``raw_nodes``: the snapshot's nodes are left
+    for ``treeio.tree_from_snapshot`` to decode (``snapshot.parse``).
     """
     log_dir = snap_dir if log_dir is None else log_dir
-    content, snap_zxid, snap_path, skipped = load_snapshot(snap_dir, progress)
+    content, snap_zxid, snap_path, skipped = load_snapshot(snap_dir, progress, raw_nodes=raw_nodes)
     files = logs_from(list_logs(log_dir), snap_zxid) if content is not None else list_logs(log_dir)
     txns: list[TxnEntry] = []
     cuts: list[tuple[Path, int, str]] = []

@@ -65,6 +65,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from trizk.jute.primitives import JuteDecodeError, Record
 from trizk.jute.records import ACL, FileHeader, Id, StatPersisted
@@ -78,19 +79,23 @@ SNAP_PREFIX = "snapshot"
 DIGEST_VERSION = 2
 #: ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: nodes with OPEN_ACL_UNSAFE use ref -1.
 OPEN_UNSAFE_ACL_REF = -1
-ZOOKEEPER_SUBTREE = "/zookeeper/"
+ZOOKEEPER_SUBTREE: Final = "/zookeeper/"
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 #: Seal terminator: ustring "/".
-_SLASH = b"\x00\x00\x00\x01/"
-_NULL = b"\xff\xff\xff\xff"  # a null buffer
+_SLASH: Final = b"\x00\x00\x00\x01/"
+_NULL: Final = b"\xff\xff\xff\xff"  # a null buffer
 
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
-_QI = struct.Struct(">qi")
-_QIQ = struct.Struct(">qiq")
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+_I: Final = struct.Struct(">i")
+_Q: Final = struct.Struct(">q")
+_QI: Final = struct.Struct(">qi")
+_QIQ: Final = struct.Struct(">qiq")
+_DIGEST_STAT: Final = struct.Struct(">qqqqqiiiq")
+#: What follows a node's data: its ACL ref (long), then its StatPersisted (czxid mzxid ctime
+#: mtime version cversion aversion ephemeralOwner pzxid), decoded in one unpack
+NODE_TAIL: Final = struct.Struct(">qqqqqiiiqq")
+NODE_TAIL_SIZE: Final = 68  # NODE_TAIL.size (the tests check it)
 
 
 class SnapshotFormatError(ValueError):
@@ -135,6 +140,18 @@ class SnapshotContent:
     #: ZooKeeper 3.9's trailer (LastZxid in the grammar above): None when absent; written
     #: (after a digest section, which it needs) when not None
     last_processed_zxid: int | None = None
+    #: ``parse(..., raw_nodes=True)`` leaves ``nodes`` empty and keeps the Nodes section
+    #: undecoded instead (checked by :func:`scan_nodes`): the decompressed stream, the offset
+    #: of its first node and that of the "/" ending the section, and the number of nodes.
+    #: A loader then decodes each node once, straight into its own objects
+    #: (:func:`trizk.storage.formats.treeio.tree_from_snapshot`), without a SnapNode and a
+    #: StatPersisted record per node in between.
+    #: (Bookkeeping of parse, left out of comparisons: equal content compares equal however
+    #: it was read.)
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    nodes_start: int = field(default=0, compare=False, repr=False)
+    nodes_end: int = field(default=0, compare=False, repr=False)
+    node_count: int = field(default=0, compare=False, repr=False)
 
     def tree_digest(self) -> int:
         return tree_digest((n.path, n.data, n.stat) for n in self.nodes)
@@ -368,11 +385,13 @@ def parse(
     data: bytes,
     *,
     progress: Callable[[int, int], None] | None = None,
+    raw_nodes: bool = False,
 ) -> SnapshotContent:
     """Parse and verify a snapshot (plain, gzip or snappy). Raises :class:`SnapshotFormatError`.
 
     ``progress(done, total)`` is called now and then with byte offsets in the uncompressed
-    stream.
+    stream. ``raw_nodes``: check the Nodes section but leave it undecoded (see
+    :attr:`SnapshotContent.raw`); the content's ``nodes`` list stays empty.
     """
     raw = decompress(bytes(data))
     r = _Reader(raw)
@@ -383,45 +402,7 @@ def parse(
     if hdr.magic != SNAP_MAGIC:
         raise SnapshotFormatError(f"mismatching magic headers {hdr.magic:#x} != {SNAP_MAGIC:#x}")
     content = SnapshotContent(dbid=hdr.dbid)
-    count = r.i32("session count")
-    if count < 0:
-        raise SnapshotFormatError(f"bad session count {count}")
-    for _ in range(count):
-        r.need(12, "sessions")
-        sid, to = _QI.unpack_from(raw, r.p)
-        r.p += 12
-        content.sessions[sid] = to
-    count = r.i32("acl cache count")
-    if count < 0:
-        raise SnapshotFormatError(f"bad acl cache count {count}")
-    for _ in range(count):
-        ref = r.i64("acl ref")
-        k = r.i32("acl list")
-        if k < 0:
-            raise SnapshotFormatError("Incorrect format: missing acls")
-        acls = []
-        for _ in range(k):
-            acl = r.record(ACL, "acl")
-            assert isinstance(acl, ACL)
-            acls.append(acl)
-        content.acls[ref] = tuple(acls)
-    nodes = content.nodes
-    step = max(total // 100, 1 << 16)
-    next_report = step
-    while True:
-        path = r.ustring("node path")
-        if path is None:
-            raise SnapshotFormatError(f"null node path at offset {r.p - 4}")
-        if path == "/":
-            break
-        d = r.buffer("node data")
-        acl_ref = r.i64("node acl")
-        stat = r.record(StatPersisted, "node stat")
-        assert isinstance(stat, StatPersisted)
-        nodes.append(SnapNode(path, d, acl_ref, stat))
-        if progress is not None and r.p >= next_report:
-            progress(r.p, total)
-            next_report = r.p + step
+    _read_sections(r, content, progress, raw_nodes)
     r.seal("seal")
     if r.p < total:
         try:
@@ -455,6 +436,136 @@ def parse(
         raise SnapshotFormatError(f"{total - r.p} trailing bytes after the snapshot")
     if progress is not None:
         progress(total, total)
+    return content
+
+
+def scan_nodes(
+    raw: bytes, p: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[int, int]:
+    """Check the Nodes section of ``raw`` that starts at ``p``: every entry's lengths within
+    the stream, up to the ustring "/" that ends it. Returns the offset of that "/" and the
+    number of nodes. Raises :class:`SnapshotFormatError` (:class:`SnapshotTruncated` for a
+    stream that ends early) as the grammar's readers do. ``progress(done, total)`` is called
+    now and then with byte offsets.
+
+    Only lengths are read (two ints per node), so a caller can decode each node once, knowing
+    the section is whole (:func:`decode_nodes`, or a loader's own loop over the same layout:
+    ``path:ustring data:buffer`` then :data:`NODE_TAIL`)."""
+    total = len(raw)
+    unpack = _I.unpack_from
+    step = max(total // 100, 1 << 16)
+    next_report = p + step
+    count = 0
+    while True:
+        if p + 4 > total:
+            raise SnapshotTruncated(f"snapshot truncated in node path at offset {p}")
+        (n,) = unpack(raw, p)
+        if n < 0:
+            if n == -1:
+                raise SnapshotFormatError(f"null node path at offset {p}")
+            raise SnapshotFormatError(f"bad node path length {n} at offset {p}")
+        if p + 4 + n > total:
+            raise SnapshotTruncated(f"snapshot truncated in node path at offset {p + 4}")
+        if n == 1 and raw[p + 4] == 0x2F:  # "/": the end of Nodes
+            return p, count
+        p += 4 + n
+        if p + 4 > total:
+            raise SnapshotTruncated(f"snapshot truncated in node data at offset {p}")
+        (n,) = unpack(raw, p)
+        if n < -1:
+            raise SnapshotFormatError(f"bad node data length {n} at offset {p}")
+        p += 4
+        if n > 0:
+            p += n
+            if p > total:
+                raise SnapshotTruncated(f"snapshot truncated in node data at offset {p - n}")
+        p += NODE_TAIL_SIZE
+        if p > total:
+            raise SnapshotTruncated(
+                f"snapshot truncated in node stat at offset {p - NODE_TAIL_SIZE}"
+            )
+        count += 1
+        if progress is not None and p >= next_report:
+            progress(p, total)
+            next_report = p + step
+
+
+def decode_nodes(raw: bytes, p: int, end: int) -> list[SnapNode]:
+    """The nodes of a Nodes section from ``p`` to ``end`` (the "/" ending it), which
+    :func:`scan_nodes` has checked."""
+    unpack = _I.unpack_from
+    tail = NODE_TAIL.unpack_from
+    out: list[SnapNode] = []
+    while p < end:
+        (n,) = unpack(raw, p)
+        p += 4
+        path = raw[p : p + n].decode("utf-8", "replace")
+        p += n
+        (n,) = unpack(raw, p)
+        p += 4
+        data: bytes | None = None
+        if n >= 0:
+            data = raw[p : p + n]
+            p += n
+        (acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(raw, p)
+        p += NODE_TAIL_SIZE
+        stat = StatPersisted(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid)
+        out.append(SnapNode(path, data, acl, stat))
+    return out
+
+
+def _read_sections(
+    r: _Reader,
+    content: SnapshotContent,
+    progress: Callable[[int, int], None] | None,
+    raw_nodes: bool,
+) -> None:
+    """Sessions, AclCache and Nodes into ``content``, from ``r``'s offset to just past the
+    "/" that ends Nodes."""
+    raw = r.b
+    count = r.i32("session count")
+    if count < 0:
+        raise SnapshotFormatError(f"bad session count {count}")
+    for _ in range(count):
+        r.need(12, "sessions")
+        sid, to = _QI.unpack_from(raw, r.p)
+        r.p += 12
+        content.sessions[sid] = to
+    count = r.i32("acl cache count")
+    if count < 0:
+        raise SnapshotFormatError(f"bad acl cache count {count}")
+    for _ in range(count):
+        ref = r.i64("acl ref")
+        k = r.i32("acl list")
+        if k < 0:
+            raise SnapshotFormatError("Incorrect format: missing acls")
+        acls = []
+        for _ in range(k):
+            acl = r.record(ACL, "acl")
+            assert isinstance(acl, ACL)
+            acls.append(acl)
+        content.acls[ref] = tuple(acls)
+    start = r.p
+    end, count = scan_nodes(raw, start, progress)
+    if raw_nodes:
+        content.raw = raw
+        content.nodes_start = start
+        content.nodes_end = end
+    else:
+        content.nodes = decode_nodes(raw, start, end)
+    content.node_count = count
+    r.p = end + len(_SLASH)
+
+
+def parse_body(body: bytes, *, raw_nodes: bool = False) -> SnapshotContent:
+    """A snapshot's body alone: Sessions AclCache Nodes, with no FileHeader before it and no
+    Seal after it (``ZKDatabase.serializeSnapshot``: what a quorum SNAP carries). Raises
+    :class:`SnapshotFormatError`; ``raw_nodes`` as for :func:`parse`."""
+    r = _Reader(body)
+    content = SnapshotContent()
+    _read_sections(r, content, None, raw_nodes)
+    if r.p != len(body):
+        raise SnapshotFormatError(f"{len(body) - r.p} trailing bytes after the snapshot body")
     return content
 
 

@@ -29,20 +29,28 @@ meets them (OPEN_ACL_UNSAFE is ref -1 and never stored), so the ACL section, whi
 the nodes in the file, is only known once the walk is over: :meth:`FuzzySnapshot.finish`
 assembles header, sessions, ACL cache, the node bytes, the seal and the digest section, and
 (``last_zxid=True``, ZooKeeper 3.9's ``serializeLastProcessedZxid``) the last processed zxid.
-Every piece is written by the snapshot grammar's own encoders (``encode_head``,
-``encode_node``, ``seal`` in :mod:`trizk.storage.formats.snapshot`, which
-:func:`~trizk.storage.formats.snapshot.serialize` uses too), so the bytes are exactly what
-``serialize`` produces for the same content; only the StatPersisted of a node is packed here,
-straight from the node's fields.
+The head and the seals are written by the snapshot grammar's own encoders (``encode_head``,
+``seal`` in :mod:`trizk.storage.formats.snapshot`, which
+:func:`~trizk.storage.formats.snapshot.serialize` uses too); a node is written here in the
+layout of ``encode_node`` (path, data, then ACL ref and StatPersisted as one
+:data:`~trizk.storage.formats.snapshot.NODE_TAIL`), straight from the node's fields, so the
+bytes are exactly what ``serialize`` produces for the same content (the tests compare them).
+
+Loading is the mirror image: ``snapshot.parse(..., raw_nodes=True)`` checks the Nodes section
+by its lengths and :func:`tree_from_snapshot` decodes each node once from the bytes into its
+DataNode, with no SnapNode or StatPersisted record in between; each parent's children go
+into their HashSet table in one pass (``JavaHashSet.presized``). A learner's SNAP body is
+read the same way, as it came (``snapshot.parse_body``).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from trizk.jute import records as r
-from trizk.jute.primitives import fixed_struct
 from trizk.storage.formats import snapshot as snap
 from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
 from trizk.storage.formats.txnlog import TxnEntry
@@ -69,7 +77,8 @@ __all__ = [
     "tree_from_snapshot",
 ]
 
-_STAT = fixed_struct(r.StatPersisted)  # packed from a node without making the record
+_INT: Final = struct.Struct(">i")
+_NULL_BUFFER: Final = b"\xff\xff\xff\xff"  # a null Jute buffer
 _FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 
@@ -91,15 +100,132 @@ def tree_from_snapshot(
 
     ``last_processed_zxid`` becomes ``zxid`` (the name, as FileSnap.deserialize sets it) and
     the digest is computed from the nodes. ``progress(done, total)`` is called every 64k nodes.
+    Content parsed with ``raw_nodes=True`` is decoded here, each node straight into its
+    DataNode (:func:`_nodes_from_raw`); the tree is the same either way.
     """
     tree = DataTree(extended_types=extended_types)
-    nodes = tree.nodes
-    nodes.clear()
+    tree.nodes.clear()
     tree.ephemerals.clear()
     acls: dict[int, tuple[r.ACL, ...]] = {snap.OPEN_UNSAFE_ACL_REF: OPEN_ACL_UNSAFE}
     acls.update(content.acls)
+    if content.raw is not None:
+        kids = _nodes_from_raw(tree, content, acls, progress)
+    else:
+        kids = _nodes_from_records(tree, content, acls, progress)
+    if "" not in tree.nodes:
+        raise SnapshotLoadError("snapshot has no root node")
+    for parent, names in kids.items():
+        if len(names) > 48 and len(set(names)) != len(names):
+            names = list(dict.fromkeys(names))  # a path twice in a snapshot is one child
+        # DataNode.addChild of each name in order, into a HashSet(8); the node is new: no
+        # cache to forget
+        parent.children = JavaHashSet.presized(names)
+    tree.recompute_digest()
+    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
+    tree.reset_data_size()
+    tree.setup_quota()
+    tree.last_processed_zxid = zxid
+    return tree
+
+
+def _node(
+    tree: DataTree,
+    path: str,
+    data: bytes | None,
+    acl: tuple[r.ACL, ...],
+    owner: int,
+) -> DataNode:
+    """A loaded node, filed by its owner (its stat fields are the caller's to set)."""
+    kind = ephemeral_kind(owner, tree.extended_types) if owner else EphemeralKind.VOID
+    node = DataNode(data, acl, 0, 0, owner, owner if kind == EphemeralKind.NORMAL else 0)
+    if owner and path:
+        tree.index_owner(path, owner, kind)
+    return node
+
+
+def _nodes_from_raw(
+    tree: DataTree,
+    content: SnapshotContent,
+    acls: dict[int, tuple[r.ACL, ...]],
+    progress: Callable[[int, int], None] | None,
+) -> dict[DataNode, list[str]]:
+    """Decode the Nodes section that ``snap.parse(..., raw_nodes=True)`` checked, each node
+    straight into ``tree.nodes`` (the layout: ``path:ustring data:buffer`` then
+    :data:`~trizk.storage.formats.snapshot.NODE_TAIL`); returns each parent's child names
+    in snapshot order. A parent precedes its children, usually just before its first one and
+    then for all of them: the last parent met is looked up by prefix before the map is."""
+    raw = content.raw
+    assert raw is not None
+    nodes = tree.nodes
+    total = content.node_count
+    unpack = _INT.unpack_from
+    tail = snap.NODE_TAIL.unpack_from
+    tail_size = snap.NODE_TAIL_SIZE
+    kids: dict[DataNode, list[str]] = {}
+    last_path = "\0"  # no path: the first node looks its parent up
+    last_parent: DataNode | None = None
+    last_names: list[str] = []
+    p = content.nodes_start
+    end = content.nodes_end
+    i = 0
+    while p < end:
+        (n,) = unpack(raw, p)
+        p += 4
+        path = raw[p : p + n].decode("utf-8", "replace")
+        p += n
+        (n,) = unpack(raw, p)
+        p += 4
+        data: bytes | None = None
+        if n >= 0:
+            data = raw[p : p + n]
+            p += n
+        (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(raw, p)
+        p += tail_size
+        acl = acls.get(ref)
+        if acl is None:
+            raise SnapshotLoadError(f"node {path or '/'}: ACL ref {ref} is not in the cache")
+        node = _node(tree, path, data, acl, owner)
+        node.czxid = czxid
+        node.mzxid = mzxid
+        node.pzxid = pzxid
+        node.ctime = ctime
+        node.mtime = mtime
+        node.version = version
+        node.cversion = cversion
+        node.aversion = aversion
+        if path == "":
+            nodes[""] = nodes["/"] = node
+        else:
+            k = path.rfind("/")
+            if k != len(last_path) or not path.startswith(last_path):
+                parent = nodes.get(path[:k]) if k >= 0 else None
+                if parent is None:
+                    # DataTree.deserialize: "Invalid Datatree, unable to find parent".
+                    raise SnapshotLoadError(f"snapshot node {path}: parent not found")
+                if parent is not last_parent:
+                    names = kids.get(parent)
+                    if names is None:
+                        names = kids[parent] = []
+                    last_parent = parent
+                    last_names = names
+                last_path = path[:k]
+            last_names.append(path[k + 1 :])
+            nodes[path] = node
+        i += 1
+        if progress is not None and i & 0xFFFF == 0:
+            progress(i, total)
+    return kids
+
+
+def _nodes_from_records(
+    tree: DataTree,
+    content: SnapshotContent,
+    acls: dict[int, tuple[r.ACL, ...]],
+    progress: Callable[[int, int], None] | None,
+) -> dict[DataNode, list[str]]:
+    """:func:`_nodes_from_raw` for content whose nodes are SnapNode records."""
+    nodes = tree.nodes
     total = len(content.nodes)
-    #: children per parent, in snapshot order (added once every node is read, below)
     kids: dict[DataNode, list[str]] = {}
     for i, sn in enumerate(content.nodes):
         path = sn.path
@@ -107,9 +233,7 @@ def tree_from_snapshot(
         if acl is None:
             raise SnapshotLoadError(f"node {path or '/'}: ACL ref {sn.acl} is not in the cache")
         st = sn.stat
-        owner = st.ephemeralOwner
-        kind = ephemeral_kind(owner, extended_types) if owner else EphemeralKind.VOID
-        node = DataNode(sn.data, acl, 0, 0, owner, owner if kind == EphemeralKind.NORMAL else 0)
+        node = _node(tree, path, sn.data, acl, st.ephemeralOwner)
         node.czxid = st.czxid
         node.mzxid = st.mzxid
         node.pzxid = st.pzxid
@@ -131,43 +255,9 @@ def tree_from_snapshot(
                 names = kids[parent] = []
             names.append(path[k + 1 :])
             nodes[path] = node
-            if owner:
-                tree.index_owner(path, owner, kind)
         if progress is not None and i & 0xFFFF == 0xFFFF:
             progress(i + 1, total)
-    if "" not in nodes:
-        raise SnapshotLoadError("snapshot has no root node")
-    for parent, names in kids.items():
-        _add_children(parent, names)
-    tree.recompute_digest()
-    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
-    tree.reset_data_size()
-    tree.setup_quota()
-    tree.last_processed_zxid = zxid
-    return tree
-
-
-def _add_children(parent: DataNode, names: list[str]) -> None:
-    """``parent.add_child`` for each name in order, as ZooKeeper's loader inserts them into a
-    ``HashSet(8)``. With more than 48 names the table ends at the load-factor capacity
-    (>= 128) whatever happened on the way (a small-table treeify resize never goes past 64),
-    so inserting into a table of that size from the start gives the same iteration order
-    without the intermediate resizes."""
-    n = len(names)
-    if n > 48:
-        n = len(set(names))  # a path twice in a snapshot is one child
-    if n <= 48:
-        for name in names:
-            parent.add_child(name)
-        return
-    cap = 128
-    while n > cap * 3 // 4:
-        cap <<= 1
-    children = JavaHashSet(cap)
-    for name in names:
-        children.add(name)
-    parent.children = children
-    parent.touch()
+    return kids
 
 
 @dataclass
@@ -244,10 +334,6 @@ def _check(tree: DataTree, expected: int, zxid: int, res: ReplayResult, enabled:
 # ----------------------------------------------------------------------------- write
 
 
-def _encode_node(path: str, node: DataNode, ref: int) -> bytes:
-    return snap.encode_node(path, node.data, ref, _STAT.pack(*node.persisted_fields()))
-
-
 class FuzzySnapshot:
     """An in-progress snapshot of a live tree; see the module docstring.
 
@@ -295,19 +381,55 @@ class FuzzySnapshot:
         return ref
 
     def step(self, max_nodes: int = 4096) -> bool:
-        """Serialise up to ``max_nodes`` more nodes; True once the walk is complete."""
+        """Serialise up to ``max_nodes`` more nodes; True once the walk is complete.
+
+        Each node is written as :func:`~trizk.storage.formats.snapshot.encode_node` writes
+        it, its ACL ref and StatPersisted packed in one go
+        (:data:`~trizk.storage.formats.snapshot.NODE_TAIL`), its pieces joined once per
+        step; consecutive nodes with the same ACL tuple look its ref up once."""
         if self._done:
             return True
         nodes = self.tree.nodes
         stack = self._stack
         out: list[bytes] = []
+        pack_len = _INT.pack
+        pack_tail = snap.NODE_TAIL.pack
+        null = _NULL_BUFFER
+        last_acl: tuple[r.ACL, ...] | None = None
+        ref = 0
         n = 0
         while stack and n < max_nodes:
             path = stack.pop()
             node = nodes.get(path)
             if node is None:
                 continue  # deleted after its parent was written: the log has the delete
-            out.append(_encode_node(path, node, self._ref(node.acl)))
+            acl = node.acl
+            if acl is not last_acl:
+                ref = self._ref(acl)
+                last_acl = acl
+            p = path.encode("utf-8")
+            out.append(pack_len(len(p)))
+            out.append(p)
+            data = node.data
+            if data is None:
+                out.append(null)
+            else:
+                out.append(pack_len(len(data)))
+                out.append(data)
+            out.append(
+                pack_tail(
+                    ref,
+                    node.czxid,
+                    node.mzxid,
+                    node.ctime,
+                    node.mtime,
+                    node.version,
+                    node.cversion,
+                    node.aversion,
+                    node.ephemeral_owner,
+                    node.pzxid,
+                )
+            )
             n += 1
             ch = node.children
             if ch:
@@ -365,14 +487,15 @@ def snapshot_body(replica: Replica) -> bytes:
     while not fs.step(1 << 30):
         pass
     parts = fs.finish()  # header+sessions+acls, nodes..., "/", seal
-    return b"".join(parts[:-1])[_FILE_HEADER_SIZE:]
+    parts[0] = parts[0][_FILE_HEADER_SIZE:]
+    return b"".join(parts[:-1])
 
 
 def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> Replica:
     """The replica a SNAP payload describes, at ``zxid`` (the SNAP packet's; the leader's
     snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
     :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
-    header = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode()
-    content = snap.parse(b"".join(snap.seal([header, body])))
+    # the body is read as it came: no file header and seal put around it to be checked
+    content = snap.parse_body(body, raw_nodes=True)
     tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
     return Replica(tree, dict(content.sessions))

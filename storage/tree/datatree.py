@@ -156,6 +156,7 @@ class DataNode:
 
     __slots__ = (
         "_digest",
+        "_kids",
         "_read",
         "_stat",
         "_wire",
@@ -201,6 +202,8 @@ class DataNode:
         self._read: bytes | None = None
         self._digest: int | None = None
         self._world = -1
+        # The children as a getChildren reply encodes them, reset when a child comes or goes
+        self._kids: tuple[bytes, int] | None = None
 
     def _stat_fields(self) -> tuple[int, ...]:
         """The client-visible Stat's fields, in its order (``DataNode.copyStat``)."""
@@ -285,15 +288,36 @@ class DataNode:
     def num_children(self) -> int:
         return len(self.children) if self.children is not None else 0
 
+    def children_wire(self) -> tuple[bytes, int]:
+        """The children as a getChildren reply encodes them (``vector<ustring>``: the count,
+        then each name as a Jute ustring, in HashSet order), and the number of characters of
+        their names (what the read statistics count). Cached until a child is added or
+        removed: a list of 10,000 names is walked and encoded once, not on every read."""
+        k = self._kids
+        if k is None:
+            names = list(self.children) if self.children is not None else []
+            parts = [_INT.pack(len(names))]
+            chars = 0
+            pack = _INT.pack
+            for name in names:
+                b = name.encode("utf-8")
+                parts.append(pack(len(b)))
+                parts.append(b)
+                chars += len(name)
+            k = self._kids = (b"".join(parts), chars)
+        return k
+
     def add_child(self, name: str) -> None:
         if self.children is None:
             self.children = JavaHashSet(8)  # DataNode.addChild: new HashSet<>(8)
         self.children.add(name)
+        self._kids = None
         self.touch()
 
     def remove_child(self, name: str) -> None:
         if self.children is not None:
             self.children.discard(name)
+        self._kids = None
         self.touch()
 
     def touch(self) -> None:

@@ -92,6 +92,37 @@ class JavaHashSet:
         order than its original (ZooKeeper's getEphemerals and closeSession iterate a clone)."""
         return JavaHashSet(int(len(self._members) / 0.75 + 1.0), self)
 
+    @staticmethod
+    def presized(names: list[str]) -> JavaHashSet:
+        """A set of ``names`` (distinct) iterating as a ``HashSet(8)`` into which they were
+        added in order, built in one pass. With more than 48 names such a set's table ends at
+        the load-factor capacity (>= 128) whatever happened on the way (a small table's
+        treeify resize never goes past 64, and within a bin the keys keep their order of
+        insertion through every split), so the names go straight into a table of that size;
+        48 names or fewer are added one by one (their table's size depends on the order of
+        the bins that overflowed)."""
+        n = len(names)
+        if n <= 48:
+            s = JavaHashSet(8)
+            for name in names:
+                s.add(name)
+            return s
+        cap = 128
+        while n > cap * 3 // 4:
+            cap <<= 1
+        s = JavaHashSet(cap)
+        bins: list[list[str]] = [[] for _ in range(cap)]
+        mask = cap - 1
+        hashes = s._hashes
+        for name in names:
+            h = _spread(name)
+            hashes[name] = h
+            bins[h & mask].append(name)
+        s._bins = bins
+        s._members = set(names)
+        assert len(s._members) == n, "presized() takes distinct names"
+        return s
+
     def add(self, item: str) -> bool:
         if item in self._members:
             return False

@@ -132,3 +132,54 @@ def test_garbage_parses_or_raises_the_one_error(junk: bytes, chunk: int) -> None
     except QuorumStreamError:
         many = QuorumStreamError
     assert one == many
+
+
+snap_nodes = st.lists(
+    st.tuples(
+        st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7FF), min_size=1, max_size=8),
+        st.none() | st.binary(max_size=300),
+    ),
+    max_size=40,
+)
+
+
+@given(snap_nodes, st.integers(1, 700), st.sampled_from([64, 4096, 1 << 20]))
+@settings(max_examples=examples(200), deadline=None)
+def test_snapshot_nodes_in_bulk_decode_as_one_by_one(
+    nodes: list[tuple[str, bytes | None]], chunk: int, max_length: int
+) -> None:
+    """The payload's nodes are taken as many whole ones at a time as are buffered: whatever
+    the chunking, the same body (or the same error, for a buffer over ``max_length``)."""
+    from trizk.storage.formats.snapshot import SnapNode
+
+    content = initial_content()
+    stat = content.nodes[0].stat
+    content.nodes += [
+        SnapNode(f"/n{i}{name}", data, -1, stat) for i, (name, data) in enumerate(nodes)
+    ]
+    body = snapshot_body(content)
+    snap = QuorumPacket(int(PacketType.SNAP), 1, None, None)
+    after = QuorumPacket(int(PacketType.UPTODATE), 2, None, None)
+    data = snap.encode() + encode_snapshot_payload(body) + after.encode()
+    outcomes = []
+    for step in (None, chunk, 1):
+        try:
+            outcomes.append(decode_all(data, step, max_length=max_length))
+        except QuorumStreamError:
+            outcomes.append(QuorumStreamError)  # type: ignore[arg-type]
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    if max_length == 1 << 20:
+        assert outcomes[0] == [snap, SnapshotPayload(body), after]
+
+
+@given(st.binary(max_size=300), st.integers(1, 9))
+@settings(max_examples=examples(300), deadline=None)
+def test_garbage_after_a_snap_packet_parses_or_raises_alike(junk: bytes, chunk: int) -> None:
+    data = QuorumPacket(int(PacketType.SNAP), 1, None, None).encode() + junk
+    got = []
+    for step in (None, chunk):
+        try:
+            got.append(decode_all(data, step, max_length=64, max_snapshot=1 << 12))
+        except QuorumStreamError:
+            got.append(QuorumStreamError)  # type: ignore[arg-type]
+    assert got[0] == got[1]

@@ -458,6 +458,10 @@ def test_core_handshake_fuzz_never_raises(
 # ----------------------------------------------------------------------------- fast reads
 
 
+def _child(i: int) -> str:
+    return f"/e/c{i}" + "\u00e9" * (i % 3)
+
+
 def _fast_read_tree() -> DataTree:
     """Nodes a fast read meets: world-readable with data, null data, empty data; one only
     a digest user may read; a path with a non-ASCII name; one with NUL (exists: BADARGUMENTS)."""
@@ -476,6 +480,8 @@ def _fast_read_tree() -> DataTree:
         ]
     ):
         tree.create_node(path, data, acl, 0, -1, i + 1, 1000 + i)
+    for i in range(60):  # a children table past the small sizes, non-ASCII names among them
+        tree.create_node(_child(i), b"", OPEN_ACL_UNSAFE, 0, -1, 10 + i, 1)
     return tree
 
 
@@ -484,7 +490,7 @@ FAST_PATHS = ["/a", "/a/n", "/e", "/s", "/\u00e9", "/", "", "/missing", "/z\u000
 
 @FUZZ
 @given(
-    st.sampled_from([OpCode.GETDATA, OpCode.EXISTS]),
+    st.sampled_from([OpCode.GETDATA, OpCode.EXISTS, OpCode.GETCHILDREN, OpCode.GETCHILDREN2]),
     st.sampled_from(FAST_PATHS).flatmap(
         lambda p: st.one_of(
             st.builds(lambda w: R.GetDataRequest(p, w).encode(), st.booleans()),
@@ -493,20 +499,20 @@ FAST_PATHS = ["/a", "/a/n", "/e", "/s", "/\u00e9", "/", "", "/missing", "/z\u000
     ),
 )
 def test_fast_reads_answer_as_the_general_path(op: int, body: bytes) -> None:
-    # GetDataRequest and ExistsRequest share one layout (path, watch)
+    # GetDataRequest, ExistsRequest and GetChildren(2)Request share one layout (path, watch)
     from trizk.server.common.servermetrics import SummarySet
     from trizk.server.frontend.reads import FAST_READS, ReadContext, ReadError
     from trizk.server.frontend.watches import WatchManager
 
     frame = struct.pack(">ii", 5, op) + body
 
-    def run(fast: bool) -> tuple[object, dict[str, dict[object, int]], dict[str, int]]:
+    def run(fast: bool) -> tuple[object, object, object, dict[str, int]]:
         tree, watches, stats = _fast_read_tree(), WatchManager(), SummarySet(False, None)
         answer: object
         if fast:
             answer = FAST_READS[op](frame, tree, watches, "w", stats)
             if answer is None:
-                return None, {}, {}
+                return None, {}, {}, {}
         else:
             cls, fn = READ_OPS[op]
             ctx = ReadContext(tree, watches, "w", 1, [("ip", "127.0.0.1")], read_stats=stats)
@@ -516,7 +522,7 @@ def test_fast_reads_answer_as_the_general_path(op: int, body: bytes) -> None:
             except (ReadError, JuteDecodeError, ValueError) as e:
                 answer = type(e).__name__
         counts = {k: s.count for k, s in stats.by_key.items()}
-        return answer, watches.data.by_path, counts
+        return answer, watches.data.by_path, watches.child.by_path, counts
 
     fast = run(True)
     if fast[0] is not None:
@@ -553,6 +559,34 @@ def test_node_caches_follow_every_change() -> None:
         assert after != before and after == fresh(node)
     assert node.world_perms() == 0
     assert R.Stat.decode(node.stat_wire()) == node.stat()
+
+
+def test_children_reply_cache_follows_every_change() -> None:
+    # the cached getChildren body is rebuilt when a child comes or goes (and only then)
+    tree = _fast_read_tree()
+    node = tree.get("/e")
+    assert node is not None
+
+    def fresh() -> tuple[bytes, int]:
+        names = tuple(node.child_names())
+        return R.GetChildrenResponse(names).encode(), sum(map(len, names))
+
+    assert node.children_wire() == fresh()
+    for i in range(200):
+        zxid = 1000 + i
+        if i % 3 == 2 and i < 60:
+            txn: Record = R.DeleteTxn(_child(i))
+            typ = OpCode.DELETE
+        else:
+            txn, typ = R.CreateTxn(f"/e/n{i}", b"", (), False, -1), OpCode.CREATE
+        cached = node.children_wire()
+        assert tree.apply(R.TxnHeader(1, i, zxid, 5000 + i, typ), txn).err == 0
+        assert node.children_wire() == fresh() != cached
+    rc = tree.apply(R.TxnHeader(1, 0, 2000, 6000, OpCode.SETDATA), R.SetDataTxn("/e", b"x", 1))
+    assert rc.err == 0
+    assert node.children_wire() == fresh()
+    empty = tree.get("/a/n")
+    assert empty is not None and empty.children_wire() == (b"\x00\x00\x00\x00", 0)
 
 
 def test_large_data_reply_bodies_are_not_cached() -> None:

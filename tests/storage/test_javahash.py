@@ -45,3 +45,31 @@ def test_set_semantics(adds: list[str], removes: list[int]) -> None:
             ref.discard(adds[i])
     assert sorted(s) == sorted(ref) and len(s) == len(ref)
     assert sorted(s.clone()) == sorted(ref)
+
+
+@given(
+    st.lists(st.text(min_size=1, max_size=8), max_size=400, unique=True),
+    st.lists(st.integers(0, 399), max_size=40),
+)
+def test_presized_iterates_as_adding_one_by_one(names: list[str], removes: list[int]) -> None:
+    """The loader's one-pass build (``presized``) is a HashSet(8) that had the names added in
+    order: same iteration order, and it goes on the same under later adds and removes."""
+    built = JavaHashSet.presized(names)
+    ref = JavaHashSet(8)
+    for n in names:
+        ref.add(n)
+    assert list(built) == list(ref) and len(built) == len(ref)
+    for i in removes:
+        if i < len(names):
+            assert built.discard(names[i]) == ref.discard(names[i])
+        extra = f"x{i}"
+        assert built.add(extra) == ref.add(extra)
+    assert list(built) == list(ref)
+
+
+def test_presized_many_children_as_zookeeper_loads_them() -> None:
+    names = [f"n{i:06d}" for i in range(10_000)]
+    ref = JavaHashSet(8)
+    for n in names:
+        ref.add(n)
+    assert list(JavaHashSet.presized(names)) == list(ref)

@@ -319,3 +319,11 @@ def test_snapshot_checksum_seal_verified_by_zookeeper(tmp_path: Path) -> None:
     # And we make the same choice.
     assert files.recover(d).snapshot_zxid == zxid - 5
     assert zlib.adler32(b"") == 1  # Adler32 starts at 1, as java.util.zip.Adler32
+
+
+def test_node_tail_is_an_acl_ref_and_a_stat_persisted() -> None:
+    from trizk.jute.primitives import fixed_struct
+
+    assert (
+        snapshot.NODE_TAIL.size == snapshot.NODE_TAIL_SIZE == 8 + fixed_struct(StatPersisted).size
+    )

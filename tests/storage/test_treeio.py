@@ -150,6 +150,86 @@ def test_snapshot_load_errors() -> None:
         )
 
 
+def _same_tree(a: DataTree, b: DataTree, loaded: bool = True) -> None:
+    """Equal nodes, children in the same (HashSet) order, same digest; for two trees
+    ``loaded`` from the same snapshot, the same node map and owner indexes (in order)."""
+    assert treeio.canonical(a) == treeio.canonical(b)
+    for path, node in a.iter_nodes():
+        assert node.child_names() == b.nodes[path].child_names(), path
+    assert a.digest == b.digest == full_digest(a)
+    if not loaded:
+        return
+    assert list(a.nodes) == list(b.nodes)
+    assert {k: list(v) for k, v in a.ephemerals.items()} == {
+        k: list(v) for k, v in b.ephemerals.items()
+    }
+    assert a.containers == b.containers and a.ttls == b.ttls
+    assert a.approximate_data_size() == b.approximate_data_size()
+    assert a.last_processed_zxid == b.last_processed_zxid
+
+
+def test_raw_nodes_load_zookeepers_snapshot_as_records_do() -> None:
+    raw = (V2 / "snapshot.23").read_bytes()
+    c = snapshot.parse(raw)
+    lazy = snapshot.parse(raw, raw_nodes=True)
+    assert lazy.nodes == [] and lazy.node_count == len(c.nodes)
+    assert lazy == snapshot.SnapshotContent(c.sessions, c.acls, [], c.digest, c.dbid)
+    _same_tree(
+        treeio.tree_from_snapshot(lazy, 0x23, extended_types=True),
+        treeio.tree_from_snapshot(c, 0x23, extended_types=True),
+    )
+
+
+def test_raw_nodes_load_errors() -> None:
+    c = snapshot.initial_content()
+    for extra, match in (
+        (snapshot.SnapNode("/a/b", b"", -1, c.nodes[0].stat), "parent"),
+        (snapshot.SnapNode("/a", b"", 99, c.nodes[0].stat), "ACL ref 99"),
+    ):
+        raw = snapshot.serialize(snapshot.SnapshotContent(c.sessions, c.acls, [*c.nodes, extra]))
+        with pytest.raises(treeio.SnapshotLoadError, match=match):
+            treeio.tree_from_snapshot(snapshot.parse(raw, raw_nodes=True), 0)
+    no_root = snapshot.SnapshotContent(c.sessions, c.acls, [])
+    with pytest.raises(treeio.SnapshotLoadError, match="no root"):
+        treeio.tree_from_snapshot(snapshot.parse(snapshot.serialize(no_root), raw_nodes=True), 0)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 150), wide=st.integers(0, 120))
+def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) -> None:
+    """The loader's fast path (nodes decoded straight from the snapshot's bytes) builds the
+    tree the records path builds: from a random workload's snapshot (ephemerals, containers,
+    TTLs, ACLs, null data, sessions) with one parent of ``wide`` children (the presized
+    children table past 48), node for node, children in the same order, same digest."""
+    rnd = random.Random(seed)
+    w = Workload()
+    for _ in range(steps):
+        w.request(rnd)
+        w.commit(len(w.prepared))
+    for i in range(wide):
+        w.tree.apply(
+            r.TxnHeader(0, 0, w.tree.last_processed_zxid + 1, 0, OpCode.CREATE),
+            r.CreateTxn(
+                f"/w{seed % 7}/k{rnd.randrange(1 << 20)}{i}", b"", OPEN_ACL_UNSAFE, False, -1
+            )
+            if i
+            else r.CreateTxn(f"/w{seed % 7}", None, OPEN_ACL_UNSAFE, False, -1),
+        )
+    raw = b"".join(_walk(w.tree, w.sessions, 7).finish())
+    zxid = w.tree.last_processed_zxid
+    records = snapshot.parse(raw)
+    lazy = snapshot.parse(raw, raw_nodes=True)
+    assert lazy.node_count == len(records.nodes) and lazy.sessions == records.sessions
+    fast = treeio.tree_from_snapshot(lazy, zxid, extended_types=True)
+    _same_tree(fast, treeio.tree_from_snapshot(records, zxid, extended_types=True))
+    _same_tree(fast, w.tree, loaded=False)
+    # and a SNAP body round-trips through the same path
+    body = treeio.snapshot_body(Replica(fast, w.sessions))
+    again = treeio.replica_from_snapshot_body(body, zxid, extended_types=True)
+    _same_tree(again.tree, fast)
+    assert again.sessions == w.sessions
+
+
 def test_kill_dead_sessions_drops_orphan_ephemerals() -> None:
     tree = DataTree()
     tree.apply(
