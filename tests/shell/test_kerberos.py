@@ -1,0 +1,390 @@
+"""Kerberos (SASL GSSAPI) for clients, against a real MIT KDC started on loopback
+(:class:`trizk.testing.kdc.LocalKdc`): kazoo (pure-sasl's GSSAPI over pykerberos, a kinit'd
+credential cache), zkCli.sh (the Java client with a JAAS ``Client`` section) and ZooKeeper
+3.8.0 configured identically (its JAAS ``Server`` section with ``Krb5LoginModule``), answers
+compared. The pure parts (KerberosName, the authorized id) are unit-tested first.
+
+The C client ``cli_mt`` of Debian's zookeeper-bin is built without SASL (no libsasl2 in its
+``ldd``, no ``-u``/``--mechlist`` options): its test is skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trizk.server.auth import sasl
+
+# ---------------------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize(
+    ("principal", "host", "realm", "expected"),
+    [
+        ("alice@R.TEST", False, False, "alice@R.TEST"),
+        ("alice@R.TEST", False, True, "alice"),
+        ("zkcli/localhost@R.TEST", False, False, "zkcli/localhost@R.TEST"),
+        ("zkcli/localhost@R.TEST", True, False, "zkcli@R.TEST"),
+        ("zkcli/localhost@R.TEST", True, True, "zkcli"),
+        ("bob", False, False, "bob"),
+        # another realm: no auth_to_local rule applies, the authorization id stays
+        ("carol@OTHER.TEST", True, True, "carol@OTHER.TEST"),
+    ],
+)
+def test_kerberos_authorized_id(principal: str, host: bool, realm: bool, expected: str) -> None:
+    got = sasl.kerberos_authorized_id(
+        principal, principal, "R.TEST", remove_host=host, remove_realm=realm
+    )
+    assert got == expected
+
+
+def test_kerberos_name_parse() -> None:
+    assert sasl.KerberosName.parse("a/b@C") == sasl.KerberosName("a", "b", "C")
+    assert sasl.KerberosName.parse("a") == sasl.KerberosName("a", None, None)
+    with pytest.raises(ValueError, match="Malformed Kerberos name"):
+        sasl.KerberosName.parse("a/b/c@R")
+
+
+def test_jaas_krb5_login_module() -> None:
+    cfg = sasl.sasl_config_from(
+        """Server {
+            com.sun.security.auth.module.Krb5LoginModule required
+            useKeyTab=true keyTab="/k/zk.keytab" storeKey=true useTicketCache=false
+            principal="zookeeper/localhost@R.TEST";
+        };""",
+        {"zookeeper.kerberos.removeRealmFromPrincipal": "true"},
+    )
+    assert cfg is not None and cfg.kerberos is not None
+    assert cfg.kerberos.principal == "zookeeper/localhost@R.TEST"
+    assert cfg.kerberos.key_tab == "/k/zk.keytab" and cfg.kerberos.store_key
+    assert cfg.kerberos.service_and_host() == ("zookeeper", "localhost")
+    assert cfg.remove_realm and not cfg.remove_host
+    with pytest.raises(sasl.JaasError, match="useKeyTab=true"):
+        sasl.sasl_config_from(
+            "Server { com.sun.security.auth.module.Krb5LoginModule required principal=x; };", {}
+        )
+
+
+# ---------------------------------------------------------------------------- the realm
+
+kdcmod = pytest.importorskip("trizk.testing.kdc")
+if kdcmod.available() is not None:
+    pytest.skip(str(kdcmod.available()), allow_module_level=True)
+pytest.importorskip("gssapi", reason="python-gssapi (pip install gssapi) is not installed")
+pytest.importorskip("kerberos", reason="pykerberos (pure-sasl's GSSAPI) is not installed")
+
+from kazoo.client import KazooClient  # noqa: E402
+from kazoo.exceptions import AuthFailedError, NoAuthError  # noqa: E402
+from kazoo.protocol.states import KazooState, KeeperState  # noqa: E402
+from kazoo.security import make_acl  # noqa: E402
+
+from tests.conftest import ThreadedServer, free_port  # noqa: E402
+from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient  # noqa: E402
+from trizk.jute import records as R  # noqa: E402
+from trizk.jute.codes import Code, OpCode  # noqa: E402
+from trizk.server.auth.acl import SASL_PROVIDER  # noqa: E402
+from trizk.server.config.zoocfg import ServerConfig  # noqa: E402
+
+SERVER_JAAS = """Server {{
+    com.sun.security.auth.module.Krb5LoginModule required
+    useKeyTab=true
+    keyTab="{keytab}"
+    storeKey=true
+    useTicketCache=false
+    principal="zookeeper/localhost@{realm}";
+}};
+"""
+CLIENT_JAAS = """Client {{
+    com.sun.security.auth.module.Krb5LoginModule required
+    useKeyTab=true
+    keyTab="{keytab}"
+    storeKey=true
+    useTicketCache=false
+    principal="{principal}";
+}};
+"""
+
+
+@dataclass
+class Realm:
+    kdc: kdcmod.LocalKdc
+    dir: Path
+    server_keytab: Path
+    alice_keytab: Path
+    alice_ccache: Path
+    zkcli_keytab: Path
+    zkcli_ccache: Path
+
+    def server_props(self, tmp: Path, **extra: str) -> dict[str, str]:
+        jaas = tmp / "server-jaas.conf"
+        jaas.write_text(SERVER_JAAS.format(keytab=self.server_keytab, realm=self.kdc.realm))
+        return {
+            "zookeeper.authProvider.1": SASL_PROVIDER,
+            "java.security.auth.login.config": str(jaas),
+            "java.security.krb5.conf": str(self.kdc.krb5_conf),
+            **extra,
+        }
+
+
+@pytest.fixture(scope="module")
+def realm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Realm]:
+    d = tmp_path_factory.mktemp("realm")
+    kdc = kdcmod.LocalKdc(d)
+    with kdc, pytest.MonkeyPatch.context() as mp:
+        for k, v in kdc.env().items():
+            mp.setenv(k, v)
+        kdc.add_principal("zookeeper/localhost", d / "zookeeper.keytab")
+        alice = kdc.add_principal("alice", d / "alice.keytab")
+        zkcli = kdc.add_principal("zkcli/localhost", d / "zkcli.keytab")
+        kdc.kinit(alice, d / "alice.keytab", d / "alice.ccache")
+        kdc.kinit(zkcli, d / "zkcli.keytab", d / "zkcli.ccache")
+        yield Realm(
+            kdc,
+            d,
+            d / "zookeeper.keytab",
+            d / "alice.keytab",
+            d / "alice.ccache",
+            d / "zkcli.keytab",
+            d / "zkcli.ccache",
+        )
+
+
+def _trizk(tmp: Path, props: dict[str, str]) -> ThreadedServer:
+    cfg = ServerConfig.create(
+        tmp / "data",
+        properties=props,
+        clientPort=free_port(),
+        clientPortAddress="127.0.0.1",
+        tickTime=2000,
+    )
+    return ThreadedServer(cfg).start()
+
+
+def _kazoo(port: int, ccache: Path | None, monkeypatch: pytest.MonkeyPatch) -> KazooClient:
+    kw: dict[str, object] = {}
+    if ccache is not None:
+        # pure-sasl's GSSAPI reads the default credential cache
+        monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+        kw["sasl_options"] = {"mechanism": "GSSAPI", "service": "zookeeper"}
+    # the host name is the service principal's: zookeeper/localhost@REALM
+    zk = KazooClient(hosts=f"localhost:{port}", timeout=10, **kw)  # type: ignore[arg-type]
+    zk.start(timeout=15)
+    return zk
+
+
+def _kazoo_story(port: int, realm: Realm, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """What a kerberized kazoo client sees: its ids, and a node only its sasl id may read."""
+    out: dict[str, object] = {}
+    alice = _kazoo(port, realm.alice_ccache, monkeypatch)
+    anon = _kazoo(port, None, monkeypatch)
+    try:
+        sasl_id = f"alice@{realm.kdc.realm}"
+        alice.create("/k", b"secret", acl=[make_acl("sasl", sasl_id, all=True)])
+        out["acl"] = [(a.id.scheme, a.id.id, a.perms) for a in alice.get_acls("/k")[0]]
+        out["alice_reads"] = alice.get("/k")[0]
+        try:
+            anon.get("/k")
+            out["anon_reads"] = "yes"
+        except NoAuthError:
+            out["anon_reads"] = "NoAuth"
+        alice.delete("/k")
+    finally:
+        alice.stop()
+        alice.close()
+        anon.stop()
+        anon.close()
+    return out
+
+
+def _whoami(port: int, ccache: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """whoAmI (opcode 107) after a GSSAPI login over the raw client's socket, driven by
+    pure-sasl as kazoo drives it."""
+    from puresasl.client import SASLClient
+
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+    c = RawClient("127.0.0.1", port, io_timeout=10)
+    try:
+        assert c.connect() is not None
+        cli = SASLClient("localhost", service="zookeeper", mechanism="GSSAPI")
+        challenge: bytes | None = None
+        while not cli.complete:
+            token = cli.process(challenge)
+            if cli.complete and not token:
+                break
+            xid = c.send(OpCode.SASL, R.GetSASLRequest(token or b""))
+            _, reply = c.read_until_reply(xid)
+            assert reply.err == 0 and reply.zxid == 0
+            challenge = R.SetSASLResponse.decode(reply.raw).token
+        # the exchange's last answer is a null token (GssKrb5Server: complete)
+        assert challenge is None
+        xid = c.send(OpCode.WHOAMI, None)
+        _, reply = c.read_until_reply(xid)
+        return [(i.authScheme, i.user) for i in reply.body.clientInfo]
+    finally:
+        c.close()
+
+
+def test_kazoo_gssapi_acl(realm: Realm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    srv = _trizk(tmp_path, realm.server_props(tmp_path))
+    try:
+        story = _kazoo_story(srv.port, realm, monkeypatch)
+    finally:
+        srv.stop()
+    assert story == {
+        "acl": [("sasl", f"alice@{realm.kdc.realm}", 31)],
+        "alice_reads": b"secret",
+        "anon_reads": "NoAuth",
+    }
+
+
+@pytest.mark.parametrize(
+    ("props", "who", "expected"),
+    [
+        ({}, "alice", "alice@TRIZK.TEST"),
+        ({"zookeeper.kerberos.removeRealmFromPrincipal": "true"}, "alice", "alice"),
+        ({}, "zkcli", "zkcli/localhost@TRIZK.TEST"),
+        ({"zookeeper.kerberos.removeHostFromPrincipal": "true"}, "zkcli", "zkcli@TRIZK.TEST"),
+        (
+            {
+                "zookeeper.kerberos.removeHostFromPrincipal": "true",
+                "zookeeper.kerberos.removeRealmFromPrincipal": "true",
+                "zookeeper.superUser": "zkcli",
+            },
+            "zkcli",
+            "zkcli",
+        ),
+    ],
+)
+def test_sasl_id_derivation(
+    realm: Realm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    props: dict[str, str],
+    who: str,
+    expected: str,
+) -> None:
+    srv = _trizk(tmp_path, realm.server_props(tmp_path, **props))
+    ccache = realm.alice_ccache if who == "alice" else realm.zkcli_ccache
+    try:
+        ids = _whoami(srv.port, ccache, monkeypatch)
+    finally:
+        srv.stop()
+    assert ("sasl", expected) in ids
+    assert (("super", "") in ids) == ("zookeeper.superUser" in props)
+
+
+def test_bad_ticket_is_authfailed(realm: Realm, tmp_path: Path) -> None:
+    """A token the acceptor refuses: AUTHFAILED with a null token, then the connection closes
+    (ZooKeeper: "GSS initiate failed")."""
+    srv = _trizk(tmp_path, realm.server_props(tmp_path))
+    try:
+        c = RawClient("127.0.0.1", srv.port, io_timeout=10)
+        try:
+            assert c.connect() is not None
+            xid = c.send(OpCode.SASL, R.GetSASLRequest(b"\x60\x05not-a-ticket"))
+            _, reply = c.read_until_reply(xid)
+            assert (reply.err, reply.zxid, reply.raw) == (Code.AUTHFAILED, 0, b"\xff\xff\xff\xff")
+            with pytest.raises(ConnectionClosed):
+                c.read_packet()
+        finally:
+            c.close()
+    finally:
+        srv.stop()
+
+
+def test_stale_service_key_is_authfailed(
+    realm: Realm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's key changes at the KDC (a new kvno) but not in the server's keytab: the
+    client's ticket cannot be decrypted and kazoo gets AuthFailedError."""
+    import shutil
+
+    old = tmp_path / "old.keytab"
+    shutil.copy(realm.server_keytab, old)
+    # ktadd gives the principal new keys, appended to the shared keytab (still good)
+    realm.kdc.kadmin(f"ktadd -k {realm.server_keytab} zookeeper/localhost")
+    props = realm.server_props(tmp_path)
+    jaas = tmp_path / "stale-jaas.conf"
+    jaas.write_text(SERVER_JAAS.format(keytab=old, realm=realm.kdc.realm))
+    props["java.security.auth.login.config"] = str(jaas)
+    srv = _trizk(tmp_path, props)
+    ccache = tmp_path / "alice.ccache"  # a fresh cache: a service ticket under the new key
+    realm.kdc.kinit(f"alice@{realm.kdc.realm}", realm.alice_keytab, ccache)
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+    zk = KazooClient(
+        hosts=f"localhost:{srv.port}",
+        timeout=5,
+        sasl_options={"mechanism": "GSSAPI", "service": "zookeeper"},
+    )
+    lost = threading.Event()
+    zk.add_listener(lambda state: lost.set() if state == KazooState.LOST else None)
+    try:
+        # as with DIGEST-MD5 (test_sasl): kazoo turns the AUTHFAILED reply and the closed
+        # connection into AUTH_FAILED (LOST for its listeners) and stops connecting
+        with contextlib.suppress(AuthFailedError):
+            zk.start(timeout=5)
+        assert lost.wait(15), zk.client_state
+        assert zk.client_state in (KeeperState.AUTH_FAILED, KeeperState.CLOSED)
+    finally:
+        zk.stop()
+        zk.close()
+        srv.stop()
+
+
+@pytest.mark.parametrize(
+    ("jaas", "message"),
+    [
+        ("missing", "does not exist"),
+        ("wrong-principal", "zookeeper/otherhost@TRIZK.TEST"),
+        ("not-service-host", "is not service/host@REALM"),
+    ],
+)
+def test_start_up_failures_are_one_line(
+    realm: Realm, tmp_path: Path, jaas: str, message: str
+) -> None:
+    """``trizk-server`` with a broken Kerberos login: exit 1, one ERROR line, no traceback."""
+    keytab = {"missing": tmp_path / "none.keytab"}.get(jaas, realm.server_keytab)
+    principal = {
+        "wrong-principal": "zookeeper/otherhost",
+        "not-service-host": "zookeeper",
+    }.get(jaas, "zookeeper/localhost")
+    f = tmp_path / "jaas.conf"
+    f.write_text(
+        SERVER_JAAS.format(keytab=keytab, realm=realm.kdc.realm).replace(
+            "zookeeper/localhost", principal
+        )
+    )
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(
+        f"tickTime=2000\ndataDir={tmp_path / 'data'}\nclientPort={free_port()}\n"
+        "clientPortAddress=127.0.0.1\n"
+        f"authProvider.1={SASL_PROVIDER}\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trizk.server",
+            str(cfg),
+            "-D",
+            f"java.security.auth.login.config={f}",
+            "-D",
+            f"java.security.krb5.conf={realm.kdc.krb5_conf}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
