@@ -38,8 +38,10 @@ for that principal (``zookeeper/host@REALM``: service ``zookeeper``, host ``host
 DIGEST-MD5. The exchange, as the JDK's ``GssKrb5Server`` runs it (:class:`GssapiServer`):
 
 1. context tokens go to the GSS acceptor until the context is established; the acceptor's
-   output (the AP-REP of mutual authentication) is the answer;
+   output (the AP-REP of mutual authentication, which pure-sasl asks for) is the answer;
 2. the client then sends an empty token; the answer is the wrapped security-layer offer
+   (sent at once in answer to the context token when the acceptor had nothing to send:
+   no mutual authentication, as ZooKeeper's Java client runs it)
    ``[0x01 (auth only), 0x01 0x00 0x00 (65536, the JDK's receive buffer)]``;
 3. the client's wrapped choice ``[layer, 3-byte max buffer, authorization id...]`` must pick
    the offered layer; the answer is a null token and the exchange is complete.
@@ -363,6 +365,10 @@ class GssapiServer:
         if self.acceptor.established:
             self.peer = self.acceptor.initiator()
             self.stage = 1
+            if out is None:
+                # no mutual authentication (the Java client asks for none): the context is
+                # done without a token back, so the security-layer offer goes at once
+                return self._offer(b"")
         return out
 
     def _offer(self, token: bytes) -> bytes:
