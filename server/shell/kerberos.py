@@ -68,18 +68,22 @@ class _Acceptor:
         import gssapi
 
         self._errors = _gss_errors()
+        self._established = False
         self._ctx = gssapi.SecurityContext(creds=creds, usage="accept")
 
     def step(self, token: bytes) -> bytes | None:
+        # python-gssapi's step() keeps a failure of gss_accept_sec_context and raises it from
+        # the next use of the context: ask for `complete` inside the same try
         try:
             out: bytes | None = self._ctx.step(token)
+            self._established = bool(self._ctx.complete)
         except self._errors as e:
             raise saslmod.GssError(_message(e)) from None
         return out or None
 
     @property
     def established(self) -> bool:
-        return bool(self._ctx.complete)
+        return self._established
 
     def initiator(self) -> str:
         return str(self._ctx.initiator_name)

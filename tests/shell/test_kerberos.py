@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -301,7 +303,10 @@ def test_bad_ticket_is_authfailed(realm: Realm, tmp_path: Path) -> None:
 
 
 def test_stale_service_key_is_authfailed(
-    realm: Realm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    realm: Realm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The service's key changes at the KDC (a new kvno) but not in the server's keytab: the
     client's ticket cannot be decrypted and kazoo gets AuthFailedError."""
@@ -333,6 +338,11 @@ def test_stale_service_key_is_authfailed(
             zk.start(timeout=5)
         assert lost.wait(15), zk.client_state
         assert zk.client_state in (KeeperState.AUTH_FAILED, KeeperState.CLOSED)
+        # one warning naming the cause (ZooKeeper: "Client ... failed to SASL authenticate:
+        # javax.security.sasl.SaslException: GSS initiate failed ...")
+        failed = [r.getMessage() for r in caplog.records if "failed to SASL" in r.getMessage()]
+        assert failed and "GSS initiate failed" in failed[0] and "kvno" in failed[0], failed
+        assert not [r for r in caplog.records if "internal error" in r.getMessage()]
     finally:
         zk.stop()
         zk.close()
@@ -520,3 +530,97 @@ def test_same_answers_as_zookeeper(
         srv.stop()
     assert got == expected
     assert ("sasl", "zkcli@TRIZK.TEST") in got["zkcli"]  # type: ignore[operator]
+
+
+# ------------------------------------------------------------------------ the documented example
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def _doc_blocks() -> dict[str, str]:
+    """The fenced blocks of docs/operations.md's "Kerberos" subsection, by language."""
+    text = DOC.read_text()
+    section = text[text.index("### Kerberos") :]
+    section = section[: section.index("\n## ")]
+    blocks: dict[str, str] = {}
+    for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
+        blocks.setdefault(lang, body)
+    return blocks
+
+
+@pytest.mark.parametrize("service", ["zookeeper", "zk"])
+def test_documented_example(
+    realm: Realm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service: str
+) -> None:
+    """The zoo.cfg, JAAS file and command of docs/operations.md, with this realm's names: the
+    sasl ids lose host and realm; a service other than ``zookeeper`` is named by kazoo's
+    ``service`` and the Java client's ``zookeeper.sasl.client.username``."""
+    from trizk.server.config.zoocfg import load_config
+
+    blocks = _doc_blocks()
+    keytab = realm.server_keytab
+    if service != "zookeeper":
+        keytab = tmp_path / f"{service}.keytab"
+        realm.kdc.add_principal(f"{service}/localhost", keytab)
+    ccache = tmp_path / "alice.ccache"
+    realm.kdc.kinit(f"alice@{realm.kdc.realm}", realm.alice_keytab, ccache)
+
+    def local(text: str) -> str:
+        return (
+            text.replace("/etc/zookeeper/zookeeper.keytab", str(keytab))
+            .replace("zookeeper/zk1.example.com", f"{service}/localhost")
+            .replace("EXAMPLE.COM", realm.kdc.realm)
+            .replace("/var/lib/zookeeper", str(tmp_path / "data"))
+            .replace("clientPort=2181", f"clientPort={free_port()}\nclientPortAddress=127.0.0.1")
+        )
+
+    cfg_file, jaas = tmp_path / "zoo.cfg", tmp_path / "jaas.conf"
+    cfg_file.write_text(local(blocks["properties"]))
+    jaas.write_text(local(blocks["text"]))
+    command = shlex.split(blocks["sh"].splitlines()[0])
+    assert command[:2] == ["trizk-server", "zoo.cfg"]
+    # the command's -D options, pointed at this realm's files
+    local_files = {
+        "java.security.auth.login.config": str(jaas),
+        "java.security.krb5.conf": str(realm.kdc.krb5_conf),
+    }
+    keys = [arg.split("=", 1)[0] for arg in command[3::2]]
+    assert command[2::2] == ["-D"] * len(keys) and sorted(keys) == sorted(local_files)
+    props = [(k, local_files[k]) for k in keys]
+    srv = ThreadedServer(load_config(cfg_file, properties=props)).start()
+    try:
+        monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+        zk = KazooClient(
+            hosts=f"localhost:{srv.port}",
+            timeout=10,
+            sasl_options={"mechanism": "GSSAPI", "service": service},
+        )
+        zk.start(timeout=15)
+        try:
+            zk.create("/doc", b"x", acl=[make_acl("sasl", "alice", all=True)])
+            assert zk.get("/doc")[0] == b"x"
+            zk.delete("/doc")
+        finally:
+            zk.stop()
+            zk.close()
+        story = _zkcli(
+            realm,
+            tmp_path,
+            srv.port,
+            "create",
+            "/doc",
+            "y",
+            "sasl:zkcli:cdrwa",
+            **{"zookeeper.sasl.client.username": service},
+        )
+        assert "Created /doc" in story, story
+        assert "'sasl,'zkcli" in _zkcli(
+            realm,
+            tmp_path,
+            srv.port,
+            "getAcl",
+            "/doc",
+            **{"zookeeper.sasl.client.username": service},
+        )
+    finally:
+        srv.stop()
