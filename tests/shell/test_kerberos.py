@@ -25,6 +25,9 @@ import pytest
 
 from trizk.server.auth import sasl
 
+# one worker runs the module under xdist (--dist loadgroup): one realm, one KDC
+pytestmark = pytest.mark.xdist_group("kerberos")
+
 # ---------------------------------------------------------------------------- pure parts
 
 
