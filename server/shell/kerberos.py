@@ -18,12 +18,15 @@ realm (``java.security.krb5.realm``, else the configuration's ``default_realm``)
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from trizk.server.auth import sasl as saslmod
+
+log = logging.getLogger(__name__)
 
 #: the Kerberos v5 mechanism
 KRB5_MECH_OID = "1.2.840.113554.1.2.2"
@@ -154,6 +157,15 @@ def login(
         creds.lifetime  # noqa: B018 -- inquire: the credentials are usable
     except _gss_errors() as e:
         raise saslmod.JaasError(prefix + _message(e)) from None
+
+    rules = properties.get("zookeeper.security.auth_to_local", "DEFAULT").strip()
+    if rules != "DEFAULT":
+        # KerberosName.setConfiguration reads these rules; trizk applies DEFAULT only
+        log.warning(
+            "zookeeper.security.auth_to_local is not supported: sasl ids are derived with "
+            "the DEFAULT rule only (ignoring %r)",
+            rules,
+        )
 
     def acceptor() -> saslmod.GssAcceptor:
         return _Acceptor(creds)

@@ -636,3 +636,16 @@ def test_documented_example(
         )
     finally:
         srv.stop()
+
+
+def test_auth_to_local_rules_are_named_unsupported(
+    realm: Realm, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rules other than DEFAULT would change the sasl ids: one warning says they are ignored."""
+    rules = "RULE:[1:$1@$0](.*@TRIZK.TEST)s/@.*//,DEFAULT"
+    srv = _trizk(
+        tmp_path, realm.server_props(tmp_path, **{"zookeeper.security.auth_to_local": rules})
+    )
+    srv.stop()
+    warned = [r.getMessage() for r in caplog.records if "auth_to_local" in r.getMessage()]
+    assert len(warned) == 1 and rules in warned[0]
