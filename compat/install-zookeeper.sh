@@ -2,6 +2,10 @@
 # Install the compat suite's oracles, each only if it is missing:
 #
 # * Apache ZooKeeper 3.8.0 from Debian bookworm (packages zookeeper, zookeeper-bin), system-wide;
+# * MIT Kerberos for the Kerberos (SASL GSSAPI) tests: krb5-kdc, krb5-admin-server (kdb5_util,
+#   kadmin.local, krb5kdc: trizk.testing.kdc starts a throwaway realm on loopback, never the
+#   system's services), krb5-user (kinit, klist) and libkrb5-dev (python-gssapi and pykerberos,
+#   the test extras, build against it);
 # * Apache ZooKeeper 3.9.3 from Debian trixie (libzookeeper-java, zookeeper, zookeeper-bin
 #   3.9.3-1+deb13u1), never installed into the system: `apt-get download` under a private apt
 #   state (own sources list, lists, cache and status file) and `dpkg-deb -x` into
@@ -59,6 +63,25 @@ else
     echo "zookeeper: installed"
 fi
 version_note
+
+# ---------------------------------------------------------------------------- MIT Kerberos
+
+KRB5_PACKAGES="krb5-kdc krb5-admin-server krb5-user libkrb5-dev"
+
+havekrb5() {
+    for p in $KRB5_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
+    done
+}
+
+if havekrb5; then
+    echo "kerberos: already installed"
+else
+    # the packages' maintainer scripts would ask for a realm: none (the tests make their own)
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $KRB5_PACKAGES
+    echo "kerberos: installed"
+fi
 
 # ---------------------------------------------------------------------------- 3.9.3 (trixie)
 

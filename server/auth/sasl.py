@@ -1,4 +1,6 @@
-"""SASL for clients: the DIGEST-MD5 server of RFC 2831 and the JAAS file ZooKeeper reads. Pure.
+"""SASL for clients: DIGEST-MD5 (RFC 2831), GSSAPI (Kerberos, RFC 4752) and the JAAS file
+ZooKeeper reads. Pure (the Kerberos library itself is reached through :class:`GssAcceptor`,
+which the shell builds: :mod:`trizk.server.shell.kerberos`).
 
 Theory
 ------
@@ -29,6 +31,29 @@ DIGEST-MD5 as the JDK's ``DigestMD5Server`` runs it (the state machine of :class
    (``SaslServerCallbackHandler`` authorizes every authenticated user as its short name).
 3. ``DONE`` / ``FAILED``: any further token is an error.
 
+GSSAPI (``SecurityUtils.createSaslServer``): when the ``Server`` section's login gave the
+subject a principal (``com.sun.security.auth.module.Krb5LoginModule`` with ``principal``,
+``keyTab``, ``useKeyTab=true``, ``storeKey=true``), every connection gets a GSSAPI SASL server
+for that principal (``zookeeper/host@REALM``: service ``zookeeper``, host ``host``) instead of
+DIGEST-MD5. The exchange, as the JDK's ``GssKrb5Server`` runs it (:class:`GssapiServer`):
+
+1. context tokens go to the GSS acceptor until the context is established; the acceptor's
+   output (the AP-REP of mutual authentication, which pure-sasl asks for) is the answer;
+2. the client then sends an empty token; the answer is the wrapped security-layer offer
+   (sent at once in answer to the context token when the acceptor had nothing to send:
+   no mutual authentication, as ZooKeeper's Java client runs it)
+   ``[0x01 (auth only), 0x01 0x00 0x00 (65536, the JDK's receive buffer)]``;
+3. the client's wrapped choice ``[layer, 3-byte max buffer, authorization id...]`` must pick
+   the offered layer; the answer is a null token and the exchange is complete.
+
+The authorized id (``SaslServerCallbackHandler.handleAuthorizeCallback``) is derived from the
+*authentication* id (the client's principal) as ``KerberosName`` does: the short name
+(``auth_to_local`` rule ``DEFAULT``: the first component when the realm is the default realm),
+then ``/host`` unless ``zookeeper.kerberos.removeHostFromPrincipal=true``, then ``@REALM``
+unless ``zookeeper.kerberos.removeRealmFromPrincipal=true``. When no rule applies (another
+realm) ZooKeeper logs "Failed to set name based on Kerberos authentication rules." and the
+authorization id the client sent (by default its principal) stays.
+
 Strings are hashed as the JDK does: ISO-8859-1 unless the client said ``charset=utf-8`` and a
 string has characters beyond U+00FF (then UTF-8).
 """
@@ -37,11 +62,16 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+KRB5_LOGIN_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 PROTOCOL = "zookeeper"
 SERVER_NAME = "zk-sasl-md5"
 
@@ -151,6 +181,233 @@ def parse_jaas(text: str) -> dict[str, list[LoginModule]]:
     return sections
 
 
+# ------------------------------------------------------------------ Kerberos
+
+
+@dataclass(frozen=True, slots=True)
+class KerberosLogin:
+    """The ``Krb5LoginModule`` options of the ``Server`` section that trizk uses."""
+
+    #: ``principal``: the service principal, ``zookeeper/host@REALM``
+    principal: str
+    #: ``keyTab``: the keytab holding its keys (``useKeyTab=true``)
+    key_tab: str | None = None
+    use_key_tab: bool = False
+    store_key: bool = False
+
+    @classmethod
+    def from_options(cls, section: str, options: Mapping[str, str]) -> KerberosLogin:
+        principal = options.get("principal")
+        if not principal:
+            # Krb5LoginModule would prompt for a name: a server has no one to ask
+            raise JaasError(
+                f"JAAS section '{section}': {KRB5_LOGIN_MODULE} needs a principal option"
+            )
+        use_key_tab = options.get("useKeyTab", "").lower() == "true"
+        if not use_key_tab:
+            raise JaasError(
+                f"JAAS section '{section}': {KRB5_LOGIN_MODULE} without useKeyTab=true would "
+                "prompt for a password: a server logs in from its keyTab"
+            )
+        return cls(
+            principal=principal,
+            key_tab=options.get("keyTab"),
+            use_key_tab=use_key_tab,
+            store_key=options.get("storeKey", "").lower() == "true",
+        )
+
+    def service_and_host(self) -> tuple[str, str]:
+        """``SecurityUtils.createSaslServer``: ``service/host@REALM`` → (service, host)."""
+        service, slash, rest = self.principal.partition("/")
+        host = rest.partition("@")[0]
+        if not slash or not host:
+            raise JaasError(
+                f"server principal name/hostname determination error: {self.principal!r} "
+                "is not service/host@REALM"
+            )
+        return service, host
+
+
+_KERBEROS_NAME = re.compile(r"([^/@]+)(?:/([^/@]+))?(?:@([^/@]+))?\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class KerberosName:
+    """``org.apache.zookeeper.server.auth.KerberosName``: ``service[/host][@realm]``."""
+
+    service: str
+    host: str | None
+    realm: str | None
+
+    @classmethod
+    def parse(cls, name: str) -> KerberosName:
+        m = _KERBEROS_NAME.match(name)
+        if m is None:
+            if "@" in name:
+                raise ValueError(f"Malformed Kerberos name: {name}")
+            return cls(name, None, None)
+        return cls(m.group(1), m.group(2), m.group(3))
+
+    def short_name(self, default_realm: str | None) -> str | None:
+        """``getShortName`` under the rule ``DEFAULT`` (``zookeeper.security.auth_to_local``'s
+        default): None when no rule applies (ZooKeeper's ``NoMatchingRule``)."""
+        if self.host is None and self.realm is None:
+            return self.service
+        if default_realm is not None and self.realm == default_realm:
+            return self.service
+        return None
+
+
+def kerberos_authorized_id(
+    authentication_id: str,
+    authorization_id: str,
+    default_realm: str | None,
+    *,
+    remove_host: bool = False,
+    remove_realm: bool = False,
+) -> str:
+    """``SaslServerCallbackHandler.handleAuthorizeCallback``: the id a GSSAPI client gets."""
+    log.info(
+        "Successfully authenticated client: authenticationID=%s;  authorizationID=%s.",
+        authentication_id,
+        authorization_id,
+    )
+    try:
+        name = KerberosName.parse(authentication_id)
+    except ValueError as e:
+        log.error("Failed to set name based on Kerberos authentication rules. %s", e)
+        return authorization_id
+    short = name.short_name(default_realm)
+    if short is None:
+        log.error(
+            "Failed to set name based on Kerberos authentication rules. No rules applied to %s",
+            authentication_id,
+        )
+        return authorization_id
+    out = short
+    if not remove_host and name.host is not None:
+        out += "/" + name.host
+    if not remove_realm and name.realm is not None:
+        out += "@" + name.realm
+    log.info("Setting authorizedID: %s", out)
+    return out
+
+
+class GssError(Exception):
+    """A failed GSS-API call (the acceptor's library error, as text)."""
+
+
+class GssAcceptor(Protocol):
+    """One accepting GSS-API security context (Kerberos v5), built by the shell."""
+
+    def step(self, token: bytes) -> bytes | None:
+        """``gss_accept_sec_context``: the output token, if any; raises GssError."""
+        ...
+
+    @property
+    def established(self) -> bool: ...
+
+    def initiator(self) -> str:
+        """The client's principal (``getSrcName``), once established."""
+        ...
+
+    def wrap(self, data: bytes) -> bytes:
+        """``gss_wrap`` without confidentiality."""
+        ...
+
+    def unwrap(self, data: bytes) -> bytes: ...
+
+
+#: RFC 4752 security layers; ZooKeeper's server offers no protection (``javax.security.sasl.qop``
+#: unset: "auth")
+LAYER_NONE = 0x01
+#: the JDK's ``javax.security.sasl.maxbuffer`` default
+GSSAPI_MAX_BUFFER = 65536
+
+
+class GssapiServer:
+    """One connection's SASL GSSAPI exchange (server side), as ``GssKrb5Server`` runs it."""
+
+    def __init__(self, config: SaslServerConfig, acceptor: GssAcceptor) -> None:
+        self.config = config
+        self.acceptor = acceptor
+        self.stage = 0
+        self.failed = False
+        self.peer: str | None = None
+        self.authorization_id: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.authorization_id is not None
+
+    def evaluate(self, response: bytes) -> bytes | None:
+        """``SaslServer.evaluateResponse``: the next token (None: none), or SaslError."""
+        if self.complete:
+            raise SaslError("SASL authentication already complete")
+        if self.failed:
+            raise SaslError("SASL authentication failed")
+        try:
+            if self.stage == 0:
+                return self._context(response)
+            if self.stage == 1:
+                return self._offer(response)
+            self._choice(response)
+            return None  # complete: no token to send
+        except SaslError:
+            self.failed = True
+            raise
+
+    def _context(self, token: bytes) -> bytes | None:
+        try:
+            out = self.acceptor.step(token)
+        except GssError as e:
+            raise SaslError(f"GSS initiate failed [Caused by GSSException: {e}]") from None
+        if self.acceptor.established:
+            self.peer = self.acceptor.initiator()
+            self.stage = 1
+            if out is None:
+                # no mutual authentication (the Java client asks for none): the context is
+                # done without a token back, so the security-layer offer goes at once
+                return self._offer(b"")
+        return out
+
+    def _offer(self, token: bytes) -> bytes:
+        if token:
+            raise SaslError("Handshake expecting no response data from server")
+        offer = bytes([LAYER_NONE]) + GSSAPI_MAX_BUFFER.to_bytes(3, "big")
+        try:
+            wrapped = self.acceptor.wrap(offer)
+        except GssError as e:
+            raise SaslError(f"Problem wrapping handshake1 [Caused by GSSException: {e}]") from None
+        self.stage = 2
+        return wrapped
+
+    def _choice(self, token: bytes) -> None:
+        try:
+            choice = self.acceptor.unwrap(token)
+        except GssError as e:
+            raise SaslError(f"Final handshake failed [Caused by GSSException: {e}]") from None
+        if len(choice) < 4:
+            raise SaslError("Invalid message on server; length of message is " + str(len(choice)))
+        if not choice[0] & LAYER_NONE:
+            raise SaslError(f"Client selected unsupported protection: {choice[0]}")
+        peer = self.peer or ""
+        authzid = peer
+        if len(choice) > 4:
+            try:
+                authzid = choice[4:].decode("utf-8")
+            except UnicodeDecodeError:
+                raise SaslError("Cannot decode authzid") from None
+        cfg = self.config
+        self.authorization_id = kerberos_authorized_id(
+            peer,
+            authzid,
+            cfg.default_realm,
+            remove_host=cfg.remove_host,
+            remove_realm=cfg.remove_realm,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class SaslServerConfig:
     """The users of the JAAS ``Server`` section and the SASL settings around them."""
@@ -160,6 +417,15 @@ class SaslServerConfig:
     super_password: str | None = None
     #: ``zookeeper.allowSaslFailedClients``
     allow_failed_clients: bool = False
+    #: the ``Krb5LoginModule`` of the section: clients then authenticate with GSSAPI
+    kerberos: KerberosLogin | None = None
+    #: a new GSS acceptor for the service principal (set by the shell once it has the keys)
+    acceptor: Callable[[], GssAcceptor] | None = None
+    #: the default realm of the Kerberos configuration (``KerberosName.getDefaultRealm``)
+    default_realm: str | None = None
+    #: ``zookeeper.kerberos.removeHostFromPrincipal`` / ``removeRealmFromPrincipal``
+    remove_host: bool = False
+    remove_realm: bool = False
 
     def password(self, user: str) -> str | None:
         """``SaslServerCallbackHandler``: name callback, then password callback."""
@@ -189,12 +455,16 @@ def sasl_config_from(
     if modules is None:
         return None
     users: dict[str, str] = {}
+    kerberos: KerberosLogin | None = None
     for m in modules:
-        if m.name != DIGEST_LOGIN_MODULE:
+        if m.name == KRB5_LOGIN_MODULE:
+            kerberos = kerberos or KerberosLogin.from_options(section, m.options)
+        elif m.name != DIGEST_LOGIN_MODULE:
             raise JaasError(
                 f"JAAS section '{section}': login module {m.name} is not supported "
-                f"(trizk authenticates clients with DIGEST-MD5 only: {DIGEST_LOGIN_MODULE})"
+                f"(trizk runs {DIGEST_LOGIN_MODULE} and {KRB5_LOGIN_MODULE})"
             )
+        # SaslServerCallbackHandler reads user_* options from every module of the section
         for k, v in m.options.items():
             if k.startswith("user_"):
                 users[k[len("user_") :]] = v
@@ -203,6 +473,10 @@ def sasl_config_from(
         super_password=properties.get("zookeeper.SASLAuthenticationProvider.superPassword"),
         allow_failed_clients=properties.get("zookeeper.allowSaslFailedClients", "").strip().lower()
         == "true",
+        kerberos=kerberos,
+        # SaslServerCallbackHandler.isSystemPropertyTrue: exactly "true"
+        remove_host=properties.get("zookeeper.kerberos.removeHostFromPrincipal") == "true",
+        remove_realm=properties.get("zookeeper.kerberos.removeRealmFromPrincipal") == "true",
     )
 
 

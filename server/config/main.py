@@ -328,6 +328,16 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
             nursery.start_soon(watch_signals)
             try:
                 port = await nursery.start(run_server)
+            except ValueError as login_error:
+                # a JAAS/Kerberos login that fails (ServerCnxnFactory.configureSaslLogin's
+                # IOException: ZooKeeper exits 1): one line, no traceback
+                from trizk.server.auth.sasl import JaasError
+
+                if not isinstance(login_error, JaasError):
+                    raise
+                log.error("cannot start: %s", login_error)
+                nursery.cancel_scope.cancel()
+                return EXIT_UNEXPECTED_ERROR
             except (OSError, BaseExceptionGroup) as failure:
                 # a start-up failure may come through the server's nurseries, grouped
                 # (trio's strict exception groups): only an OSError is a clear start-up error

@@ -248,6 +248,8 @@ KEYS: Mapping[str, KeySpec] = {
     "sessionRequireClientSASLAuth": KeySpec(_P),
     "enforce.auth.enabled": KeySpec(_P),
     "enforce.auth.schemes": KeySpec(_P),
+    "kerberos.removeHostFromPrincipal": KeySpec(_P),
+    "kerberos.removeRealmFromPrincipal": KeySpec(_P),
     "ssl.keyStore.location": KeySpec(_P),
     "ssl.keyStore.password": KeySpec(_P),
     "ssl.keyStore.type": KeySpec(_P),

@@ -580,11 +580,16 @@ class FrontEnd:
             log.error("cnxn.saslServer is null: no SASL login is configured")
         else:
             server = conn.sasl
-            if not isinstance(server, saslmod.DigestMD5Server):
-                server = conn.sasl = saslmod.DigestMD5Server(sasl_cfg, self.sasl_nonce())
+            if not isinstance(server, (saslmod.DigestMD5Server, saslmod.GssapiServer)):
+                server = conn.sasl = self._new_sasl_server(sasl_cfg)
             try:
-                token = server.evaluate(req.token or b"")
-                if server.complete and server.authorization_id is not None:
+                if server is None:
+                    # SecurityUtils.createSaslServer returned null: the NPE is caught, OK
+                    log.error("cnxn.saslServer is null: no SASL server for this connection")
+                    token = None
+                else:
+                    token = server.evaluate(req.token or b"")
+                if server is not None and server.complete and server.authorization_id is not None:
                     log.info(
                         "Session 0x%x: adding SASL authorization for authorizationID: %s",
                         conn.session_id,
@@ -613,6 +618,25 @@ class FrontEnd:
                     return
                 log.warning("Maintaining client connection despite SASL authentication failure.")
         self.stats.response_sent(conn.send_reply(xid, 0, Code.OK, r.SetSASLResponse(token)))
+
+    def _new_sasl_server(
+        self, cfg: saslmod.SaslServerConfig
+    ) -> saslmod.DigestMD5Server | saslmod.GssapiServer | None:
+        """``SecurityUtils.createSaslServer``: GSSAPI when the login has a Kerberos principal
+        (the shell's acceptor), else DIGEST-MD5."""
+        if cfg.kerberos is None:
+            return saslmod.DigestMD5Server(cfg, self.sasl_nonce())
+        if cfg.acceptor is None:
+            return None
+        try:
+            return saslmod.GssapiServer(cfg, cfg.acceptor())
+        except saslmod.GssError as e:
+            log.error(
+                "Zookeeper Server failed to create a SaslServer to interact with a client "
+                "during session initiation: %s",
+                e,
+            )
+            return None
 
     def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
         return conn.auth

@@ -42,7 +42,7 @@ import os
 import socket
 import struct
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,7 +158,7 @@ class TrizkServer:
             auth=aclmod.AuthConfig.from_properties(
                 config.properties, secure_port=config.secure_client_port > 0
             ),
-            sasl=saslmod.load_sasl_config(config.properties),
+            sasl=_sasl_login(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
             zookeeper_version=config.zookeeper_version,
         )
@@ -838,3 +838,14 @@ async def serve(
             testcontrol.serve_controls, testcontrol.Controls(server), "127.0.0.1"
         )
         task_status.started((port, controls))
+
+
+def _sasl_login(properties: Mapping[str, str]) -> saslmod.SaslServerConfig | None:
+    """``ServerCnxnFactory.configureSaslLogin``: the JAAS ``Server`` section, and its Kerberos
+    login (keytab, acceptor) when it has a ``Krb5LoginModule``; JaasError stops the start."""
+    cfg = saslmod.load_sasl_config(properties)
+    if cfg is None or cfg.kerberos is None:
+        return cfg
+    from trizk.server.shell import kerberos
+
+    return kerberos.login(cfg, properties)

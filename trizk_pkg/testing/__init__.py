@@ -21,7 +21,9 @@ runs trizk side by side with Apache ZooKeeper); nothing here imports ``trizk.com
 * :mod:`trizk.testing.probes` -- is it serving: handshakes, ``srvr``'s mode, waiting for a quorum;
 * :mod:`trizk.testing.processes` -- server processes and the process-ensemble harness
   (:class:`~trizk.testing.processes.MemberSet`: directories, zoo.cfg files, start, stop, kill);
-* :mod:`trizk.testing.linkproxy` -- a TCP proxy per directed pair of members, to cut links.
+* :mod:`trizk.testing.linkproxy` -- a TCP proxy per directed pair of members, to cut links;
+* :mod:`trizk.testing.kdc` -- a throwaway MIT Kerberos realm and KDC on loopback, for SASL
+  GSSAPI tests (needs Debian's krb5-kdc and krb5-admin-server).
 """
 
 from __future__ import annotations
