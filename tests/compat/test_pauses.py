@@ -76,12 +76,20 @@ def test_a_whole_ensemble_pause_keeps_leader_epoch_and_sessions(kind: str) -> No
             zk.create("/held", b"x", ephemeral=True)
             before = {sid: epoch(ens, sid) for sid in ens.members}
             served = new_session_after_resume(ens)
-            print(f"{kind}: new session served {served:.3f} s after SIGCONT ({PAUSE_S} s pause)")
+            # followers that re-sync (ZooKeeper's sometimes do) serve again soon
+            ens.wait_serving(30.0)
             after = {sid: epoch(ens, sid) for sid in ens.members}
-            assert ens.leader() == leader, ens.tails()
-            assert after == before, f"a new epoch: {before} -> {after}\n" + ens.tails()
-            assert served < SERVED_WITHIN_S, f"served after {served:.3f} s"
+            now_leader = ens.leader()
+            print(
+                f"{kind}: new session served {served:.3f} s after SIGCONT ({PAUSE_S} s pause); "
+                f"leader {leader} -> {now_leader}, epochs {before} -> {after}"
+            )
             assert zk.exists("/held") is not None
+            if kind == "trizk":
+                # ZooKeeper's members are measured beside (the report), trizk's held to it
+                assert now_leader == leader, ens.tails()
+                assert after == before, f"a new epoch: {before} -> {after}\n" + ens.tails()
+                assert served < SERVED_WITHIN_S, f"served after {served:.3f} s"
         finally:
             zk.stop()
             zk.close()
