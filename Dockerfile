@@ -22,7 +22,15 @@ RUN set -eux; \
     chown zookeeper:zookeeper "$ZOO_DATA_LOG_DIR" "$ZOO_DATA_DIR" "$ZOO_CONF_DIR" "$ZOO_LOG_DIR"
 
 COPY . /usr/src/trizk
-RUN pip install --no-cache-dir /usr/src/trizk && rm -rf /usr/src/trizk
+# pyjks (JKS key stores) depends on twofish, published as source only: a C compiler for the
+# install, removed after it. TRIZK_PURE_PYTHON=1 keeps trizk itself as a slim image without a
+# compiler builds it (not compiled with mypyc).
+RUN set -eux; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends gcc libc6-dev; \
+    TRIZK_PURE_PYTHON=1 pip install --no-cache-dir /usr/src/trizk; \
+    apt-get purge -y --auto-remove gcc libc6-dev; \
+    rm -rf /var/lib/apt/lists/* /usr/src/trizk
 
 VOLUME ["/data", "/datalog", "/logs"]
 EXPOSE 2181 2888 3888 8080

@@ -8,6 +8,8 @@ Options::
 
     --oracle-vs-oracle    ZooKeeper against a second ZooKeeper (must report 0 differences:
                           the proof that the normaliser is fair)
+    --oracle VERSION      the ZooKeeper release to compare with, 3.8.0 (default) or 3.9.3;
+                          trizk answers as the same release (trizk.zookeeperVersion)
     --ci                  only the fast subset marked "ci" in the scenario files
     -k NAME               only scenarios whose name contains NAME (repeatable)
     --random N --seed S   also N random scenarios from the grammar (seeds S, S+1, ...),
@@ -22,8 +24,7 @@ Options::
 Conformance of any ZooKeeper server (:mod:`trizk.compat.oracle.conformance`; every scenario,
 random sequences and the wire fuzzer, then a feature-by-feature report)::
 
-    --oracle VERSION      the judge: Apache ZooKeeper 3.8.0 (default) or 3.9.3; without a
-                          candidate option, trizk is the candidate
+    --oracle VERSION      the judge: Apache ZooKeeper 3.8.0 (default) or 3.9.3
     --candidate HOST:PORT a server someone else runs (scenarios under chroots; those that need
                           a server of their own are skipped)
     --candidate-cmd CMD   a server this tool starts as often as needed: CMD names {cfg}, the
@@ -152,12 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--candidate-cfg", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--fuzz-seconds", type=float, default=None)
     args = ap.parse_args(argv)
-    if args.candidate or args.candidate_cmd or args.oracle != servers.ZK_VERSIONS[0]:
+    if args.candidate or args.candidate_cmd:
         from trizk.compat.oracle import conformance
 
         return conformance.main(args)
 
-    left, right = ("zookeeper", "zookeeper") if args.oracle_vs_oracle else ("trizk", "zookeeper")
+    # the kinds carry the release (servers.split_kind): the oracle's, and the one trizk answers as
+    oracle = f"zookeeper@{args.oracle}"
+    left, right = (oracle, oracle) if args.oracle_vs_oracle else (f"trizk@{args.oracle}", oracle)
     lname, rname = (
         ("zookeeper#1", "zookeeper#2") if args.oracle_vs_oracle else ("trizk", "zookeeper")
     )

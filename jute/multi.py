@@ -17,7 +17,8 @@ knows them, the op records each header type announces, and ZooKeeper's reading r
   truncated record or a missing end marker an error. A create op's type comes from its flags,
   as ``Op.create(path, data, acl, flags)`` chooses it (create2 reads as create; flags 4 as
   createContainer; TTL flags as createTTL *without* a TTL record), and read ops carry
-  ``watch = false`` whatever the wire says (``Op.getData(path)``).
+  ``watch = false`` whatever the wire says (``Op.getData(path)``). ZooKeeper 3.9 keeps a
+  create2 op's type (``create2=True``; ZOOKEEPER-4026: its result then carries the Stat).
 * :func:`decode_response` reads a ``MultiResponse`` for a client: each result is a
   :class:`MultiResult` whose body is the record :data:`RESULT_RECORDS` names for its type
   (an ``ErrorResponse`` for an error result). Unlike ZooKeeper's client, which throws on a type
@@ -126,8 +127,9 @@ def read_op(
     return typ, done, err, rec, pos
 
 
-def _op_type(typ: int, rec: Any) -> int:
-    """The type ``Op.create`` gives a create op: from its flags (unknown flags: PERSISTENT)."""
+def _op_type(typ: int, rec: Any, create2: bool = False) -> int:
+    """The type ``Op.create`` gives a create op: from its flags (unknown flags: PERSISTENT);
+    with ``create2`` a plain create2 stays create2 (3.9)."""
     if typ not in _CREATES:
         return typ
     try:
@@ -136,12 +138,15 @@ def _op_type(typ: int, rec: Any) -> int:
         mode = CreateMode.PERSISTENT
     if mode.ttl:
         return OpCode.CREATETTL
-    return OpCode.CREATECONTAINER if mode.container else OpCode.CREATE
+    if mode.container:
+        return OpCode.CREATECONTAINER
+    return OpCode.CREATE2 if create2 and typ == OpCode.CREATE2 else OpCode.CREATE
 
 
-def decode_request(buf: bytes | memoryview, pos: int) -> list[MultiOp]:
+def decode_request(buf: bytes | memoryview, pos: int, *, create2: bool = False) -> list[MultiOp]:
     """The ops of a MultiOperationRecord at ``pos``, as ``MultiOperationRecord.deserialize``
-    reads them (see the module docstring); raises JuteDecodeError as it throws IOException."""
+    reads them (see the module docstring); raises JuteDecodeError as it throws IOException.
+    ``create2``: a create2 op keeps its type (ZooKeeper 3.9)."""
     ops: list[MultiOp] = []
     kind: bool | None = None  # True: read ops
     while True:
@@ -157,7 +162,7 @@ def decode_request(buf: bytes | memoryview, pos: int) -> list[MultiOp]:
         op: Any = rec
         if is_read:
             op = type(op)(op.path, False)
-        ops.append((_op_type(typ, op), op))
+        ops.append((_op_type(typ, op, create2), op))
 
 
 def encode_request(ops: Iterable[MultiOp]) -> bytes:

@@ -22,6 +22,16 @@ Fixtures, cheapest first (figures for the default in-process mode on a small mac
 
 ``--trizk-mode=process`` makes every fixture start a real ``trizk-server`` child instead of a
 thread (for ``kill()`` as SIGKILL; the controls go through its ``--testing`` HTTP endpoint).
+It is the one knob of every trizk test server: the option sets the environment variable
+``TRIZK_MODE`` (which works alone too, e.g. for a pytest run you cannot add options to), and
+the kazoo drop-in reads the same variable. (``TRIZK_TEST_MODE``, its first name, still works
+with a DeprecationWarning.)
+
+``--trizk-kazoo`` (or ``TRIZK_KAZOO=1``) runs a suite written for kazoo's own test harness
+unchanged on trizk: ``kazoo.testing`` and ``kazoo.testing.harness`` become
+:mod:`trizk.kazoo_harness` for the run, so ``pytest --trizk-kazoo --pyargs kazoo.tests`` runs
+kazoo's own suite (or a project's ``from kazoo.testing import KazooTestCase`` tests) with no
+JVM and no edit.
 
 Under pytest-xdist every worker has its own servers: free ports (bound to port 0, never
 guessed), data directories under the worker's own base temp dir. Every server is stopped and
@@ -31,14 +41,17 @@ its directory deleted at fixture teardown, whether the test passed, failed or wa
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
-from trizk.testing import IN_PROCESS, PROCESS, Server
+from trizk.testing import IN_PROCESS, MODE_ENV, PROCESS, Server, mode_from_env
 
 if TYPE_CHECKING:
     from trizk.testing.ensemble import Ensemble
@@ -52,6 +65,8 @@ __all__ = [
 ]
 
 CHROOT_BASE = "/trizk-tests"
+#: the environment variable that does what ``--trizk-kazoo`` does (``1``, ``true``, ``yes``)
+KAZOO_ENV = "TRIZK_KAZOO"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,13 +74,62 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--trizk-mode",
         choices=[IN_PROCESS, PROCESS],
-        default=IN_PROCESS,
-        help="run trizk fixtures' servers in a thread (in-process, default) or as child"
-        " processes (process)",
+        default=None,
+        help="run trizk test servers (the fixtures' and the kazoo drop-in's) in a thread"
+        f" (in-process, default) or as child processes (process); sets {MODE_ENV}",
+    )
+    group.addoption(
+        "--trizk-kazoo",
+        action="store_true",
+        default=False,
+        help="make kazoo.testing trizk's kazoo harness (trizk.kazoo_harness), so suites"
+        f" written for kazoo's test harness run unchanged on trizk (or {KAZOO_ENV}=1)",
     )
 
 
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def install_kazoo_harness() -> None:
+    """Make ``kazoo.testing`` and ``kazoo.testing.harness`` resolve to trizk's kazoo harness
+    (also when kazoo's were imported already): what ``--trizk-kazoo`` does."""
+    import kazoo
+
+    from trizk import kazoo_harness
+
+    package = types.ModuleType(
+        "kazoo.testing", "kazoo.testing on trizk (trizk.kazoo_harness, --trizk-kazoo)"
+    )
+    package.KazooTestCase = kazoo_harness.KazooTestCase  # type: ignore[attr-defined]
+    package.KazooTestHarness = kazoo_harness.KazooTestHarness  # type: ignore[attr-defined]
+    package.harness = kazoo_harness  # type: ignore[attr-defined]
+    package.__all__ = ["KazooTestHarness", "KazooTestCase"]  # type: ignore[attr-defined]
+    package.__path__ = []  # a package: ``import kazoo.testing.harness`` finds it below
+    sys.modules["kazoo.testing"] = package
+    sys.modules["kazoo.testing.harness"] = kazoo_harness
+    kazoo.testing = package
+
+
+def _wants_kazoo(option: object) -> bool:
+    return bool(option) or _truthy(os.environ.get(KAZOO_ENV))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # before any conftest is imported: a conftest's own ``from kazoo.testing import ...``
+    # gets the drop-in too
+    if _wants_kazoo(getattr(early_config.known_args_namespace, "trizk_kazoo", False)):
+        install_kazoo_harness()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    mode = config.getoption("--trizk-mode", default=None)
+    if mode is not None:
+        # the one knob: the drop-in (and any child process) reads the same variable
+        os.environ[MODE_ENV] = mode
+    if _wants_kazoo(config.getoption("--trizk-kazoo", default=False)):
+        install_kazoo_harness()
     config.addinivalue_line(
         "markers",
         "trizk_ensemble(n=3, observers=0, **kwargs): the shape of the trizk_ensemble fixture's"
@@ -89,9 +153,13 @@ class Chroot:
     hosts = connect_string
 
 
+def _mode(request: pytest.FixtureRequest) -> str:
+    """``--trizk-mode``, else ``TRIZK_MODE``, else in-process."""
+    return request.config.getoption("--trizk-mode", default=None) or mode_from_env()
+
+
 def _server(request: pytest.FixtureRequest, factory: pytest.TempPathFactory) -> Server:
-    mode = request.config.getoption("--trizk-mode", default=IN_PROCESS)
-    return Server(mode=mode, base_dir=factory.getbasetemp())
+    return Server(mode=_mode(request), base_dir=factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +210,7 @@ def trizk_ensemble(
 
     marker = request.node.get_closest_marker("trizk_ensemble")
     kwargs = dict(marker.kwargs) if marker is not None else {}
-    kwargs.setdefault("mode", request.config.getoption("--trizk-mode", default=IN_PROCESS))
+    kwargs.setdefault("mode", _mode(request))
     kwargs.setdefault("base_dir", tmp_path_factory.getbasetemp())
     with Ensemble(*(marker.args if marker is not None else ()), **kwargs) as ens:
         yield ens

@@ -37,8 +37,10 @@ __all__ = ["ProcessEnsemble"]
 
 class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
-    ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too). Use as a context
-    manager (every process stopped, every directory removed on exit)."""
+    ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too), or the one a
+    ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
+    default). Use as a context manager (every process stopped, every directory removed on
+    exit)."""
 
     def __init__(
         self,
@@ -53,6 +55,10 @@ class ProcessEnsemble(MemberSet):
     ) -> None:
         #: the ZooKeeper release of each ``zookeeper`` member (servers.ZK_VERSIONS)
         self.versions = {sid: (versions or {}).get(sid, "3.8.0") for sid in kinds}
+        #: the releases trizk members were asked to answer as
+        self.trizk_versions = {
+            sid: v for sid, v in (versions or {}).items() if kinds.get(sid) == "trizk"
+        }
         #: members on the hosts of a network-namespace lab (member i on host i, ZooKeeper's
         #: usual ports), else all on 127.0.0.1 with free ports
         self.lab = lab
@@ -81,6 +87,8 @@ class ProcessEnsemble(MemberSet):
     # ------------------------------------------------------------------ processes
     def command(self, m: Member) -> list[str]:
         cmd = _command(m.kind, m.cfg_path, m.workdir, version=self.versions[m.sid])
+        if m.sid in self.trizk_versions:
+            cmd += ["-D", f"trizk.zookeeperVersion={self.trizk_versions[m.sid]}"]
         if m.kind == "zookeeper":
             # INFO: state changes and sync modes are logged (_command writes a WARN config)
             (m.workdir / "log4j.properties").write_text(LOG4J_INFO)

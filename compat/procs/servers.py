@@ -11,7 +11,12 @@ Two kinds of server speak the ZooKeeper protocol here:
   :data:`ZK39_DIR` and run on bookworm's Java 17 with bookworm's dependency jars
   (``zookeeper-jute-3.9.3.jar`` first on the classpath: ``zookeeper-3.9.3.jar``'s manifest
   names bookworm's ``zookeeper-jute.jar``, the 3.8.0 one, which must not win);
-* ``trizk`` — ``sys.executable -m trizk.server zoo.cfg``.
+* ``trizk`` — ``sys.executable -m trizk.server zoo.cfg``, answering as the release ``version``
+  (the zoo.cfg key ``trizk.zookeeperVersion``, written only when asked for).
+
+A kind may carry its release after ``@`` (``zookeeper@3.9.3``, ``trizk@3.9.3``): the compat
+runner and its server pools name a server by one string, so the oracle's release and the one
+trizk answers as travel with it (:func:`split_kind`).
 
 Both get the same generated ``zoo.cfg`` (:func:`make_cfg`): a free loopback port
 (``clientPortAddress=127.0.0.1``), their own temporary ``dataDir``, the AdminServer off (the
@@ -58,6 +63,10 @@ ZK_JARS = (
 #: Jetty (the AdminServer) comes through zookeeper.jar's manifest Class-Path; the servlet API
 #: it needs does not (libservlet-api-java), so it is added when present.
 ZK_ADMIN_JARS = ("/usr/share/java/servlet-api.jar",)
+#: The Netty parts Debian's zookeeper.jar manifest leaves out (it names buffer, common, handler
+#: and transport): without them 3.8.0's NettyServerCnxnFactory -- the secureClientPort's --
+#: fails with ClassNotFoundException io.netty.handler.codec.ByteToMessageDecoder.
+ZK_NETTY_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 KINDS = ("zookeeper", "trizk")
 
@@ -144,6 +153,19 @@ def zookeeper_available(version: str = "3.8.0") -> bool:
     return all(os.path.exists(j) for j in jars) and shutil.which("java") is not None
 
 
+def split_kind(kind: str, version: str | None = None) -> tuple[str, str | None]:
+    """``kind[@version]`` as (kind, version); ``version`` is the default when the kind names
+    none. An unknown kind or release is a ValueError."""
+    base, sep, named = kind.partition("@")
+    if base not in KINDS:
+        raise ValueError(f"unknown server kind {kind!r}")
+    if sep:
+        if named not in ZK_VERSIONS:
+            raise ValueError(f"no ZooKeeper {named!r} here (only {', '.join(ZK_VERSIONS)})")
+        return base, named
+    return base, version
+
+
 def make_cfg(port: int, data_dir: str, extra: Mapping[str, str] | None = None) -> str:
     """The zoo.cfg text both kinds of server are started with."""
     cfg = dict(BASE_CFG)
@@ -213,7 +235,8 @@ def _command(
     version: str = "3.8.0",
 ) -> list[str]:
     if kind == "zookeeper":
-        jars = (*zookeeper_jars(version), *(j for j in ZK_ADMIN_JARS if os.path.exists(j)))
+        extra = ZK_ADMIN_JARS + (ZK_NETTY_JARS if version == "3.8.0" else ())
+        jars = (*zookeeper_jars(version), *(j for j in extra if os.path.exists(j)))
         log4j = workdir / "log4j.properties"
         log4j.write_text(_LOG4J)
         return [
@@ -241,12 +264,19 @@ def start(
     attempts: int = 3,
     keep_dir: bool = False,
     heap: str = DEFAULT_HEAP,
-    version: str = "3.8.0",
+    version: str | None = None,
 ) -> Server:
     """Start a server of ``kind`` on a free loopback port and wait until a session works
-    (``heap``: ZooKeeper's -Xmx; ``version``: which ZooKeeper release, :data:`ZK_VERSIONS`)."""
+    (``heap``: ZooKeeper's -Xmx; ``version``: which ZooKeeper release, :data:`ZK_VERSIONS`:
+    the oracle's, or the one trizk answers as; ``kind@version`` says the same)."""
+    kind, version = split_kind(kind, version)
     if kind == "zookeeper":
+        version = version or ZK_VERSIONS[0]
         zookeeper_jars(version)  # an unknown version fails here, before any process
+    elif version is not None:
+        if version not in ZK_VERSIONS:
+            raise ValueError(f"trizk does not answer as ZooKeeper {version!r}")
+        extra_cfg = {**(extra_cfg or {}), "trizk.zookeeperVersion": version}
     last_err = ""
     for _ in range(attempts):
         workdir = Path(tempfile.mkdtemp(prefix=f"trizk-compat-{kind}-"))
@@ -257,10 +287,12 @@ def start(
         cfg_path = workdir / "zoo.cfg"
         cfg_path.write_text(text)
         proc = spawn(
-            _command(kind, cfg_path, workdir, heap, version), workdir, workdir / "server.log"
+            _command(kind, cfg_path, workdir, heap, version or ZK_VERSIONS[0]),
+            workdir,
+            workdir / "server.log",
         )
         cfg = dict(line.split("=", 1) for line in text.splitlines())
-        srv = Server(kind, port, workdir, proc, cfg, keep_dir, version)
+        srv = Server(kind, port, workdir, proc, cfg, keep_dir, version or ZK_VERSIONS[0])
         if poll_ready(proc, partial(handshake_ok, srv.host, port, timeout=2.0), ready_timeout):
             return srv
         last_err = (

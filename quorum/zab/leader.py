@@ -57,6 +57,10 @@ Invariants
   was not sent (proposals go to a link from startForwarding on, together with its sync).
 * The first packet after ACKEPOCH is DIFF, TRUNC or SNAP (a Java learner exits otherwise).
 * The largest counter used is 0xfffffffe: proposing 0xffffffff steps down (ZOOKEEPER-1277).
+* A proposal commits on durable ACKs only: a learner's ACK counts for the copy it logged on
+  the link it sent it on; re-syncing that learner (which re-sends it the proposal) drops it
+  until the learner ACKs the new copy. (ZooKeeper keeps the old ACK, although a TRUNC may
+  have cut the txn from that learner's log.)
 
 Bounds on what a learner can make the leader hold
 --------------------------------------------------
@@ -345,7 +349,7 @@ class Leader(ReadyOutbox):
         self._links.pop(link, None)
         # Its REQUESTs not yet handed out go too: their clients were dropped with the link,
         # and prepped later they could overtake the same sessions' newer writes (see
-        # ``server/shell/ensemble.py``'s LearnerRequests).
+        # ``server/shell/ensemble/leading.py``'s LearnerRequests).
         if any(lk == link for lk, _ in self._rd.requests):
             self._rd.requests = [(lk, qp) for lk, qp in self._rd.requests if lk != link]
 
@@ -645,7 +649,14 @@ class Leader(ReadyOutbox):
             if h.learner_type is LearnerType.PARTICIPANT:
                 for z in sorted(self._outstanding):
                     if z > current:
-                        self._send(h, packet(P.PROPOSAL, z, self._outstanding[z].entry.data))
+                        p = self._outstanding[z]
+                        # An ACK this learner gave the proposal before (an earlier link) no
+                        # longer counts: a TRUNC (or SNAP) drops the txn from its log until it
+                        # logs it again after NEWLEADER and ACKs it anew. Counting the old ACK
+                        # lets a commit rest on a copy that is gone (found by the simulation
+                        # with pipelined appends: seed 210 of "3-power").
+                        p.acks.discard(h.sid)
+                        self._send(h, packet(P.PROPOSAL, z, p.entry.data))
         h.forwarding = True
         self._send(h, packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.quorum.config))
         h.newleader_sent = True

@@ -38,16 +38,23 @@ The Ready contract
    (``zabwire.encode_snapshot_payload(replica.snapshot_body())``) as applied so far: at least
    through the SNAP zxid, which holds when every earlier Ready was applied before this one is
    sent; newer (fuzzy) is fine, the txns queued after SNAP are replayed;
-3. **applies** ``committed`` in order, only once (1) is durable;
+3. **applies** ``committed`` in order, once (1) is done (see pipelining below);
 4. calls ``machine.advance(ready)``: this reports that (1) is durable and (3) applied. Every
    packet that promises durability -- a learner's ACK of a proposal or of NEWLEADER, its
    ACKEPOCH, the leader's own ACK, its LEADERINFO -- is produced by ``advance`` and so
    appears in a *later* Ready.
 
-Readies are handled one after another, in order (the next one's persistence starts after the
-previous ``advance``); ``step``/``tick`` may be called meanwhile. Snapshots a member writes on
-its own must cover committed txns only (the NEWLEADER one is the exception, see the learner's
-TRUNC rule).
+Every host does this through the one applier, :mod:`trizk.quorum.zab.applier` (the ensemble
+shell's pumps, the simulation, the scripted tests). Readies are handled one after another, in
+order; ``step``/``tick`` may be called meanwhile. A Ready whose only persistence is txn
+entries (broadcast) is *pipelined*: its entries are appended without waiting for their sync,
+(2)-(4) go on at once (``advance`` without those entries), and the entries' ``advance``
+follows when their sync returns, in append order -- so several appends may be in flight, and
+a learner applies a COMMIT before its own copy of the txn is durable (committed means a
+quorum has it durable; ZooKeeper's followers do the same). Any other Ready is a *barrier*: its
+persistence starts once every earlier append is durable, and is whole and durable before (3)
+and (4). Snapshots a member writes on its own must cover committed txns only (the NEWLEADER
+one is the exception, see the learner's TRUNC rule).
 
 ``role`` set means the machine is finished (back to LOOKING, with a reason); the shell closes
 its links and returns to leader election. A crash before ``advance`` loses (1), and the

@@ -51,7 +51,7 @@ from mypy_extensions import mypyc_attr
 
 from trizk.jute import records as r
 from trizk.jute.codes import Code, JavaRuntimeError, KeeperError
-from trizk.jute.javalang import java_split, parse_int
+from trizk.jute.javalang import java_split, parse_boolean, parse_int
 from trizk.storage.tree.javahash import java_string_hash
 
 log = logging.getLogger("trizk.server.auth.acl")
@@ -69,6 +69,27 @@ _BUILTIN_PROVIDERS = {
 
 class ACLError(KeeperError):
     """Raised when an ACL check or ACL list fails."""
+
+
+ENFORCE_AUTH_ENABLED = "zookeeper.enforce.auth.enabled"
+ENFORCE_AUTH_SCHEMES = "zookeeper.enforce.auth.schemes"
+SESSION_REQUIRE_CLIENT_SASL_AUTH = "zookeeper.sessionRequireClientSASLAuth"
+
+
+class AuthEnforcementError(ValueError):
+    """``zookeeper.enforce.auth.*`` names no scheme or one without a provider (the server
+    does not start: ZooKeeper's "Invalid arguments, exiting abnormally", exit code 2)."""
+
+
+def _enforcement(props: Mapping[str, str]) -> tuple[bool, tuple[str, ...]]:
+    """``AuthenticationHelper.initConfigurations``: sessionRequireClientSASLAuth=true is
+    enforcement of ``sasl`` alone (the enforce.auth.* properties are then not read)."""
+    if parse_boolean(props.get(SESSION_REQUIRE_CLIENT_SASL_AUTH, "false")):
+        return True, ("sasl",)
+    enabled = parse_boolean(props.get(ENFORCE_AUTH_ENABLED, "false"))
+    raw = props.get(ENFORCE_AUTH_SCHEMES)
+    schemes = tuple(s.strip() for s in java_split(raw, ",")) if raw is not None else ()
+    return enabled, schemes
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +112,11 @@ class AuthConfig:
     sasl_super_users: frozenset[str] = frozenset()
     #: ``zookeeper.letAnySaslUserDoX``
     let_any_sasl_user_do_x: str | None = None
+    #: ``AuthenticationHelper``: ``zookeeper.enforce.auth.enabled`` (or
+    #: ``zookeeper.sessionRequireClientSASLAuth``) and the schemes a connection must hold an id
+    #: of before any request but auth and sasl (:meth:`enforced_on`)
+    enforce_auth: bool = False
+    enforce_schemes: tuple[str, ...] = ()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], *, secure_port: bool) -> AuthConfig:
@@ -115,7 +141,8 @@ class AuthConfig:
             for k, v in props.items()
             if k == "zookeeper.superUser" or k.startswith("zookeeper.superUser.")
         )
-        return cls(
+        enforce, schemes = _enforcement(props)
+        cfg = cls(
             super_digest=props.get("zookeeper.DigestAuthenticationProvider.superDigest"),
             digest_enabled=props.get("zookeeper.DigestAuthenticationProvider.enabled", "true")
             .strip()
@@ -126,7 +153,45 @@ class AuthConfig:
             x509_super_user=props.get("zookeeper.X509AuthenticationProvider.superUser"),
             sasl_super_users=supers,
             let_any_sasl_user_do_x=props.get("zookeeper.letAnySaslUserDoX"),
+            enforce_auth=enforce,
+            enforce_schemes=schemes,
         )
+        cfg.validate_enforcement()
+        return cfg
+
+    def validate_enforcement(self) -> None:
+        """``AuthenticationHelper.validateConfiguredProperties`` (raises AuthEnforcementError:
+        ZooKeeper's IllegalArgumentException, which stops the server)."""
+        if not self.enforce_auth:
+            return
+        if not self.enforce_schemes:
+            raise AuthEnforcementError(
+                f"{ENFORCE_AUTH_ENABLED} is true {ENFORCE_AUTH_SCHEMES} must be  configured."
+            )
+        for scheme in self.enforce_schemes:
+            if not self.has_provider(scheme):
+                raise AuthEnforcementError(f"Authentication scheme {scheme} is not available.")
+
+    @property
+    def sasl_auth_required(self) -> bool:
+        """``AuthenticationHelper.isSaslAuthRequired``: a failed SASL exchange is then answered
+        SESSIONCLOSEDREQUIRESASLAUTH, not AUTHFAILED, and ``allowSaslFailedClients`` is moot."""
+        return self.enforce_auth and "sasl" in self.enforce_schemes
+
+    def enforcement_lines(self) -> list[str]:
+        """The two lines AuthenticationHelper logs at start (Java's List.toString)."""
+        return [
+            f"{ENFORCE_AUTH_ENABLED} = {'true' if self.enforce_auth else 'false'}",
+            f"{ENFORCE_AUTH_SCHEMES} = [{', '.join(self.enforce_schemes)}]",
+        ]
+
+    def enforced_on(self, ids: Iterable[Id]) -> bool:
+        """``AuthenticationHelper.enforceAuthentication``'s test: True when a connection
+        holding ``ids`` must be refused (enforcement on, and no id of an enforced scheme --
+        the ``ip`` id every connection holds counts when ``ip`` is one of them)."""
+        if not self.enforce_auth:
+            return False
+        return not any(scheme in self.enforce_schemes for scheme, _ in ids)
 
     def has_provider(self, scheme: str) -> bool:
         if scheme == "ip":

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from trizk.server.auth import acl as aclmod
 from trizk.server.auth import sasl as saslmod
+from trizk.server.common import release
 from trizk.server.common.latency import Latency
 from trizk.server.common.servermetrics import ServerMetrics
 
@@ -29,6 +30,14 @@ class CoreConfig:
     auth: aclmod.AuthConfig | None = None
     #: users of the JAAS Server section; None: no SASL login configured
     sasl: saslmod.SaslServerConfig | None = None
+    #: ``trizk.zookeeperVersion``: the ZooKeeper release the server answers as
+    #: (:mod:`trizk.server.common.release`)
+    zookeeper_version: str = release.DEFAULT_RELEASE
+
+    @property
+    def zk39(self) -> bool:
+        """Answer as the 3.9 line does (:func:`trizk.server.common.release.is_39`)."""
+        return release.is_39(self.zookeeper_version)
 
     @property
     def min_timeout(self) -> int:

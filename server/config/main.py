@@ -43,6 +43,8 @@ from typing import Any, Protocol
 import trio
 
 import trizk
+from trizk.server.auth.acl import AuthEnforcementError
+from trizk.server.common import release
 from trizk.server.config.zoocfg import ConfigError, ServerConfig, load_config, parse_property_option
 
 __all__ = ["Serve", "build_parser", "main"]
@@ -70,11 +72,25 @@ def _storage_failure(exc: BaseException) -> BaseException | None:
     """The StorageFailure that stopped the server, if that is what ``exc`` is (or holds)."""
     from trizk.server.shell.persistence import StorageFailure
 
-    if isinstance(exc, StorageFailure):
+    return _held(exc, StorageFailure)
+
+
+def _tls_failure(exc: BaseException) -> BaseException | None:
+    """The TLSConfigError (a store or TLS setting that cannot be used) in ``exc``, if any."""
+    if "trizk.server.shell.tls" not in sys.modules:
+        return None  # nothing asked for TLS
+    from trizk.server.shell.tls import TLSConfigError
+
+    return _held(exc, TLSConfigError)
+
+
+def _held(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``exc`` when it is a ``kind``, else the first ``kind`` an exception group holds."""
+    if isinstance(exc, kind):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for sub in exc.exceptions:
-            found = _storage_failure(sub)
+            found = _held(sub, kind)
             if found is not None:
                 return found
     return None
@@ -144,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         action="version",
         version=(
-            f"trizk {trizk.__version__} (Apache ZooKeeper {trizk.ZOOKEEPER_VERSION} compatible)"
+            f"trizk {trizk.__version__} (Apache ZooKeeper {' / '.join(release.RELEASES)}"
+            f" compatible, default {release.DEFAULT_RELEASE})"
         ),
     )
     return p
@@ -218,7 +235,7 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         log.info(
             "trizk server (ZooKeeper %s compatible) from %s: %s, dataDir %s, dataLogDir %s,"
             " tickTime %d, session timeouts %d..%d ms",
-            trizk.ZOOKEEPER_VERSION,
+            config.zookeeper_version,
             args.config,
             _address(config),
             config.data_dir,
@@ -253,15 +270,41 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
         return EXIT_OK
     except Exception as exc:
         failure = _storage_failure(exc)
+        tls_failure = _tls_failure(exc)
+        enforce_failure = _held(exc, AuthEnforcementError)
+        if enforce_failure is not None:
+            # AuthenticationHelper's IllegalArgumentException: ZooKeeperServerMain logs
+            # "Invalid arguments, exiting abnormally" and exits with INVALID_CONFIG (2)
+            log.error("Invalid arguments, exiting abnormally: %s", enforce_failure)
+            return EXIT_INVALID_CONFIG
         if failure is not None:
             # ZooKeeperServer: "Severe unrecoverable error, exiting" (ExitCode.UNEXPECTED_ERROR)
             log.error("Severe unrecoverable error, exiting: %s", failure)
+        elif tls_failure is not None:
+            # ZooKeeper fails in X509Util.createSSLContextAndOptions (an SSLContextException
+            # logged with its stack); trizk writes the one line that names the key.
+            log.error("Unable to start the server, TLS configuration: %s", tls_failure)
         else:
             log.exception("server failed")
         return EXIT_UNEXPECTED_ERROR
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _startup_oserror(failure: BaseException) -> OSError | None:
+    """The OSError a failed start-up comes down to, alone or as the only kind of exception in
+    (nested) exception groups; None for anything else."""
+    if isinstance(failure, OSError):
+        return failure
+    if isinstance(failure, BaseExceptionGroup):
+        match, rest = failure.split(OSError)
+        if match is not None and rest is None:
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, OSError) else None
+    return None
 
 
 async def _run(config: ServerConfig, serve: Serve) -> int:
@@ -285,7 +328,12 @@ async def _run(config: ServerConfig, serve: Serve) -> int:
             nursery.start_soon(watch_signals)
             try:
                 port = await nursery.start(run_server)
-            except OSError as exc:
+            except (OSError, BaseExceptionGroup) as failure:
+                # a start-up failure may come through the server's nurseries, grouped
+                # (trio's strict exception groups): only an OSError is a clear start-up error
+                exc = _startup_oserror(failure)
+                if exc is None:
+                    raise
                 # ZooKeeper: a taken client port is "Unexpected exception, exiting
                 # abnormally" (exit 1); a taken election port exits with 14
                 # (UNABLE_TO_BIND_QUORUM_PORT, cnxmanager.PortBindError.exit_code)

@@ -115,6 +115,7 @@ from trizk.quorum.verifier import (
     java_host_string,
     parse_server,
 )
+from trizk.server.common import release
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
@@ -205,6 +206,8 @@ KEYS: Mapping[str, KeySpec] = {
     "maxSessionTimeout": KeySpec(_F),
     "autopurge.snapRetainCount": KeySpec(_F),
     "autopurge.purgeInterval": KeySpec(_F),
+    # trizk's own: the ZooKeeper release it answers as (trizk.server.common.release)
+    "trizk.zookeeperVersion": KeySpec(_F),
     # -- keys that ZooKeeper turns into zookeeper.* properties, honoured by trizk --
     "4lw.commands.whitelist": KeySpec(_P),
     "jute.maxbuffer": KeySpec(_P),
@@ -216,12 +219,15 @@ KEYS: Mapping[str, KeySpec] = {
     "preAllocSize": KeySpec(_P),
     "forceSync": KeySpec(_P),
     "digest.enabled": KeySpec(_P),
+    "serializeLastProcessedZxid.enabled": KeySpec(_P),
     "snapshot.compression.method": KeySpec(_P),
     "snapshot.trust.empty": KeySpec(_P),
     # a leader's DIFF from its txn log (persistence.Persistence.proposals_from_txnlog)
     "snapshotSizeFactor": KeySpec(_P),
-    # the AdminServer (trizk.server.ops.admin; admin.portUnification/forceHttps are not served)
+    # the AdminServer (trizk.server.ops.admin; HTTPS from the ssl.quorum.* stores)
     "admin.enableServer": KeySpec(_P),
+    "admin.forceHttps": KeySpec(_P),
+    "admin.portUnification": KeySpec(_P),
     "admin.serverAddress": KeySpec(_P),
     "admin.serverPort": KeySpec(_P),
     "admin.commandURL": KeySpec(_P),
@@ -238,6 +244,10 @@ KEYS: Mapping[str, KeySpec] = {
     "letAnySaslUserDoX": KeySpec(_P),
     "allowSaslFailedClients": KeySpec(_P),
     "sasl.serverconfig": KeySpec(_P),
+    # enforced authentication (acl.AuthConfig.enforced_on: AuthenticationHelper)
+    "sessionRequireClientSASLAuth": KeySpec(_P),
+    "enforce.auth.enabled": KeySpec(_P),
+    "enforce.auth.schemes": KeySpec(_P),
     "ssl.keyStore.location": KeySpec(_P),
     "ssl.keyStore.password": KeySpec(_P),
     "ssl.keyStore.type": KeySpec(_P),
@@ -246,6 +256,17 @@ KEYS: Mapping[str, KeySpec] = {
     "ssl.trustStore.type": KeySpec(_P),
     "ssl.clientAuth": KeySpec(_P),
     "ssl.authProvider": KeySpec(_P),
+    "ssl.keyStore.passwordPath": KeySpec(_P),
+    "ssl.trustStore.passwordPath": KeySpec(_P),
+    "ssl.hostnameVerification": KeySpec(_P),
+    "ssl.crl": KeySpec(_P),
+    "ssl.ocsp": KeySpec(_P),
+    # the quorum's and the AdminServer's stores (QuorumX509Util), read and checked at start
+    "ssl.quorum.keyStore.": KeySpec(_P),
+    "ssl.quorum.trustStore.": KeySpec(_P),
+    "ssl.quorum.hostnameVerification": KeySpec(_P),
+    "ssl.quorum.crl": KeySpec(_P),
+    "ssl.quorum.ocsp": KeySpec(_P),
     # -- QuorumPeerConfig.parseProperties: the ensemble (parsed from the entries, QUORUM_KEYS) --
     "initLimit": KeySpec(_F),
     "syncLimit": KeySpec(_F),
@@ -296,9 +317,6 @@ KEYS: Mapping[str, KeySpec] = {
     "serverCnxnFactory": KeySpec(_UP, "org.apache.zookeeper.server.NettyServerCnxnFactory"),
     "admin.": KeySpec(_UP),
     "ssl.": KeySpec(_UP),
-    "sessionRequireClientSASLAuth": KeySpec(_UP, "false"),
-    "enforce.auth.enabled": KeySpec(_UP, "false"),
-    "enforce.auth.schemes": KeySpec(_UP),
     "audit.enable": KeySpec(_UP, "false"),
     "request.throttler.": KeySpec(_UP),
     "watchManagerName": KeySpec(_UP),
@@ -395,6 +413,9 @@ class ServerConfig:
     initial_config: str | None = field(default=None, compare=False)
     #: ``metricsProvider.*`` keys without the prefix (``className``, ``httpPort``...).
     metrics_provider: dict[str, str] = field(default_factory=dict, hash=False)
+    #: ``trizk.zookeeperVersion``: the ZooKeeper release trizk answers as
+    #: (:data:`trizk.server.common.release.RELEASES`)
+    zookeeper_version: str = release.DEFAULT_RELEASE
 
     # -- quorum (QuorumPeerConfig); see "Quorum settings" in the module docstring --
     #: The ensemble (``server.N`` lines) when this is a quorum member
@@ -834,6 +855,7 @@ def config_from_entries(
         raise ConfigError(None, f"jute.maxbuffer must be positive, got {jute_max_buffer}")
 
     return ServerConfig(
+        zookeeper_version=_zookeeper_version(fields, props),
         data_dir=data_dir,
         data_log_dir=data_log_dir,
         client_port=client_port,
@@ -877,6 +899,23 @@ def config_from_entries(
         multi_address_timeout_ms=q.multi_address[2],
         warnings=q.warnings + tuple(value_warnings),
     )
+
+
+def _zookeeper_version(fields: Mapping[str, Entry], props: Mapping[str, str]) -> str:
+    """``trizk.zookeeperVersion``: the ``-D`` property of that name wins over the zoo.cfg key
+    (as ``-D`` options win over the file's); a release trizk does not answer as is an error."""
+    e = fields.get(release.PROPERTY)
+    value = props.get(release.PROPERTY)
+    if value is not None:
+        where, shown = None, f"-D {release.PROPERTY}={value}"
+    elif e is not None:
+        where, shown, value = _where(e), e.text, e.value
+    else:
+        return release.DEFAULT_RELEASE
+    try:
+        return release.parse_release(value)
+    except ValueError as err:
+        raise ConfigError(where, f"{err}: {shown}") from None
 
 
 _METRICS_PREFIX = "metricsProvider."

@@ -109,12 +109,13 @@ class ClientConnection:
         self.packets_sent += 1
         return 16 + len(payload)
 
-    def send_event(self, event_type: int, path: str) -> int:
-        """A watch notification: ReplyHeader(-1, -1, 0), WatcherEvent(type, SyncConnected, path).
+    def send_event(self, event_type: int, path: str, zxid: int = -1) -> int:
+        """A watch notification: ReplyHeader(-1, zxid, 0), WatcherEvent(type, SyncConnected,
+        path). ``zxid`` is -1 in ZooKeeper 3.8, the firing txn's zxid in 3.9 (ZOOKEEPER-4655).
         Returns the packet's length."""
         p = path.encode("utf-8")
         self.out += _EVENT_HDR.pack(
-            28 + len(p), Xid.NOTIFICATION, -1, 0, event_type, _SYNCCONNECTED, len(p)
+            28 + len(p), Xid.NOTIFICATION, zxid, 0, event_type, _SYNCCONNECTED, len(p)
         )
         self.out += p
         self.packets_sent += 1

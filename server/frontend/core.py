@@ -58,6 +58,7 @@ from trizk.server.frontend.requests import (
     decode_body,
     multi_response,
     multi_without_txn,
+    multi_without_txn_39,
 )
 from trizk.server.frontend.watches import WatchManager
 from trizk.server.writes.prep import WRITE_OPS
@@ -79,6 +80,8 @@ _AUTH, _SASL, _SYNC, _PING = OpCode.AUTH, OpCode.SASL, OpCode.SYNC, OpCode.PING
 _MULTI, _MULTIREAD, _RECONFIG = OpCode.MULTI, OpCode.MULTIREAD, OpCode.RECONFIG
 _CREATESESSION, _CLOSESESSION, _ERROR = OpCode.CREATESESSION, OpCode.CLOSESESSION, OpCode.ERROR
 _READ_PERM = int(Perms.READ)
+_CHECK = int(OpCode.CHECK)
+_DELETECONTAINER = int(OpCode.DELETECONTAINER)
 _PING_OK = struct.Struct(">iiqi")
 
 #: Opcodes ``Request.isValid`` accepts; anything else is UNIMPLEMENTED and the connection closes.
@@ -193,7 +196,7 @@ class FrontEnd:
         self.config = config
         self.replica = replica
         self.write_path = write_path
-        self.watches = WatchManager()
+        self.watches = WatchManager(mode_sets=config.zk39)
         self.connections: dict[int, ClientConnection] = {}
         self.session_conn: dict[int, ClientConnection] = {}
         #: session id -> (connection, received) waiting for its createSession txn to commit
@@ -457,8 +460,13 @@ class FrontEnd:
         if op == _SASL:
             self._sasl(conn, xid, frame)
             return
-        if op not in VALID_OPS:
+        if self.auth_config.enforced_on(conn.auth):
+            self._refuse_unauthenticated(conn, xid)
+            return
+        if op not in VALID_OPS or (op == _CHECK and self.config.zk39):
             # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.
+            # 3.9's Request.isValid no longer takes a check on its own (3.8.0 answers a failing
+            # one and never a successful one, which trizk answers OK: docs/compatibility.md).
             log.warning("%s: received packet of unknown type %d", conn, op)
             conn.send_reply(xid, -1, Code.UNIMPLEMENTED)
             self._close(conn, f"unknown opcode {op}")
@@ -477,7 +485,9 @@ class FrontEnd:
             op in READ_OPS
             or op in _NO_TXN_OPS
             or (op == _RECONFIG and _bad_reconfig(frame))
-            or (op == _MULTI and multi_without_txn(frame))
+            or (op == _MULTI and not self.config.zk39 and multi_without_txn(frame))
+            or (op == _MULTI and self.config.zk39 and multi_without_txn_39(frame))
+            or (self.config.zk39 and _bad_write_39(op, frame))
         ):
             if fifo:
                 fifo.append(_DeferredRead(xid, op, frame, now))
@@ -536,6 +546,22 @@ class FrontEnd:
         log.info("Session 0x%x: auth success for scheme %s", conn.session_id, scheme)
         self.stats.response_sent(conn.send_reply(xid, 0, Code.OK))
 
+    def _refuse_unauthenticated(self, conn: ClientConnection, xid: int) -> None:
+        """``AuthenticationHelper.enforceAuthentication``: a request (any but auth and sasl:
+        pings and closeSession too) on a connection with no id of an enforced scheme is
+        answered SESSIONCLOSEDREQUIRESASLAUTH (zxid 0, no body) and the connection closed
+        (``sendCloseSession``; the session itself lives on until it expires)."""
+        cfg = self.auth_config
+        log.error(
+            "Client authentication scheme(s) [%s] does not match with any of the expected "
+            "authentication scheme [%s], closing session.",
+            ", ".join(scheme for scheme, _ in conn.auth),
+            ", ".join(cfg.enforce_schemes),
+        )
+        size = conn.send_reply(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH)
+        self.stats.response_sent(size)
+        self._close(conn, "authentication required (zookeeper.enforce.auth.schemes)")
+
     def _sasl(self, conn: ClientConnection, xid: int, frame: bytes) -> None:
         req = self._decode_or_close(conn, r.GetSASLRequest, frame)
         if req is None:
@@ -568,11 +594,24 @@ class FrontEnd:
                         conn.auth.add(i)
             except saslmod.SaslError as e:
                 log.warning("Client %s failed to SASL authenticate: %s", conn, e)
-                if not sasl_cfg.allow_failed_clients:
-                    size = conn.send_reply(xid, 0, Code.AUTHFAILED, r.SetSASLResponse(None))
+                required = self.auth_config.sasl_auth_required
+                if required or not sasl_cfg.allow_failed_clients:
+                    if required:
+                        # (sic: ZooKeeper's spelling and missing blank)
+                        log.warning(
+                            "Closing client connection due to server requires client SASL "
+                            "authenticaiton,but client SASL authentication has failed, or "
+                            "client is not configured with SASL authentication."
+                        )
+                        err = Code.SESSIONCLOSEDREQUIRESASLAUTH
+                    else:
+                        log.warning("Closing client connection due to SASL authentication failure.")
+                        err = Code.AUTHFAILED
+                    size = conn.send_reply(xid, 0, err, r.SetSASLResponse(None))
                     self.stats.response_sent(size)
                     self._close(conn, "SASL authentication failed")
                     return
+                log.warning("Maintaining client connection despite SASL authentication failure.")
         self.stats.response_sent(conn.send_reply(xid, 0, Code.OK, r.SetSASLResponse(token)))
 
     def _auth_ids(self, session_id: int, conn: ClientConnection) -> list[tuple[str, str]]:
@@ -603,18 +642,22 @@ class FrontEnd:
             conn.session_id,
             self._auth_ids(conn.session_id, conn),
             read_stats=self.stats.metrics.read_per_namespace,
+            zk39=self.config.zk39,
         )
         err = 0
         body: r.Record | None = None
         payload: bytes | None = None
         try:
-            if op == _RECONFIG:
+            if op in WRITE_OPS:
                 # ZooKeeper 3.8.0 answers a reconfig whose body does not decode (pRequestHelper
                 # decodes it before taking a zxid) with MARSHALLINGERROR and no txn; the
-                # session carries on.
+                # session carries on. 3.9 answers so every write whose record does not decode
+                # (Request.readRequestRecord before the zxid) and a null deleteContainer.
                 raise ReadError(Code.MARSHALLINGERROR)
             if op == _MULTIREAD:
                 err, payload = multi_read(frame, ctx)
+            elif op == _MULTI and self.config.zk39:  # multi_without_txn_39: no body
+                err = Code.MARSHALLINGERROR
             elif op == _MULTI:  # multi_without_txn: MARSHALLINGERROR with a body
                 err, payload = Code.MARSHALLINGERROR, EMPTY_MULTI_RESPONSE
             else:
@@ -709,11 +752,13 @@ class FrontEnd:
             if trig.event in _WRITE_EVENTS:
                 # DataTree.updateWriteStat: createNode/setData (path + data), deleteNode (path)
                 writes.add_path(trig.path, len(trig.path) + trig.size)
+        # 3.9 (ZOOKEEPER-4655): the notification carries the zxid of the txn that fired it
+        event_zxid = hdr.zxid if self.config.zk39 else -1
         for watcher, trig in self.watches.fire(rc.triggers):
             assert isinstance(watcher, ClientConnection)
             # ServerCnxn.process(event, znodeAcl): no READ on the node, no notification.
             if not watcher.closed and aclmod.check(trig.acl, _READ_PERM, watcher.auth):
-                self._event_sent(watcher.send_event(trig.event, trig.path))
+                self._event_sent(watcher.send_event(trig.event, trig.path, event_zxid))
                 self._mark(watcher)
         # FinalRequestProcessor: a txn's wall-clock age when applied here (if not negative)
         age = now + self._wall_offset - hdr.time
@@ -831,6 +876,32 @@ _WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, Eve
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
 #: (A client's createSession on its open session is a write: see Sequencer.submit.)
 _NO_TXN_OPS = frozenset({OpCode.PING, OpCode.MULTIREAD})
+
+
+def _bad_write_39(op: int, frame: bytes) -> bool:
+    """A write ZooKeeper 3.9 answers MARSHALLINGERROR without a txn (no zxid taken): its
+    record does not decode (3.9 decodes it before taking the zxid; 3.8 after, logging an error
+    txn), or a deleteContainer's path is null. Not multi: its header is made first in both."""
+    if op == _DELETECONTAINER:
+        return _bad_delete_container(frame)
+    spec = WRITE_OPS.get(op)
+    if spec is None or op == _CHECK:
+        return False
+    try:
+        decode_body(spec[0], frame)
+    except JuteDecodeError:
+        return True
+    return False
+
+
+def _bad_delete_container(frame: bytes) -> bool:
+    """A client's deleteContainer that ZooKeeper 3.9 answers MARSHALLINGERROR without a txn:
+    its DeleteContainerRequest (one ustring, as SyncRequest's) does not decode, or its path is
+    null (checked on the live 3.9.3 server)."""
+    try:
+        return decode_body(r.SyncRequest, frame).path is None
+    except JuteDecodeError:
+        return True
 
 
 def _bad_reconfig(frame: bytes) -> bool:

@@ -40,7 +40,13 @@ from trizk.jute.codes import (
 from trizk.server.auth import acl as aclmod
 from trizk.server.common.servermetrics import STAT_OVERHEAD_BYTES, SummarySet
 from trizk.server.frontend.requests import parse_multi, run_multi_read
-from trizk.server.frontend.watches import PERSISTENT, PERSISTENT_RECURSIVE, WatchManager, WatchTable
+from trizk.server.frontend.watches import (
+    PERSISTENT,
+    PERSISTENT_RECURSIVE,
+    STANDARD,
+    WatchManager,
+    WatchTable,
+)
 from trizk.storage.tree.datatree import DataNode, DataTree
 
 
@@ -59,6 +65,8 @@ class ReadContext:
     events: list[tuple[EventType, str]] = field(default_factory=list)
     #: the server's ``read_per_namespace`` (DataTree.updateReadStat), if measured
     read_stats: SummarySet | None = None
+    #: answer as ZooKeeper 3.9 (``CoreConfig.zk39``)
+    zk39: bool = False
 
 
 def _read_stat(ctx: ReadContext, path: str, size: int) -> None:
@@ -89,6 +97,11 @@ def read_exists(req: Any, ctx: ReadContext) -> r.Record:
     path = _null(req.path)
     if "\0" in path:
         raise ReadError(Code.BADARGUMENTS)
+    if ctx.zk39:
+        # 3.9 (ZOOKEEPER-2590): an existing node needs READ, checked before the watch is set
+        found = ctx.tree.get(path)
+        if found is not None:
+            _check(ctx, found, Perms.READ)
     if req.watch:
         ctx.watches.data.add(path, ctx.watcher)
     n = _node(ctx, path)
@@ -164,14 +177,15 @@ def fast_exists(
     watcher: Hashable,
     read_stats: SummarySet | None,
 ) -> bytes | None:
-    """The common exists, as :func:`fast_get_data`: a node that exists (no ACL applies).
-    Returns the reply's body (the node's Stat), or None for :func:`read_exists` to answer
-    (a missing node registers its watch there, and a path with NUL is BADARGUMENTS)."""
+    """The common exists, as :func:`fast_get_data`: a node that exists and every client may
+    read (3.9 checks READ, 3.8 no ACL at all). Returns the reply's body (the node's Stat), or
+    None for :func:`read_exists` to answer (a missing node registers its watch there, a path
+    with NUL is BADARGUMENTS, and an ACL is checked against the client's ids)."""
     req = _plain_node(frame, tree)
     if req is None:
         return None
     path, watch, node = req
-    if "\0" in path:
+    if "\0" in path or not node.world_perms() & _READ:
         return None
     if watch:
         watches.data.add(path, watcher)
@@ -290,14 +304,14 @@ def _set_watches(
             ctx.watches.data.add(path, w)
     _rewatch(ctx, child, rel, True)
     for entry in persistent or ():
-        if entry is None:
+        if entry is None and not ctx.zk39:  # 3.9's WatchStats takes a null path as any other
             add_null_watch(ctx.watches.child, w, PERSISTENT)
             add_null_watch(ctx.watches.data, w, PERSISTENT)
             continue
         ctx.watches.child.add(entry, w, PERSISTENT)
         ctx.watches.data.add(entry, w, PERSISTENT)
     for entry in recursive or ():
-        if entry is None:
+        if entry is None and not ctx.zk39:
             add_null_watch(ctx.watches.child, w, PERSISTENT_RECURSIVE)
             add_null_watch(ctx.watches.data, w, PERSISTENT_RECURSIVE)
             continue
@@ -355,6 +369,13 @@ def read_add_watch(req: Any, ctx: ReadContext) -> r.Record:
     if req.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
         raise ReadError(Code.MARSHALLINGERROR)
     mode = PERSISTENT_RECURSIVE if req.mode == AddWatchMode.PERSISTENT_RECURSIVE else PERSISTENT
+    if ctx.zk39:
+        # 3.9 (ZOOKEEPER-4466/4472): a recursive watch goes into the data table only, and
+        # WatchStats takes a null path like any other (no WatcherModeManager key to throw)
+        ctx.watches.data.add(req.path, ctx.watcher, mode)
+        if mode == PERSISTENT:
+            ctx.watches.child.add(req.path, ctx.watcher, mode)
+        return r.ErrorResponse(0)
     if req.path is None:  # data table first, then child (DataTree.addWatch)
         add_null_watch(ctx.watches.data, ctx.watcher, mode)
         add_null_watch(ctx.watches.child, ctx.watcher, mode)
@@ -375,7 +396,50 @@ def _watch_tables(ctx: ReadContext, typ: int) -> list[WatchTable]:
     return [ctx.watches.data, ctx.watches.child]
 
 
+#: 3.9's DataTree.containsWatcher / removeWatch by WatcherType: (table, mode) pairs, the mode
+#: None for "any mode" (ZOOKEEPER-4472). Any tries the child table first.
+_TYPE_MODES_39: dict[int, tuple[tuple[bool, int | None], ...]] = {
+    WatcherType.CHILDREN: ((True, STANDARD),),
+    WatcherType.DATA: ((False, STANDARD),),
+    WatcherType.ANY: ((True, None), (False, None)),
+    WatcherType.PERSISTENT: ((True, PERSISTENT), (False, PERSISTENT)),
+    WatcherType.PERSISTENT_RECURSIVE: ((False, PERSISTENT_RECURSIVE),),
+}
+
+
+def _type_modes_39(typ: int) -> tuple[tuple[bool, int | None], ...]:
+    # WatcherType.fromInt: an unknown type throws (MARSHALLINGERROR)
+    found = _TYPE_MODES_39.get(typ)
+    if found is None:
+        raise ReadError(Code.MARSHALLINGERROR)
+    return found
+
+
+def _check_watches_39(req: Any, ctx: ReadContext) -> None:
+    # WatchManager.containsWatcher looks the (watcher, path) stats up: no path iteration, so
+    # a null or relative path is simply not watched (NOWATCHER)
+    for child, mode in _type_modes_39(req.type):
+        table = ctx.watches.child if child else ctx.watches.data
+        if table.contains(req.path, ctx.watcher, mode):
+            return
+    raise ReadError(Code.NOWATCHER)
+
+
+def _remove_watches_39(req: Any, ctx: ReadContext) -> None:
+    removed = False
+    for child, mode in _type_modes_39(req.type):
+        table = ctx.watches.child if child else ctx.watches.data
+        if mode is None:
+            removed = table.remove(req.path, ctx.watcher) or removed
+        else:
+            removed = table.remove_mode(req.path, ctx.watcher, mode) or removed
+    if not removed:
+        raise ReadError(Code.NOWATCHER)
+
+
 def read_check_watches(req: Any, ctx: ReadContext) -> None:
+    if ctx.zk39:
+        return _check_watches_39(req, ctx)
     # WatchManager.containsWatcher in 3.8.0 answers true when *any* watcher watches the path
     # (it checks watchTable.get(path) != null at the leaf), and its PathParentIterator throws
     # on a path without "/" (substring(0, -1)): MARSHALLINGERROR.
@@ -390,6 +454,8 @@ def read_check_watches(req: Any, ctx: ReadContext) -> None:
 
 
 def read_remove_watches(req: Any, ctx: ReadContext) -> None:
+    if ctx.zk39:
+        return _remove_watches_39(req, ctx)
     removed = False
     if req.path is None:  # DataTree.removeWatch: Any tries the child table first
         for t in reversed(_watch_tables(ctx, req.type)):

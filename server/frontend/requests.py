@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from trizk.jute import multi
 from trizk.jute import records as r
-from trizk.jute.codes import Code, JavaRuntimeError, KeeperError, OpCode
+from trizk.jute.codes import Code, CreateMode, JavaRuntimeError, KeeperError, OpCode
 from trizk.jute.primitives import JuteDecodeError
 from trizk.storage.tree.datatree import ApplyResult
 
@@ -61,14 +61,49 @@ def decode_body(cls: type[R], frame: bytes) -> R:
 MultiOp = multi.MultiOp
 
 
-def parse_multi(frame: bytes) -> list[MultiOp]:
+def parse_multi(frame: bytes, *, zk39: bool = False) -> list[MultiOp]:
     """A MultiOperationRecord after the request header (:func:`trizk.jute.multi.decode_request`);
-    raises JuteDecodeError as ``MultiOperationRecord.deserialize`` throws IOException."""
-    return multi.decode_request(memoryview(frame), _HEADER_LEN)
+    raises JuteDecodeError as ``MultiOperationRecord.deserialize`` throws IOException.
+    ``zk39``: read as ZooKeeper 3.9 does (a create2 op stays create2, ZOOKEEPER-4026)."""
+    return multi.decode_request(memoryview(frame), _HEADER_LEN, create2=zk39)
+
+
+def multi_fails_whole_39(ops: list[MultiOp]) -> bool:
+    """ZooKeeper 3.9 fails a write multi as a whole (MARSHALLINGERROR without a body, a zxid
+    consumed: the txn header exists by then) when an op has a null path (3.8:
+    :func:`multi_without_txn`) or a create op has flags no CreateMode has (3.9's
+    ``CreateMode.fromFlag`` throws; 3.8 reads them as PERSISTENT and answers that op
+    BADARGUMENTS), or a create op has TTL flags without a TTL (as measured on the live 3.9.3:
+    whatever ops precede it)."""
+    for op, rec in ops:
+        if getattr(rec, "path", "") is None:
+            return True
+        if op in _CREATE_OPS:
+            try:
+                CreateMode(getattr(rec, "flags", 0))
+            except ValueError:
+                return True
+            if op == OpCode.CREATETTL and not isinstance(rec, r.CreateTTLRequest):
+                return True  # TTL flags under a create op (3.8: ClassCastException in prep)
+    return False
+
+
+_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL})
+
+
+def multi_without_txn_39(frame: bytes) -> bool:
+    """True for a multi ZooKeeper 3.9 answers MARSHALLINGERROR without a txn and without a
+    body: it decodes, and a create op's ACL list is null (3.8: that op's INVALIDACL; measured
+    on the live 3.9.3: no zxid is taken)."""
+    try:
+        ops = parse_multi(frame, zk39=True)
+    except JuteDecodeError:
+        return False
+    return any(op in _CREATE_OPS and getattr(rec, "acl", ()) is None for op, rec in ops)
 
 
 def multi_without_txn(frame: bytes) -> bool:
-    """True for a multi ZooKeeper answers without a txn: it decodes, and an op has a null
+    """True for a multi ZooKeeper 3.8 answers without a txn: it decodes, and an op has a null
     path (``getPendingChanges``' NullPointerException; answer: MARSHALLINGERROR with
     :data:`EMPTY_MULTI_RESPONSE`)."""
     try:

@@ -13,6 +13,16 @@ removes them. A trigger on both tables (NodeDeleted) delivers at most one event 
 Persistent and recursive watches (addWatch) are kept here too: a persistent watch fires for its
 own path like a data+child watch and is not consumed; a recursive one also fires for every
 descendant, except for NodeChildrenChanged (``WatchManager.triggerWatch``).
+
+Modes, by release (``CoreConfig.zookeeper_version``):
+
+* 3.8.0 (``WatcherModeManager``): a watcher has *one* mode per path, the last one set; a
+  one-shot watch set over a persistent one turns it one-shot again (and the firing consumes it:
+  the persistent watch is gone, ZOOKEEPER-4466).
+* 3.9 (``WatchStats``, ZOOKEEPER-4466): a watcher has a *set* of modes per path (stored as a bit
+  mask, :func:`mode_bit`); firing the path removes only the standard mode, so a persistent watch
+  survives a one-shot firing; a recursive watch fires for its own path's events of the tables it
+  is in, and for its descendants'. removeWatches/checkWatches name a mode (ZOOKEEPER-4472).
 """
 
 from __future__ import annotations
@@ -31,12 +41,24 @@ PERSISTENT = 1
 PERSISTENT_RECURSIVE = 2
 
 
+def mode_bit(mode: int) -> int:
+    """A mode's bit in a 3.9 table's mode set (``WatchStats``)."""
+    return 1 << mode
+
+
+_RECURSIVE_BIT = 1 << PERSISTENT_RECURSIVE
+_STANDARD_BIT = 1 << STANDARD
+
+
 class WatchTable:
-    """path -> {watcher: mode}, with the reverse index watcher -> paths."""
+    """path -> {watcher: mode}, with the reverse index watcher -> paths. With ``mode_sets``
+    (3.9) the value is the set of modes as a bit mask (:func:`mode_bit`)."""
 
-    __slots__ = ("by_path", "by_watcher", "found", "null_modes", "recursive_count")
+    __slots__ = ("by_path", "by_watcher", "found", "mode_sets", "null_modes", "recursive_count")
 
-    def __init__(self) -> None:
+    def __init__(self, mode_sets: bool = False) -> None:
+        #: 3.9's WatchStats: a set of modes per (path, watcher), not the last one set
+        self.mode_sets = mode_sets
         self.found = 0  # watchers the last trigger found
         #: (a null path is a key too: see ``null_modes``)
         self.by_path: dict[str | None, dict[Hashable, int]] = {}
@@ -47,9 +69,21 @@ class WatchTable:
         #: equals() throws on the next lookup of that key (see reads.add_null_watch)
         self.null_modes: set[Hashable] = set()
 
+    def _recursive(self, value: int) -> bool:
+        if self.mode_sets:
+            return bool(value & _RECURSIVE_BIT)
+        return value == PERSISTENT_RECURSIVE
+
     def add(self, path: str | None, watcher: Hashable, mode: int = STANDARD) -> None:
         d = self.by_path.setdefault(path, {})
         old = d.get(watcher)
+        if self.mode_sets:  # WatchManager.addWatch: stats.addMode
+            bits = (old or 0) | mode_bit(mode)
+            if mode == PERSISTENT_RECURSIVE and bits != old:
+                self.recursive_count += 1
+            d[watcher] = bits
+            self.by_watcher.setdefault(watcher, set()).add(path)
+            return
         if old == PERSISTENT_RECURSIVE:
             self.recursive_count -= 1
         d[watcher] = mode
@@ -61,7 +95,7 @@ class WatchTable:
         d = self.by_path.get(path)
         if d is None or watcher not in d:
             return False
-        if d.pop(watcher) == PERSISTENT_RECURSIVE:
+        if self._recursive(d.pop(watcher)):
             self.recursive_count -= 1
         if not d:
             del self.by_path[path]
@@ -72,11 +106,30 @@ class WatchTable:
                 del self.by_watcher[watcher]
         return True
 
-    def contains(self, path: str, watcher: Hashable) -> bool:
+    def remove_mode(self, path: str | None, watcher: Hashable, mode: int) -> bool:
+        """3.9's ``removeWatcher(path, watcher, mode)``: drop one mode of the watch; the watch
+        goes with its last mode. True when a mode was removed."""
         d = self.by_path.get(path)
-        return d is not None and watcher in d
+        old = d.get(watcher) if d is not None else None
+        if d is None or old is None or not old & mode_bit(mode):
+            return False
+        bits = old & ~mode_bit(mode)
+        if not bits:
+            return self.remove(path, watcher)
+        d[watcher] = bits
+        if mode == PERSISTENT_RECURSIVE:
+            self.recursive_count -= 1
+        return True
+
+    def contains(self, path: str | None, watcher: Hashable, mode: int | None = None) -> bool:
+        """The watcher watches ``path`` (3.9: in ``mode``, any mode when None)."""
+        d = self.by_path.get(path)
+        if d is None or watcher not in d:
+            return False
+        return mode is None or bool(d[watcher] & mode_bit(mode))
 
     def mode(self, path: str, watcher: Hashable) -> int | None:
+        """The watcher's mode on ``path`` (with ``mode_sets``: the bit mask of its modes)."""
         d = self.by_path.get(path)
         return None if d is None else d.get(watcher)
 
@@ -85,7 +138,8 @@ class WatchTable:
         for path in self.by_watcher.pop(watcher, ()):
             d = self.by_path.get(path)
             if d is not None:
-                if d.pop(watcher, None) == PERSISTENT_RECURSIVE:
+                old = d.pop(watcher, None)
+                if old is not None and self._recursive(old):
                     self.recursive_count -= 1
                 if not d:
                     del self.by_path[path]
@@ -95,6 +149,8 @@ class WatchTable:
 
     def trigger(self, path: str, event: EventType, suppress: set[Hashable] | None) -> set[Hashable]:
         """Watchers to notify for ``event`` on ``path``; consumes the one-time watches."""
+        if self.mode_sets:
+            return self._trigger_sets(path, suppress)
         out: set[Hashable] = set()
         d = self.by_path.get(path)
         if d:
@@ -121,6 +177,33 @@ class WatchTable:
             out -= suppress
         return out
 
+    def _trigger_sets(self, path: str, suppress: set[Hashable] | None) -> set[Hashable]:
+        """3.9's ``WatchManager.triggerWatch``: every watcher of the path itself (its standard
+        mode consumed, the others kept), and the recursive watchers of its ancestors."""
+        out: set[Hashable] = set()
+        d = self.by_path.get(path)
+        if d:
+            for w, bits in list(d.items()):
+                out.add(w)
+                if bits & _STANDARD_BIT:
+                    if bits == _STANDARD_BIT:
+                        self.remove(path, w)
+                    else:
+                        d[w] = bits & ~_STANDARD_BIT
+        if self.recursive_count:
+            p = path
+            while p != "/":
+                p = p[: p.rfind("/")] or "/"
+                d = self.by_path.get(p)
+                if d:
+                    for w, bits in d.items():
+                        if bits & _RECURSIVE_BIT:
+                            out.add(w)
+        self.found = len(out)
+        if suppress:
+            out -= suppress
+        return out
+
 
 #: ServerMetrics summary per event type (WatchManager.triggerWatch)
 _WATCH_COUNT: dict[EventType, str] = {
@@ -134,9 +217,11 @@ _WATCH_COUNT: dict[EventType, str] = {
 class WatchManager:
     """Both tables, and the fan-out of tree triggers to watchers."""
 
-    def __init__(self) -> None:
-        self.data = WatchTable()
-        self.child = WatchTable()
+    def __init__(self, mode_sets: bool = False) -> None:
+        #: 3.9's per-mode watch stats (see the module docstring)
+        self.mode_sets = mode_sets
+        self.data = WatchTable(mode_sets)
+        self.child = WatchTable(mode_sets)
         #: where the ``node_*_watch_count`` summaries are (the front end sets its own)
         self.stats: ServerStats | None = None
 

@@ -60,10 +60,16 @@ from typing import Any
 
 import trio
 
-from trizk.jute.javalang import get_integer, parse_long
+from trizk.jute.javalang import get_boolean, get_integer, parse_long
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.ops import status
-from trizk.server.ops.http import DEFAULT_IDLE_TIMEOUT, HttpAnswer, error_page, serve_http
+from trizk.server.ops.http import (
+    DEFAULT_IDLE_TIMEOUT,
+    HttpAnswer,
+    Prepare,
+    error_page,
+    serve_http,
+)
 from trizk.server.ops.javatext import java_double, java_hex, java_socket_address
 from trizk.server.ops.status import StatusView
 from trizk.storage.disk import files
@@ -108,6 +114,11 @@ class AdminSettings:
     port: int = DEFAULT_PORT
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT
     command_url: str = DEFAULT_COMMAND_URL
+    #: ``zookeeper.admin.forceHttps``: HTTPS only, from the ``ssl.quorum.*`` stores
+    force_https: bool = False
+    #: ``zookeeper.admin.portUnification``: HTTPS and HTTP on one port (Jetty's
+    #: UnifiedConnectionFactory: a first byte 0x16 is a TLS handshake)
+    port_unification: bool = False
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> AdminSettings:
@@ -119,6 +130,8 @@ class AdminSettings:
             port=get_integer(props, "zookeeper.admin.serverPort", DEFAULT_PORT),
             idle_timeout_ms=get_integer(props, "zookeeper.admin.idleTimeout", DEFAULT_IDLE_TIMEOUT),
             command_url=p("zookeeper.admin.commandURL") or DEFAULT_COMMAND_URL,
+            force_https=get_boolean(props, "zookeeper.admin.forceHttps"),
+            port_unification=get_boolean(props, "zookeeper.admin.portUnification"),
         )
 
 
@@ -221,7 +234,7 @@ def _server_stats(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) ->
         "uptime": view.uptime_ms,
     }
     return [
-        ("version", status.FULL_VERSION),
+        ("version", status.server_version(view)),
         ("read_only", view.read_only),
         ("server_stats", stats),
         ("client_response", dict(_client_response(view))),
@@ -272,7 +285,7 @@ def _dump(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members
 
 
 def _environment(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
-    return [("zookeeper.version", status.FULL_VERSION), *view.environment]
+    return [("zookeeper.version", status.server_version(view)), *view.environment]
 
 
 def _last_snapshot(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members:
@@ -610,6 +623,13 @@ async def serve_admin(
         f"address {settings.address}, port {settings.port} and command URL {settings.command_url}"
     )
 
+    prepare: Prepare | None = None
+    if settings.force_https or settings.port_unification:
+        prepare = _https(settings, hooks.properties())
+        if prepare is None:
+            task_status.started(None)
+            return
+
     def respond(method: str, target: str) -> HttpAnswer:
         return answer(hooks, method, target, settings.command_url)
 
@@ -629,5 +649,84 @@ async def serve_admin(
         on_error=f"Problem starting AdminServer on {where}",
         on_started=started,
         logger=log,
+        prepare=prepare,
         task_status=task_status,
     )
+
+
+#: SecureRequestCustomizer(stsMaxAge = JettyAdminServer.DEFAULT_STS_MAX_AGE, includeSubDomains)
+_STS = ("Strict-Transport-Security", "max-age=86400; includeSubDomains")
+#: how long a connection may take to send its first byte or finish its TLS handshake
+_HANDSHAKE_TIMEOUT = 10.0
+
+
+def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
+    """JettyAdminServer's TLS connector from the ``ssl.quorum.*`` key and trust stores (both
+    required, as ``X509Util.loadKeyStore``/``loadTrustStore`` are both called), or None when
+    they cannot be read: ZooKeeper then logs "Unable to start JettyAdminServer" and runs
+    without an AdminServer (AdminServerFactory's DummyAdminServer), and so does trizk."""
+    import dataclasses
+
+    from trizk.server.shell import tls
+    from trizk.server.shell.tlsstream import OpenSSLServerStream
+
+    try:
+        base = tls.TLSSettings.from_properties(props, tls.QUORUM_PREFIX)
+        if base.trust_store is None:
+            raise tls.TLSConfigError(
+                f"{tls.QUORUM_PREFIX}trustStore.location not specified: the AdminServer's "
+                "HTTPS needs a trust store (JettyAdminServer loads both stores)"
+            )
+        # Jetty's SslContextFactory.Server asks for no client certificate
+        server_tls = tls.server_context(dataclasses.replace(base, client_auth="none"))
+    except tls.TLSConfigError as e:
+        log.warning("Unable to start JettyAdminServer: %s", e)
+        return None
+    assert base.key_store is not None and base.trust_store is not None
+    log.info("Successfully loaded private key from %s", base.key_store.location)
+    log.info("Successfully loaded certificate authority from %s", base.trust_store.location)
+    unified = not settings.force_https
+
+    async def prepare(
+        stream: trio.SocketStream,
+    ) -> tuple[trio.abc.Stream, list[tuple[str, str]]] | None:
+        first = b""
+        try:
+            with trio.fail_after(_HANDSHAKE_TIMEOUT):
+                if unified:
+                    first = await stream.receive_some(1)
+                    if first[:1] != b"\x16":
+                        return _Replay(stream, first), []
+                s = OpenSSLServerStream(stream, server_tls.context, first)
+                await s.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as e:
+            log.debug("AdminServer TLS handshake failed: %s", e)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            return None
+        return s, [_STS]
+
+    return prepare
+
+
+class _Replay(trio.abc.Stream):
+    """A stream whose first bytes were already read (the port-unification sniff)."""
+
+    def __init__(self, inner: trio.SocketStream, head: bytes) -> None:
+        self._inner = inner
+        self._head = head
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return await self._inner.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -54,11 +54,11 @@ from trizk.server.config.zoocfg import (
 )
 from trizk.server.ops.javatext import java_date, java_double, java_hex, java_socket_address
 from trizk.server.ops.status import (
-    FULL_VERSION,
     NOT_SERVING,
     ConnectionInfo,
     StatusView,
     mntr_values,
+    server_version,
     watch_summary,
     watches_by_path,
 )
@@ -161,7 +161,7 @@ def _server_stats(view: StatusView) -> str:
 
 def _stat(view: StatusView, *, full: bool) -> str:
     # StatCommand: "stat" lists the clients (brief), "srvr" does not.
-    out = f"Zookeeper version: {FULL_VERSION}\n"
+    out = f"Zookeeper version: {server_version(view)}\n"
     if view.read_only:
         out += "READ-ONLY mode; serving only read-only clients\n"
     if full:
@@ -311,7 +311,7 @@ def _all_ports(addrs: Sequence[Address]) -> str:
 
 
 def _envi(view: StatusView) -> str:
-    out = f"Environment:\nzookeeper.version={FULL_VERSION}\n"
+    out = f"Environment:\nzookeeper.version={server_version(view)}\n"
     return out + "".join(f"{k}={v}\n" for k, v in view.environment)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
@@ -98,16 +98,26 @@ def _html(s: str) -> str:
 Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
 
 
+#: ``prepare(stream)``: the stream to speak HTTP on and the headers every answer on it gets
+#: (an HTTPS listener's handshake: :mod:`trizk.server.ops.admin`), or None to drop the
+#: connection (the function has closed or will close ``stream``)
+Prepare = Callable[
+    [trio.SocketStream], Awaitable[tuple[trio.abc.Stream, list[tuple[str, str]]] | None]
+]
+
+
 async def handle_http(
-    stream: trio.SocketStream,
+    stream: trio.abc.Stream,
     respond: Responder,
     idle_timeout_ms: int,
     *,
     logger: logging.Logger = log,
+    headers: Sequence[tuple[str, str]] = (),
 ) -> None:
     """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
     client closes, ``idle_timeout_ms`` passes without a request, or the request bound.
-    ``logger``: the service's (a bad request at debug level, an internal error)."""
+    ``logger``: the service's (a bad request at debug level, an internal error); ``headers``:
+    added to every answer after ``Date``."""
     import h11  # here, not at the top: a server that is never asked over HTTP never loads it
 
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
@@ -120,7 +130,7 @@ async def handle_http(
                     event = conn.next_event()
                     if event is h11.NEED_DATA:
                         data = await stream.receive_some(64 * 1024)
-                        conn.receive_data(data)
+                        conn.receive_data(bytes(data))
                         continue
                     if isinstance(event, h11.Request):
                         request = event
@@ -135,15 +145,18 @@ async def handle_http(
             target = request.target.decode("latin-1")
             answered = respond(method, target)
             result = await answered if inspect.isawaitable(answered) else answered
-            headers = [
+            all_headers = [
                 ("Date", formatdate(usegmt=True)),
+                *headers,
                 *result.headers,
                 ("Content-Length", str(len(result.body))),
                 ("Server", SERVER_HEADER),
             ]
             reason = _REASONS.get(result.status, "OK").encode()
             await stream.send_all(
-                conn.send(h11.Response(status_code=result.status, headers=headers, reason=reason))
+                conn.send(
+                    h11.Response(status_code=result.status, headers=all_headers, reason=reason)
+                )
                 or b""
             )
             if method != "HEAD":
@@ -188,6 +201,7 @@ async def serve_http(
     on_error: str,
     on_started: Callable[[int], None] = lambda port: None,
     logger: logging.Logger = log,
+    prepare: Prepare | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host:port`` and serve ``respond`` until cancelled; ``task_status.started``
@@ -204,7 +218,13 @@ async def serve_http(
     on_started(bound)
 
     async def handler(stream: trio.SocketStream) -> None:
-        await handle_http(stream, respond, idle_timeout_ms, logger=logger)
+        if prepare is None:
+            await handle_http(stream, respond, idle_timeout_ms, logger=logger)
+            return
+        prepared = await prepare(stream)
+        if prepared is not None:
+            io, headers = prepared
+            await handle_http(io, respond, idle_timeout_ms, logger=logger, headers=headers)
 
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, handler, listeners)

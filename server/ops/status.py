@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Protocol
 
-import trizk
 from trizk.jute.javalang import parse_boolean
 from trizk.server.common import metricregistry as registry
+from trizk.server.common import release
 from trizk.server.ops.javatext import go_double
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ __all__ = [
     "process_families",
     "prometheus_configured",
     "prometheus_exports_process",
+    "server_version",
     "watch_summary",
     "watches_by_path",
 ]
@@ -81,8 +82,15 @@ NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 
 #: ``Version.getFullVersion()`` in ZooKeeper's shape ``<version>-<revision>, built on <date>``
 #: (3.8.0 prints ``3.8.0-5a02a05eddb59aee6ac762f7ea82e92a68eb9c0f, built on 2022-02-25 08:49
-#: UTC``). Clients parse the leading ``\\d+(\\.\\d+)*`` (kazoo's ``server_version()``).
-FULL_VERSION = f"{trizk.ZOOKEEPER_VERSION}-trizk-{trizk.__version__}, built on 2026-11-21 00:00 UTC"
+#: UTC``) for trizk's default release; :func:`server_version` gives the configured one's.
+#: Clients parse the leading ``\\d+(\\.\\d+)*`` (kazoo's ``server_version()``).
+FULL_VERSION = release.full_version(release.DEFAULT_RELEASE)
+
+
+def server_version(view: StatusView) -> str:
+    """The full version of the release the server answers as (``trizk.zookeeperVersion``)."""
+    return release.full_version(view.config.zookeeper_version)
+
 
 #: ``zookeeper.nio.sessionlessCnxnTimeout`` (default 10000 ms): the connection expiry queue's
 #: bucket interval, and the idle timeout of a connection without a session.
@@ -383,7 +391,8 @@ def watch_summary(view: StatusView) -> tuple[int, int, int]:
 #: mntr values of an idle server: 0, except averages (0.0), the unset response sizes (-1)
 #: and the drop probability (0.0).
 _MNTR_IDLE: dict[str, int | float | str] = {
-    name: 0.0 if name.startswith("avg_") else 0 for name in registry.MNTR_ORDER[2:]
+    name: 0.0 if name.startswith("avg_") else 0
+    for name in (*registry.MNTR_ORDER[2:], *registry.MNTR_ORDER_39[2:])
 }
 _MNTR_IDLE.update(
     {
@@ -407,7 +416,7 @@ def mntr_values(
     .dump``), as in ZooKeeper; ``provider_dump=False`` always gives the default provider's."""
     if provider_dump and prometheus_configured(view.config):
         head: list[tuple[str, int | float | str]] = [
-            ("version", FULL_VERSION),
+            ("version", server_version(view)),
             ("server_state", view.server_state),
         ]
         export_process = prometheus_exports_process(view.config)
@@ -416,7 +425,7 @@ def mntr_values(
     values: dict[str, int | float | str] = dict(_MNTR_IDLE)
     values.update(
         {
-            "version": FULL_VERSION,
+            "version": server_version(view),
             "server_state": view.server_state,
             "ephemerals_count": sum(len(s.ephemerals or ()) for s in view.sessions),
             "num_alive_connections": len(view.connections),
@@ -442,11 +451,12 @@ def mntr_values(
     for name, prev, value in view.role_metrics:
         after.setdefault(prev, []).append((name, value))
     out: list[tuple[str, int | float | str]] = []
-    last = registry.MNTR_ORDER[-1]
+    order = registry.mntr_order(release.is_39(view.config.zookeeper_version))
+    last = order[-1]
     # the summary sets, kept by the server (namespaces, ack latency) or by a leader's role
     # (learner queues), come after every other line, in ZooKeeper's order of the sets
     sets = [(k, v) for k, v in view.metrics.items() if k not in _MNTR_NAMES]
-    for name in registry.MNTR_ORDER:
+    for name in order:
         out.append((name, values[name]))
         if name == last:
             sets[:0] = after.get(name, ())
@@ -460,7 +470,7 @@ def mntr_values(
 #: Where mntr's gauge sets and counter sets go (after the last gauge, the last counter).
 _LAST_GAUGE = registry.GAUGES[-1].name
 _LAST_COUNTER = registry.COUNTERS[-1].name
-_MNTR_NAMES = frozenset(registry.MNTR_ORDER)
+_MNTR_NAMES = frozenset(registry.MNTR_ORDER) | frozenset(registry.MNTR_ORDER_39)
 
 
 def _summary_set_rank(line: str) -> int:

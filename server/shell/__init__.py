@@ -4,6 +4,7 @@
 * :mod:`.poller` -- plain-TCP client connections over one selector;
 * :mod:`.persistence` -- recovery, the group-committing log writer, snapshots;
 * :mod:`.cnxmanager` -- the election port (``QuorumCnxManager``);
-* :mod:`.ensemble` -- an ensemble member (``QuorumPeer``): election, then a Zab role;
+* :mod:`.ensemble` -- an ensemble member (``QuorumPeer``): election, then a Zab role (a
+  package split by job: spec, links, hosts, leading, learning, peer);
 * :mod:`.tls` -- the secure client port's ``ssl.SSLContext``.
 """

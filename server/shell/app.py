@@ -33,13 +33,13 @@ reaches beyond its own connection.
 
 from __future__ import annotations
 
+import datetime
 import errno
 import functools
 import itertools
 import logging
 import os
 import socket
-import ssl
 import struct
 from collections import Counter
 from collections.abc import Sequence
@@ -108,7 +108,7 @@ class _StreamPeer:
     """A connection served by its own reader and writer tasks (TLS, or no usable selector)."""
 
     conn: ClientConnection
-    stream: trio.abc.Stream  # a SocketStream, or an SSLStream on the secure port
+    stream: trio.abc.Stream  # a SocketStream, or an OpenSSLServerStream on the secure port
     lot: trio.lowlevel.ParkingLot
     drained: trio.Event
     #: set when a throttled connection may be read again
@@ -160,7 +160,11 @@ class TrizkServer:
             ),
             sasl=saslmod.load_sasl_config(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
+            zookeeper_version=config.zookeeper_version,
         )
+        assert self.core_config.auth is not None
+        for line in self.core_config.auth.enforcement_lines():
+            log.info("%s", line)  # AuthenticationHelper's two start lines
         #: the role being served (:mod:`trizk.server.roles`); an ensemble member changes it
         self.role: Role
         #: the role's front end (connections, reads, replies) and, on a standalone server or a
@@ -187,7 +191,7 @@ class TrizkServer:
         # -- TLS (secureClientPort): its own listener and, as ZooKeeper's second connection
         # -- factory, its own per-address connection count.
         self.tls_settings: tls.TLSSettings | None = None
-        self.tls: ssl.SSLContext | None = None
+        self.tls: tls.ServerTLS | None = None
         if config.secure_client_port:
             from trizk.server.shell import tls
 
@@ -276,7 +280,7 @@ class TrizkServer:
         log.info(
             "trizk %s (ZooKeeper %s compatible) serving clients on %s:%d",
             trizk.__version__,
-            trizk.ZOOKEEPER_VERSION,
+            self.config.zookeeper_version,
             host or "0.0.0.0",
             self.port,
         )
@@ -384,29 +388,39 @@ class TrizkServer:
 
     async def _tls_handshake(
         self, stream: trio.SocketStream, ip: str
-    ) -> tuple[trio.SSLStream[trio.SocketStream] | None, str | None]:
+    ) -> tuple[trio.abc.Stream | None, str | None]:
         """NettyServerCnxnFactory's SslHandler + CertificateVerifier: the TLS stream and the
-        x509 subject of a client certificate, or (None, None) when the connection is refused."""
+        x509 subject of a client certificate, or (None, None) when the connection is refused
+        (a failed handshake, or a chain Java's trust manager would refuse)."""
         assert self.tls is not None and self.tls_settings is not None
-        s = trio.SSLStream(stream, self.tls, server_side=True)
+        from trizk.server.shell.tlsstream import OpenSSLServerStream
+
+        s = OpenSSLServerStream(stream, self.tls.context)
         try:
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
                 await s.do_handshake()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as e:
-            log.error("Unsuccessful handshake with /%s: %s", ip, e.__cause__ or e)
+            log.error("Unsuccessful handshake with /%s: %s", ip, e)
             return None, None
-        der = s.getpeercert(binary_form=True)
-        if not der:
+        chain = s.peer_chain()
+        if not chain:
             return s, None  # clientAuth=want without a certificate, or clientAuth=none
+        refused: str | None
         if self.tls_settings.trust_store is None:
             # X509AuthenticationProvider: no trust store -> no trust manager -> AUTHFAILED
-            log.error("No trust manager available to authenticate /%s; closing", ip)
+            refused = "No trust manager available to authenticate the client certificate"
+        else:
+            refused = self.tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+        if refused is not None:
+            log.error("Unsuccessful handshake with /%s: %s", ip, refused)
             with trio.CancelScope(shield=True):
                 await s.aclose()
             return None, None
+        from cryptography.hazmat.primitives.serialization import Encoding
+
         from trizk.server.shell import tls
 
-        return s, tls.x509_subject(der)
+        return s, tls.x509_subject(chain[0].public_bytes(Encoding.DER))
 
     def _admit(self, ip: str, secure: bool) -> bool:
         """``maxClientCnxns``: count one more connection from ``ip``, or refuse it."""

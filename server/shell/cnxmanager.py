@@ -13,10 +13,12 @@ unsent older one) and the last message sent to it; a fresh connection whose slot
 re-sends that last message (``SendWorker.run``), so duplicates are normal and harmless.
 
 All election logic lives in :class:`trizk.quorum.election.election.FastLeaderElection`; this shell
-feeds
-it notifications, calls ``tick`` at its deadline (time is ``trio.current_time()`` in ms, so a
-MockClock works) and carries its outputs out. Trio runs the machine's methods atomically (no
-await inside), which is the ``synchronized`` of the Java code.
+feeds it notifications, calls ``tick`` at its deadline and carries its outputs out. Its time is
+the server's :class:`~trizk.server.shell.clock.Clock` when one is given (an ensemble member's:
+moving that clock moves the election's notification timeouts too), else
+``trio.current_time()`` in ms (so a MockClock works). The socket timeouts (connect,
+handshake) stay on Trio's clock: they bound real network waits. Trio runs the machine's methods
+atomically (no await inside), which is the ``synchronized`` of the Java code.
 
 Multi-address members (``a:q:e|b:q2:e2``): a member binds each of its election addresses (one
 that stays taken is given up with one log line while the others listen, as ZooKeeper's
@@ -54,6 +56,7 @@ from trizk.quorum.election.messages import (
     encode_initial_message_multi,
     parse_initial_message,
 )
+from trizk.server.shell.clock import Clock
 
 log = logging.getLogger("trizk.quorum.election.election")
 
@@ -277,8 +280,11 @@ class ElectionPort:
         all_addresses: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         multi_address: bool = False,
         bind_tries: int = ELECTION_BIND_TRIES,
+        clock: Clock | None = None,
     ) -> None:
         self.myid = myid
+        #: the server's clock (None: Trio's)
+        self.clock = clock
         self.view = view
         self.addresses = dict(addresses)
         #: every election address of each member (multi-address members have several)
@@ -352,9 +358,9 @@ class ElectionPort:
         self.election.update_peer_epoch(epoch)
 
     # ------------------------------------------------------------------ driving the machine
-    @staticmethod
-    def _now() -> int:
-        return int(trio.current_time() * 1000)
+    def _now(self) -> int:
+        clock = self.clock
+        return int(trio.current_time() * 1000) if clock is None else clock.now()
 
     def _apply(self, out: Output) -> None:
         for send in out.sends:
@@ -380,10 +386,26 @@ class ElectionPort:
             if deadline is None:
                 await self._wake.wait()
                 continue
-            with trio.move_on_at(deadline / 1000):
-                await self._wake.wait()
+            await self._sleep_until(deadline)
             if self._now() >= deadline:
                 self._apply(self.election.tick(max(self._now(), deadline)))
+
+    async def _sleep_until(self, deadline: int) -> None:
+        """Until ``deadline`` (ms, :meth:`_now`'s time) or a wake-up (:meth:`_apply`)."""
+        clock = self.clock
+        if clock is None:
+            with trio.move_on_at(deadline / 1000):
+                await self._wake.wait()
+            return
+        wake = self._wake
+        async with trio.open_nursery() as nursery:
+
+            async def first(wait: Callable[[], Awaitable[None]]) -> None:
+                await wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(first, wake.wait)
+            nursery.start_soon(first, lambda: clock.sleep_until(deadline))
 
     # ------------------------------------------------------------------ sending
     def _enqueue(self, sid: int, frame: bytes) -> None:

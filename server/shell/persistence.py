@@ -56,7 +56,9 @@ Settings (ZooKeeper's names): ``snapCount``, ``preAllocSize`` (KiB), ``forceSync
 fsync: fast, not durable), ``digest.enabled``, ``snapshot.compression.method`` (gz, or
 snappy: snappy-java framing around uncompressed literal blocks, which any snappy reader
 accepts; we have no snappy compressor), ``snapshot.trust.empty``, ``autopurge.snapRetainCount``,
-``autopurge.purgeInterval``, ``dataDir`` / ``dataLogDir``.
+``autopurge.purgeInterval``, ``dataDir`` / ``dataLogDir``; answering as ZooKeeper 3.9
+(``trizk.zookeeperVersion``), snapshots end in 3.9's last-processed-zxid section unless
+``serializeLastProcessedZxid.enabled=false`` (3.8 and 3.9 read snapshots with or without it).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ import trio
 
 from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_double, parse_long
 from trizk.quorum.zab.zab import Entry
+from trizk.server.common import release
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.writes.committer import CommitSink, Proposal
@@ -164,6 +167,9 @@ class PersistenceSettings:
     prealloc_size: int = txnlog.DEFAULT_PREALLOC_SIZE
     force_sync: bool = True
     digest_enabled: bool = True
+    #: write ZooKeeper 3.9's last-processed-zxid section after the digest: answering as 3.9
+    #: unless ``zookeeper.serializeLastProcessedZxid.enabled=false`` (3.8 writes none)
+    last_zxid_trailer: bool = False
     compression: str = ""
     trust_empty: bool = False
     snap_retain_count: int = MIN_SNAP_RETAIN_COUNT
@@ -210,6 +216,9 @@ class PersistenceSettings:
             force_sync=(config.get_property("zookeeper.forceSync", "yes") or "").strip() != "no",
             # ZooKeeperServer: Boolean.parseBoolean(getProperty(..., "true"))
             digest_enabled=parse_boolean(props.get("zookeeper.digest.enabled", "true")),
+            # ZooKeeper 3.9's DataTree: Boolean.parseBoolean(getProperty(..., "true"))
+            last_zxid_trailer=release.is_39(config.zookeeper_version)
+            and parse_boolean(props.get("zookeeper.serializeLastProcessedZxid.enabled", "true")),
             compression=method,
             # FileTxnSnapLog: Boolean.getBoolean
             trust_empty=get_boolean(props, "zookeeper.snapshot.trust.empty"),
@@ -386,9 +395,10 @@ class Persistence:
                 # ZooKeeper writes snapshot.0 on an empty data dir and refuses to start
                 # later on logs without a snapshot.
                 ts = time.monotonic()
-                path = files.write_snapshot(
-                    s.snap_dir, 0, snapshot.serialize(snapshot.initial_content())
-                )
+                content = snapshot.initial_content()
+                if s.last_zxid_trailer:  # 3.9's snapshot.0 ends in lastProcessedZxid 0 too
+                    content.last_processed_zxid = 0
+                path = files.write_snapshot(s.snap_dir, 0, snapshot.serialize(content))
                 self.metrics.snapshottime.add(int((time.monotonic() - ts) * 1000))
                 log.info("empty data directory: wrote %s", path)
         else:
@@ -828,7 +838,10 @@ class Persistence:
         try:
             t0 = time.monotonic()
             fs = treeio.FuzzySnapshot(
-                replica.tree, replica.sessions, digest=self.settings.digest_enabled
+                replica.tree,
+                replica.sessions,
+                digest=self.settings.digest_enabled,
+                last_zxid=self.settings.last_zxid_trailer,
             )
             log.info("Snapshotting: %#x to %s", fs.zxid, self.settings.snap_dir)
             while not fs.step(SNAPSHOT_STEP):

@@ -1,22 +1,35 @@
-"""TLS for the secure client port: ZooKeeper's ``ssl.*`` settings -> an ``ssl.SSLContext``,
-and the client certificate's subject as the ``x509`` scheme sees it.
+"""TLS for the secure client port: ZooKeeper's ``ssl.*`` settings -> a pyOpenSSL context and the
+trust anchors its clients are judged by (:class:`ServerTLS`), and the client certificate's
+subject as the ``x509`` scheme sees it.
 
 Theory
 ------
 ZooKeeper serves TLS on ``secureClientPort`` (with the Netty connection factory) from the
-properties ``zookeeper.ssl.keyStore.location/password/type``, ``zookeeper.ssl.trustStore.
-location/password/type`` and ``zookeeper.ssl.clientAuth`` (zoo.cfg keys ``ssl.*`` become those
-properties). trizk reads the same keys:
+properties ``zookeeper.ssl.keyStore.*``, ``zookeeper.ssl.trustStore.*`` and
+``zookeeper.ssl.clientAuth`` (zoo.cfg keys ``ssl.*`` become those properties). Its quorum
+(``sslQuorum``) and the AdminServer's HTTPS (``admin.forceHttps``/``admin.portUnification``)
+read the same settings under ``zookeeper.ssl.quorum.*`` (``QuorumX509Util``). trizk reads them
+all with one :class:`TLSSettings` per prefix:
 
-* Store types (``X509Util`` / ``KeyStoreFileType``): the ``*.type`` property (case-insensitive)
-  or, without it, the file name's extension: ``.pem`` -> PEM, ``.p12``/``.pfx`` -> PKCS12,
-  ``.jks`` -> JKS, ``.bcfks`` -> BCFKS. trizk reads **PEM and PKCS12**; JKS and BCFKS are
-  refused with an error that says so. A PEM key store holds the private key and the
-  certificate chain in one file (``PEMFileLoader``); its password decrypts an encrypted key.
-  A PEM trust store holds certificates.
+* Stores (:mod:`trizk.server.shell.keystores`): JKS, PKCS12 and PEM as ``X509Util`` reads them
+  (declared type or file extension, Java 17's dual-format JKS/PKCS12 decided by the bytes,
+  ``*.password`` or ``*.passwordPath``).
 * ``ssl.clientAuth``: ``need`` (the default, as ``ClientAuth.fromPropertyValue(null)``) asks for
   a certificate and fails the handshake without one; ``want`` asks but accepts none; ``none``
   does not ask.
+* Client certificates are judged by Java's PKIX rules, not OpenSSL's
+  (:mod:`trizk.server.auth.certpath` says why and how): the context accepts any chain in the
+  handshake and the TLS shell (:mod:`trizk.server.shell.tlsstream`) checks it against the trust
+  store before the connection is used.
+* ``ssl.hostnameVerification`` (default true) is ``ZKTrustManager``'s *server* hostname check,
+  which only a TLS client makes; the server side's check of its *clients'* names is on only
+  where ``X509Util.shouldVerifyClientHostname()`` says so: never for the client port
+  (``ClientX509Util``), always for the quorum (``QuorumX509Util``) when hostnameVerification is
+  on. :attr:`TLSSettings.client_hostname_verification` is that product.
+* ``ssl.crl`` / ``ssl.ocsp`` (default false) turn on revocation checks of the JVM's PKIX
+  validator, which fetches CRLs from the certificates' distribution points and asks OCSP
+  responders over the network; trizk does neither and refuses to start when either is true
+  rather than accept certificates ZooKeeper would check (:class:`TLSConfigError`).
 * Without a trust store the system's default CAs verify client certificates (the JVM's
   default trust managers), but the x509 provider then has no trust manager and refuses every
   certificate: ZooKeeper closes such a connection ("No trust manager available").
@@ -25,189 +38,209 @@ properties). trizk reads the same keys:
   ``OID=#<hex DER>``; ``,=+<>#;"\\`` escaped, a leading/trailing blank escaped
   (:func:`x509_subject`).
 
-Only :func:`server_context` touches files (it reads the stores).
+Only :func:`server_context` and the store loaders touch files (they read the stores).
 """
 
 from __future__ import annotations
 
-import os
-import ssl
-import tempfile
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+from OpenSSL import SSL
+
+from trizk.jute.javalang import parse_boolean
+from trizk.server.auth.certpath import CertificateRejected, validate_client_chain
+from trizk.server.shell.keystores import (
+    KeyMaterial,
+    StoreConfig,
+    StoreError,
+    load_key_store,
+    load_trust_store,
+)
+
 __all__ = [
-    "ACCEPTED_STORE_TYPES",
+    "CLIENT_PREFIX",
+    "QUORUM_PREFIX",
+    "ServerTLS",
     "TLSConfigError",
     "TLSSettings",
     "server_context",
-    "store_type",
     "x509_subject",
 ]
 
-ACCEPTED_STORE_TYPES = ("PEM", "PKCS12")
-_KNOWN_TYPES = ("JKS", "PEM", "PKCS12", "BCFKS")
-_EXTENSIONS = {".jks": "JKS", ".pem": "PEM", ".p12": "PKCS12", ".pfx": "PKCS12", ".bcfks": "BCFKS"}
-_CLIENT_AUTH = {"need": ssl.CERT_REQUIRED, "want": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+CLIENT_PREFIX = "zookeeper.ssl."
+QUORUM_PREFIX = "zookeeper.ssl.quorum."
+_CLIENT_AUTHS = ("need", "want", "none")
 
 
 class TLSConfigError(ValueError):
-    """The TLS settings cannot be used (the server does not start)."""
+    """The TLS settings cannot be used (the server does not start); one line naming the key."""
+
+
+def _get_boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
+    """``ZKConfig.getBoolean(key, default)``: absent is the default, else parseBoolean(trim)."""
+    value = props.get(key)
+    return default if value is None else parse_boolean(value.strip())
 
 
 @dataclass(frozen=True, slots=True)
 class TLSSettings:
-    key_store: str
-    key_store_password: str | None = None
-    key_store_type: str | None = None
-    trust_store: str | None = None
-    trust_store_password: str | None = None
-    trust_store_type: str | None = None
+    """One ``X509Util``'s settings (``zookeeper.ssl.`` or ``zookeeper.ssl.quorum.``)."""
+
+    prefix: str
+    key_store: StoreConfig | None
+    trust_store: StoreConfig | None = None
     client_auth: str = "need"
+    hostname_verification: bool = True
+    client_hostname_verification: bool = False
+    crl: bool = False
+    ocsp: bool = False
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> TLSSettings:
-        def get(key: str) -> str | None:
-            v = props.get("zookeeper.ssl." + key)
-            return v if v not in (None, "") else None
-
-        key_store = get("keyStore.location")
-        if key_store is None:
-            # X509Util.createSSLContextAndOptions: a server cannot do TLS without a key store
+    def from_properties(
+        cls, props: Mapping[str, str], prefix: str = CLIENT_PREFIX, *, need_key_store: bool = True
+    ) -> TLSSettings:
+        try:
+            key_store = StoreConfig.from_properties(props, prefix + "keyStore")
+            trust_store = StoreConfig.from_properties(props, prefix + "trustStore")
+        except StoreError as e:
+            raise TLSConfigError(str(e)) from None
+        if key_store is None and need_key_store:
+            # X509Util only warns; a TLS server without a key manager then fails every
+            # handshake, so trizk refuses to start instead.
             raise TLSConfigError(
-                "secureClientPort is set but ssl.keyStore.location is not: the TLS port needs "
-                "a key store (PEM or PKCS12)"
+                f"{prefix}keyStore.location not specified: a TLS server needs a key store "
+                "(JKS, PKCS12 or PEM)"
             )
-        auth = (get("clientAuth") or "need").lower()
-        if auth not in _CLIENT_AUTH:
+        raw_auth = props.get(prefix + "clientAuth") or ""
+        auth = raw_auth.lower() or "need"
+        if auth not in _CLIENT_AUTHS:
+            raise TLSConfigError(f"{prefix}clientAuth={raw_auth!r}: expected need, want or none")
+        hostname = _get_boolean(props, prefix + "hostnameVerification", True)
+        crl = _get_boolean(props, prefix + "crl", False)
+        ocsp = _get_boolean(props, prefix + "ocsp", False)
+        if crl or ocsp:
+            which = prefix + ("crl" if crl else "ocsp")
             raise TLSConfigError(
-                f"ssl.clientAuth={get('clientAuth')!r}: expected need, want or none"
+                f"{which}=true: trizk does not fetch CRLs or ask OCSP responders (the JVM's "
+                "PKIX revocation checks); set it to false"
             )
         return cls(
+            prefix=prefix,
             key_store=key_store,
-            key_store_password=get("keyStore.password"),
-            key_store_type=get("keyStore.type"),
-            trust_store=get("trustStore.location"),
-            trust_store_password=get("trustStore.password"),
-            trust_store_type=get("trustStore.type"),
+            trust_store=trust_store,
             client_auth=auth,
+            hostname_verification=hostname,
+            client_hostname_verification=hostname and prefix == QUORUM_PREFIX,
+            crl=crl,
+            ocsp=ocsp,
         )
 
 
-def store_type(path: str, declared: str | None, what: str) -> str:
-    """``KeyStoreFileType.fromPropertyValueOrFileName``, limited to what trizk reads."""
-    if declared:
-        t = declared.strip().upper()
-        if t not in _KNOWN_TYPES:
-            raise TLSConfigError(
-                f"ssl.{what}.type={declared!r} is not a store type; trizk accepts "
-                f"{' or '.join(ACCEPTED_STORE_TYPES)}"
-            )
-    else:
-        ext = os.path.splitext(path)[1].lower()
-        found = _EXTENSIONS.get(ext)
-        if found is None:
-            raise TLSConfigError(
-                f"Unable to auto-detect store file type from file name: {path} (set "
-                f"ssl.{what}.type; trizk accepts PEM (.pem) or PKCS12 (.p12, .pfx))"
-            )
-        t = found
-    if t not in ACCEPTED_STORE_TYPES:
-        raise TLSConfigError(
-            f"ssl.{what}: {t} stores are not supported by trizk ({path}); convert it to "
-            "PEM (.pem) or PKCS12 (.p12, .pfx), e.g. with keytool -importkeystore "
-            "-deststoretype PKCS12"
-        )
-    return t
+@dataclass(frozen=True, slots=True)
+class LoadedStores:
+    """The stores of one :class:`TLSSettings`, read."""
+
+    key: KeyMaterial | None
+    anchors: tuple[x509.Certificate, ...]
 
 
-def _read(path: str, what: str) -> bytes:
+def load_stores(settings: TLSSettings) -> LoadedStores:
+    """Read the key and trust stores (raises TLSConfigError naming the key)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise TLSConfigError(f"ssl.{what}.location {path}: {e.strerror or e}") from None
+        key = load_key_store(settings.key_store) if settings.key_store is not None else None
+        anchors = load_trust_store(settings.trust_store) if settings.trust_store is not None else ()
+    except StoreError as e:
+        raise TLSConfigError(str(e)) from None
+    return LoadedStores(key, tuple(anchors))
 
 
-def _pkcs12(data: bytes, password: str | None, path: str, what: str) -> tuple[bytes, bytes]:
-    """(PEM private key or b"", PEM certificates) of a PKCS#12 file."""
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.serialization import pkcs12
-    except ImportError:  # pragma: no cover - cryptography is a dependency of the TLS support
-        raise TLSConfigError(
-            f"ssl.{what}: reading PKCS12 stores needs the 'cryptography' package"
-        ) from None
-    try:
-        key, cert, extra = pkcs12.load_key_and_certificates(
-            data, password.encode() if password else None
-        )
-    except ValueError as e:
-        raise TLSConfigError(
-            f"ssl.{what}.location {path}: not a readable PKCS12 store ({e})"
-        ) from None
-    certs = ([cert] if cert is not None else []) + list(extra)
-    pem_certs = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
-    pem_key = b""
-    if key is not None:
-        pem_key = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    return pem_key, pem_certs
+_SigningKey = (
+    rsa.RSAPrivateKey
+    | ec.EllipticCurvePrivateKey
+    | ed25519.Ed25519PrivateKey
+    | ed448.Ed448PrivateKey
+    | dsa.DSAPrivateKey
+)
+_VERIFY = {
+    "need": SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT,
+    "want": SSL.VERIFY_PEER,
+    "none": SSL.VERIFY_NONE,
+}
 
 
-def server_context(settings: TLSSettings) -> ssl.SSLContext:
-    """The SSLContext of the secure client port (raises TLSConfigError)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.verify_mode = _CLIENT_AUTH[settings.client_auth]
-    # key store
-    kt = store_type(settings.key_store, settings.key_store_type, "keyStore")
-    data = _read(settings.key_store, "keyStore")
-    if kt == "PEM":
-        key_pem, cert_pem = data, data
-        password = settings.key_store_password
-    else:
-        key_pem, cert_pem = _pkcs12(
-            data, settings.key_store_password, settings.key_store, "keyStore"
-        )
-        password = None
-        if not key_pem:
-            raise TLSConfigError(
-                f"ssl.keyStore.location {settings.key_store}: the PKCS12 store has no private key"
-            )
-    # ssl.load_cert_chain reads files only: hand it a private temporary copy.
-    with tempfile.TemporaryDirectory(prefix="trizk-tls-") as d:
-        chain = os.path.join(d, "chain.pem")
-        fd = os.open(chain, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key_pem if key_pem is cert_pem else key_pem + b"\n" + cert_pem)
+def _accept_any(conn: SSL.Connection, cert: object, errnum: int, depth: int, ok: int) -> bool:
+    """OpenSSL's verdict is not ZooKeeper's: the chain is judged after the handshake
+    (:meth:`ServerTLS.check_client`)."""
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTLS:
+    """What a TLS listener needs: the context, and the trust anchors its clients are judged by
+    (Java's PKIX rules, :mod:`trizk.server.auth.certpath`)."""
+
+    settings: TLSSettings
+    context: SSL.Context
+    anchors: tuple[x509.Certificate, ...]
+
+    def check_client(self, chain: list[x509.Certificate], now: datetime.datetime) -> str | None:
+        """None when the client's chain is trusted, else why not (Java's words)."""
         try:
-            ctx.load_cert_chain(chain, password=password or None)
-        except (ssl.SSLError, ValueError, TypeError) as e:
-            raise TLSConfigError(
-                f"ssl.keyStore.location {settings.key_store}: cannot load the private key and "
-                f"certificate ({kt}; a PEM key store holds both the key and the chain): {e}"
-            ) from None
-    # trust store
-    if settings.trust_store is None:
-        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-    else:
-        tt = store_type(settings.trust_store, settings.trust_store_type, "trustStore")
-        tdata = _read(settings.trust_store, "trustStore")
-        if tt == "PKCS12":
-            _, tdata = _pkcs12(
-                tdata, settings.trust_store_password, settings.trust_store, "trustStore"
-            )
-        try:
-            ctx.load_verify_locations(cadata=tdata.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as e:
-            raise TLSConfigError(
-                f"ssl.trustStore.location {settings.trust_store}: no certificates ({tt}): {e}"
-            ) from None
-    return ctx
+            validate_client_chain(chain, self.anchors, now)
+        except CertificateRejected as e:
+            return str(e)
+        return None
+
+
+def _signing_key(pem: bytes) -> _SigningKey:
+    """A key TLS can sign with (the kinds a key store holds)."""
+    key = serialization.load_pem_private_key(pem, None)
+    if not isinstance(
+        key,
+        (
+            rsa.RSAPrivateKey,
+            ec.EllipticCurvePrivateKey,
+            ed25519.Ed25519PrivateKey,
+            ed448.Ed448PrivateKey,
+            dsa.DSAPrivateKey,
+        ),
+    ):
+        raise ValueError(f"a {type(key).__name__} cannot sign a TLS handshake")
+    return key
+
+
+def server_context(settings: TLSSettings) -> ServerTLS:
+    """The TLS context of a listener from its settings (reads the stores; raises
+    TLSConfigError naming the key)."""
+    stores = load_stores(settings)
+    key = stores.key
+    if key is None or settings.key_store is None:
+        raise TLSConfigError(f"{settings.prefix}keyStore.location not specified")
+    ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+    try:
+        ctx.use_privatekey(_signing_key(key.key_pem))
+        ctx.use_certificate(key.chain[0])
+        for extra in key.chain[1:]:
+            ctx.add_extra_chain_cert(extra)
+        ctx.check_privatekey()
+    except (SSL.Error, ValueError, TypeError) as e:
+        raise TLSConfigError(
+            f"{settings.key_store.location_key} {settings.key_store.location}: cannot use the "
+            f"private key and certificate ({key.format}): {e}"
+        ) from None
+    ctx.set_verify(_VERIFY[settings.client_auth], _accept_any)
+    if stores.anchors:
+        # Java's CertificateRequest names the trust store's subjects (certificate_authorities)
+        for anchor in stores.anchors:
+            ctx.add_client_ca(anchor)
+    ctx.set_session_id(b"trizk")
+    return ServerTLS(settings, ctx, stores.anchors)
 
 
 # ------------------------------------------------------------------ x509 ids
@@ -265,8 +298,6 @@ def _escape(value: str) -> str:
 
 def x509_subject(der_cert: bytes) -> str:
     """The subject of a DER certificate as ``X500Principal.getName()`` (RFC 2253) writes it."""
-    from cryptography import x509
-
     cert = x509.load_der_x509_certificate(der_cert)
     rdns: list[str] = []
     for rdn in reversed(list(cert.subject.rdns)):

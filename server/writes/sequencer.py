@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from trizk.jute import records as r
 from trizk.jute.codes import Code, OpCode
 from trizk.jute.primitives import JuteDecodeError
+from trizk.server.auth import acl as aclmod
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.common.ratelog import RateLogger
-from trizk.server.frontend.requests import decode_body, parse_multi
+from trizk.server.frontend.requests import decode_body, multi_fails_whole_39, parse_multi
 from trizk.server.writes.committer import Committer, Proposal
 from trizk.server.writes.prep import (
     WRITE_OPS,
@@ -152,7 +153,13 @@ class Sequencer:
             (timeout,) = _TIMEOUT.unpack_from(body)
             self.create_session_with_id(sid, timeout, now, wall, owner, cxid)
         elif op != OpCode.SYNC:
-            auth = [(i.scheme or "", i.id or "") for i in authinfo or ()]
+            # the ids with this server's providers (AuthInfo), as a local connection's: the
+            # ACL checks ask them which providers exist (LearnerHandler hands the packet's
+            # authinfo to a Request checked against the leader's ProviderRegistry); a plain
+            # list would know only the default providers, and a sasl or x509 ACL created
+            # through a follower would be INVALIDACL
+            cfg = self.config.auth or aclmod.AuthConfig(super_digest=self.config.super_digest)
+            auth = aclmod.AuthInfo(cfg, ((i.scheme or "", i.id or "") for i in authinfo or ()))
             frame = r.RequestHeader(cxid, op).encode() + body
             self.submit(WriteRequest(sid, cxid, op, frame, auth, owner), now, wall)
         return op
@@ -234,7 +241,9 @@ class Sequencer:
                     session.closing = True
             elif op == _MULTI:
                 self._check_session(sid, req.owner)
-                ops = parse_multi(frame)
+                ops = parse_multi(frame, zk39=self.config.zk39)
+                if self.config.zk39 and multi_fails_whole_39(ops):
+                    raise PrepError(Code.MARSHALLINGERROR)
                 multi, _failure = prep_multi(ops, self.pending, ctx)
                 txn_type, txn = _MULTI, multi
             elif op == _CREATESESSION:
@@ -248,9 +257,17 @@ class Sequencer:
                 self.sessions.touch(sid, now, timeout)
                 txn_type, txn = _CREATESESSION, r.CreateSessionTxn(timeout)
             elif op == _DELETECONTAINER:
-                # PrepRequestProcessor reads the path as the whole request buffer,
-                # ``new String(request.request.array(), UTF_8)``, header bytes included.
-                dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
+                if self.config.zk39:
+                    # 3.9 decodes a DeleteContainerRequest (core answers one that does not
+                    # decode, or has a null path, without a txn) and deletes any empty node
+                    # it names, ACLs unchecked
+                    # (DeleteContainerRequest is one ustring, as SyncRequest)
+                    path = decode_body(r.SyncRequest, frame).path
+                    dreq = r.DeleteRequest(path, -1)
+                else:
+                    # 3.8's PrepRequestProcessor reads the path as the whole request buffer,
+                    # ``new String(request.request.array(), UTF_8)``, header bytes included.
+                    dreq = r.DeleteRequest(frame.decode("utf-8", "replace"), -1)
                 txn_type, txn = WRITE_OPS[op][1](op, dreq, self.pending, ctx)
             else:
                 cls, fn = WRITE_OPS[op]

@@ -11,11 +11,14 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
 from kazoo.client import KazooClient
 
 from trizk.compat.procs import servers
 from trizk.server.ops import admin
 from trizk.testing.ports import free_port
+
+from .conftest import require_zookeeper
 
 #: Values compared exactly (after session ids are numbered in order of appearance).
 EXACT = {
@@ -37,6 +40,9 @@ EXACT = {
     "set_trace_mask?traceMask=abc",
     "set_trace_mask?traceMask=306",
 }
+#: ZooKeeper 3.9's AdminServer commands trizk does not serve (snapshot streaming and restore
+#: from an uploaded snapshot, both behind the AdminServer's authentication).
+NOT_SERVED_39 = ("restore", "snapshot")
 #: Member names whose values are ZooKeeper's JVM (compared as "string map" only).
 JVM_KEYED = {"system_properties", "sysp"}
 #: monitor's per-namespace summary sets (``<ns>_read_per_namespace``...) appear after traffic
@@ -127,31 +133,39 @@ def _collect(srv: servers.Server, port: int) -> dict[str, tuple[int, str | None,
     return out
 
 
-def _start(kind: str) -> tuple[servers.Server, int]:
+def _start(kind: str, version: str = "3.8.0") -> tuple[servers.Server, int]:
     port = free_port()
     cfg = {
         "admin.enableServer": "true",
         "admin.serverAddress": "127.0.0.1",
         "admin.serverPort": str(port),
     }
-    return servers.start(kind, cfg), port
+    return servers.start(f"{kind}@{version}", cfg), port
 
 
-def test_admin_server_answers_as_zookeeper(needs_zookeeper: None) -> None:
-    zk_srv, zk_port = _start("zookeeper")
+@pytest.mark.parametrize("version", ["3.8.0", "3.9.3"])
+def test_admin_server_answers_as_zookeeper(version: str) -> None:
+    """(trizk answering as ``version``, against that ZooKeeper release.)"""
+    require_zookeeper(version)
+    zk_srv, zk_port = _start("zookeeper", version)
     try:
         zk = _collect(zk_srv, zk_port)
     finally:
         zk_srv.stop()
-    tz_srv, tz_port = _start("trizk")
+    tz_srv, tz_port = _start("trizk", version)
     try:
         tz = _collect(tz_srv, tz_port)
     finally:
         tz_srv.stop()
 
-    # the command list: same HTML, so the same set of primary names
-    assert tz["/commands"] == zk["/commands"]
-    assert tz["/commands/"] == zk["/commands/"]
+    # the command list: same HTML, so the same set of primary names (3.9.3's snapshot and
+    # restore, which need authentication, are not served by trizk yet: docs/operations.md)
+    for page in ("/commands", "/commands/"):
+        zs, zt, zb = zk[page]
+        if version != "3.8.0":
+            for name in NOT_SERVED_39:
+                zb = zb.replace(f'<a href="/commands/{name}">{name}</a>\n<br/>\n', "")
+        assert tz[page] == (zs, zt, zb)
     assert (tz["/other"][0], zk["/other"][0]) == (404, 404)
 
     problems = []

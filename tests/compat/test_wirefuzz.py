@@ -53,6 +53,9 @@ def test_racy_classifier() -> None:
     assert wf.racy(auth + b"\xff\xff")  # even a reply made on the reader thread
     assert wf.racy(_frame(1, 99))  # UNIMPLEMENTED's close races the fence
     assert wf.racy(_frame(1, OpCode.CLOSESESSION))
+    check = _frame(1, OpCode.CHECK, b"\0\0\0\x02/t\xff\xff\xff\xff")
+    assert not wf.racy(check)  # 3.8.0 answers a check outside a multi in the pipeline
+    assert wf.racy(get + check, zk39=True)  # 3.9: UNIMPLEMENTED, closed, on the reader thread
 
 
 def test_races_only() -> None:

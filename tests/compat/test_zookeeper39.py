@@ -9,9 +9,10 @@
   node, a multi, deletes; an ephemeral of a session that is still open when the server goes) and
   is stopped, or SIGKILLed; trizk starts on it and serves the same tree, stat for stat (the
   ephemeral included); so does ZooKeeper 3.8.0, which ignores the trailer. Then the other way:
-  3.9.3 starts on trizk's data directory, as trizk wrote it and with trizk's newest snapshot
-  rewritten to carry the trailer (:func:`trizk.storage.formats.snapshot.last_zxid_trailer`),
-  without "problem reading snap file" or a digest mismatch in its log.
+  ZooKeeper 3.8.0 and 3.9.3 start on trizk's data directory as trizk wrote it answering as
+  either release (3.9.3: every snapshot with the trailer, as 3.9.3 writes them; 3.8.0:
+  without), after a stop or a SIGKILL, without "problem reading snap file" or a digest
+  mismatch in their logs.
 
 * ``test_mixed_ensemble_with_393_members``: :class:`trizk.compat.procs.ensemble.ProcessEnsemble`
   runs 3.9.3 members (``versions``) beside trizk and 3.8.0 ones; writes through every member
@@ -185,23 +186,31 @@ def test_trizk_starts_on_a_data_dir_zookeeper_393_wrote(
         shutil.rmtree(zk.workdir, ignore_errors=True)
 
 
-@pytest.mark.parametrize("trailer", [False, True])
-def test_zookeeper_393_starts_on_trizks_data_dir(needs_zookeeper39: None, trailer: bool) -> None:
-    tz = servers.start("trizk", CFG, keep_dir=True)
+@pytest.mark.parametrize("release", ["3.8.0", "3.9.3"])
+@pytest.mark.parametrize("target", ["3.8.0", "3.9.3"])
+def test_zookeeper_starts_on_trizks_data_dir(
+    needs_zookeeper: None, needs_zookeeper39: None, release: str, target: str
+) -> None:
+    """trizk answering as ``release`` writes its snapshots as that release does (3.9.3: with
+    the last-processed-zxid trailer; 3.8.0: without); ZooKeeper ``target`` starts on them and
+    serves the same tree, the open session's ephemeral included (trizk SIGKILLed when the
+    two releases match, stopped otherwise)."""
+    how = "kill" if release == target else "terminate"
+    tz = servers.start(f"trizk@{release}", CFG, keep_dir=True)
     try:
         _workload(tz)
         before = _tree(tz)
-        _stop(tz, "terminate")
+        _stop(tz, how)
         snaps = _snapshots(tz)
         assert len(snaps) >= 2
-        _, newest = snaps[-1]
-        content = snapshot.parse(newest.read_bytes())
-        assert content.last_processed_zxid is None  # trizk does not write it yet
-        if trailer:
+        for _, path in snaps:
+            content = snapshot.parse(path.read_bytes())
             assert content.digest is not None
-            content.last_processed_zxid = content.digest.zxid
-            newest.write_bytes(snapshot.serialize(content))
-        zk = _on_the_other(tz, "zookeeper", "3.9.3")
+            if release == "3.9.3":
+                assert content.last_processed_zxid == content.digest.zxid
+            else:
+                assert content.last_processed_zxid is None
+        zk = _on_the_other(tz, "zookeeper", target)
         try:
             assert _tree(zk) == before
             log = zk.log_path.read_text(errors="replace")

@@ -265,7 +265,7 @@ def test_unsupported_keys_are_collected_in_file_order() -> None:
     assert c.properties["zookeeper.snapCount"] == "1000"
     assert c.properties["zookeeper.admin.enableServer"] == "false"
     assert parse("admin.enableServer=true\n").unsupported == ()
-    assert parse("admin.forceHttps=true\n").unsupported == ("admin.forceHttps",)
+    assert parse("admin.httpVersion=2\n").unsupported == ("admin.httpVersion",)
 
 
 def test_metrics_provider_keys() -> None:
@@ -285,7 +285,7 @@ def test_keys_table_is_consistent() -> None:
     assert fields == {
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
-        "autopurge.snapRetainCount", "autopurge.purgeInterval",
+        "autopurge.snapRetainCount", "autopurge.purgeInterval", "trizk.zookeeperVersion",
         "secureClientPort", "secureClientPortAddress", "metricsProvider.",
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
         "standaloneEnabled", "group.", "weight.", "multiAddress.enabled",

@@ -1,8 +1,10 @@
 """Zab leader and learner machines: scripted scenarios over an in-memory, instant network.
 
-The harness wires one :class:`Leader` and some :class:`Learner` s by link id = sid, handles
-every Ready in the documented order (persist, send, apply, advance) and records what each side
-persisted, sent and applied, so the tests can check packet sequences byte for byte.
+The harness wires one :class:`Leader` and some :class:`Learner` s by link id = sid, hands every
+Ready through each side's :class:`~trizk.quorum.zab.applier.ReadyApplier` (the one the ensemble
+shell and the simulation use: send, persist, apply, advance; a pipelined append is durable at
+once unless its side is held) and records what each side persisted, sent and applied, so the
+tests can check packet sequences byte for byte.
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ from dataclasses import dataclass, field
 import pytest
 
 from trizk.jute.records import QuorumPacket
+from trizk.quorum.zab.applier import ReadyApplier
 from trizk.quorum.zab.leader import Leader, sync_follower
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zab import Entry, LearnerType, Quorum, Ready, ServerState, SyncMode, Timing
 from trizk.quorum.zab.zabwire import PacketType as P
-from trizk.quorum.zab.zabwire import SnapshotPayload, make_zxid
+from trizk.quorum.zab.zabwire import (
+    SnapshotPayload,
+    encode_ackepoch_data,
+    encode_learner_info,
+    make_zxid,
+    packet,
+)
 
 TIMING = Timing(tick_ms=100, init_limit=10, sync_limit=5)
 CONFIG = b"server.1=127.0.0.1:2888:3888:participant\nversion=0"
@@ -77,6 +86,12 @@ class Net:
                 now_ms=0,
             )
         self.sides = {s: Side() for s in sids}
+        #: each side's Ready applier, and how many appends it made (all durable unless held)
+        self.appliers = {s: ReadyApplier() for s in sids}
+        self.appliers[1].start(self.leader)
+        for s, lr in self.learners.items():
+            self.appliers[s].start(lr)
+        self.appended = dict.fromkeys(sids, 0)
         #: sids whose Readies are taken but not advanced (fsync pending)
         self.hold = hold or set()
         #: by sid, called after the learner advanced past a Ready (a test's interference: the
@@ -106,42 +121,56 @@ class Net:
         if rd.serving is not None:
             side.serving.append(rd.serving)
 
+    def _to_learners(self, rd: Ready) -> None:
+        for m in rd.messages:
+            lr = self.learners.get(m.link)
+            if lr is None:
+                continue
+            lr.step(m.packet, self.now)
+            if m.packet.type == P.SNAP:
+                lr.step(SnapshotPayload(b"body"), self.now)
+
+    def _to_leader(self, sid: int, rd: Ready) -> None:
+        for m in rd.messages:
+            self.leader.step(sid, m.packet, self.now)
+
+    def _drain(self, sid: int, send: Callable[[Ready], None]) -> bool:
+        """One side's Readies through its applier; the disk is instant (each step and append
+        durable at once) except that a held side's appends stay undurable until released."""
+        applier, busy = self.appliers[sid], False
+        while (plan := applier.take()) is not None:
+            busy = True
+            rd = plan.ready
+            self._record(sid, rd)
+            send(rd)
+            if plan.barrier:
+                assert applier.appends_in_flight == 0, f"a barrier while {sid} holds appends"
+                applier.persisted()
+            elif plan.append:
+                self.appended[sid] += 1
+                applier.persisted(self.appended[sid])
+            else:
+                applier.persisted()
+            if sid not in self.hold:
+                applier.synced(self.appended[sid])
+            self.sides[sid].applied += [e.zxid for e in applier.committed()]
+            applier.finish()
+            if sid in self.after_advance:
+                self.after_advance[sid](rd)
+        return busy
+
     def pump(self, rounds: int = 200) -> None:
         for _ in range(rounds):
-            busy = False
-            if self.leader.has_ready():
-                busy = True
-                rd = self.leader.ready()
-                self._record(1, rd)
-                for m in rd.messages:
-                    lr = self.learners.get(m.link)
-                    if lr is None:
-                        continue
-                    lr.step(m.packet, self.now)
-                    if m.packet.type == P.SNAP:
-                        lr.step(SnapshotPayload(b"body"), self.now)
-                self.sides[1].applied += [e.zxid for e in rd.committed]
-                self.leader.advance(rd)
-            for s, lr in self.learners.items():
-                if lr.has_ready():
-                    busy = True
-                    rd = lr.ready()
-                    self._record(s, rd)
-                    for m in rd.messages:
-                        self.leader.step(s, m.packet, self.now)
-                    if s not in self.hold:
-                        self.sides[s].applied += [e.zxid for e in rd.committed]
-                        lr.advance(rd)
-                        if s in self.after_advance:
-                            self.after_advance[s](rd)
+            busy = self._drain(1, self._to_learners)
+            for s in self.learners:
+                busy = self._drain(s, lambda rd, s=s: self._to_leader(s, rd)) or busy
             if not busy:
                 return
         raise AssertionError("did not quiesce")
 
     def release(self, sid: int) -> None:
         self.hold.discard(sid)
-        for rd in self.sides[sid].ready:
-            self.learners[sid].advance(rd)
+        self.appliers[sid].synced(self.appended[sid])
         self.pump()
 
     def tick(self, ms: int) -> None:
@@ -637,3 +666,32 @@ def test_trunc_below_own_snapshot_wipes_and_rejoins() -> None:
     lr.step(QuorumPacket(int(P.TRUNC), make_zxid(2, 11), None, None), 0)
     rd = lr.ready()
     assert not rd.wipe and rd.truncate_to == make_zxid(2, 11) and rd.role is None
+
+
+def test_resynced_learner_ack_counts_only_for_its_new_copy() -> None:
+    """A learner that ACKed a proposal and then re-syncs (TRUNC to the leader's last commit,
+    the proposal sent again) no longer holds that ACK's copy: the commit waits for its new ACK
+    (found by the simulation with pipelined appends: seed 210 of "3-power")."""
+    net = established(5)
+    net.hold = {3, 4, 5}
+    z = make_zxid(1, 1)
+    assert net.leader.propose(z, b"x")
+    net.pump()
+    assert net.sides[2].sent[-1] == QuorumPacket(int(P.ACK), z, None, None)
+    assert net.sides[1].applied == []  # {1, 2}: not a quorum of 5
+    # 2's link breaks; it reconnects on link 7 (nothing routed back to it) with z logged
+    net.leader.link_closed(2)
+    del net.learners[2]
+    net.leader.connected(7)
+    net.leader.step(7, packet(P.FOLLOWERINFO, make_zxid(1, 0), encode_learner_info(2, 0)), 0)
+    net.leader.step(7, packet(P.ACKEPOCH, z, encode_ackepoch_data(1)), 0)
+    net.pump()
+    to7 = [m.packet for rd in net.sides[1].ready for m in rd.messages if m.link == 7]
+    assert kinds(to7)[-4:] == ["LEADERINFO", "TRUNC", "PROPOSAL", "NEWLEADER"]
+    assert to7[-3].zxid == make_zxid(1, 0) and to7[-2].zxid == z
+    net.release(3)
+    assert net.sides[1].applied == []  # {1, 3}, and 2's old ACK no longer counts
+    net.leader.step(7, packet(P.ACK, make_zxid(1, 0)), 0)  # NEWLEADER
+    net.leader.step(7, packet(P.ACK, z), 0)  # its new copy is durable
+    net.pump()
+    assert net.sides[1].applied == [z]

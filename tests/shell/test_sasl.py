@@ -273,3 +273,35 @@ def test_sasl_without_jaas_answers_ok_with_null_token(tmp_path: Path) -> None:
     finally:
         c.close()
         srv.stop()
+
+
+def test_sasl_acl_through_a_follower(tmp_path: Path) -> None:
+    """A write a follower forwards carries its session's ids (the REQUEST packet's authinfo),
+    and the leader checks them with its own providers: a ``sasl`` ACL created through a
+    follower is valid, an ``auth`` ACL expands to the sasl id, and the sasl user passes the
+    ACL check there (a plain list of ids knew only the default providers: INVALIDACL)."""
+    from trizk.testing import Ensemble
+
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    with Ensemble(
+        3,
+        properties={"authProvider.1": SASL_PROVIDER},
+        system_properties={"java.security.auth.login.config": str(jaas)},
+    ) as ens:
+        follower = next(s for s in ens.members if s != ens.leader())
+        bob = KazooClient(
+            hosts=ens.hosts([follower]),
+            sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": "bobsecret"},
+        )
+        bob.start(timeout=20)
+        try:
+            bob.create("/s", b"secret", acl=[make_acl("sasl", "bob", all=True)])
+            bob.create("/s/child", acl=[make_acl("auth", "", all=True)])
+            acls = bob.get_acls("/s/child")[0]
+            assert [(a.id.scheme, a.id.id) for a in acls] == [("sasl", "bob")]
+            bob.set("/s", b"changed")
+            assert bob.get("/s")[0] == b"changed"
+        finally:
+            bob.stop()
+            bob.close()

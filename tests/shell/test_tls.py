@@ -1,7 +1,8 @@
 """TLS on secureClientPort, over real sockets: kazoo with ``use_ssl=True`` and client
 certificates, the x509 scheme taking the certificate's subject as the id, ``ssl.clientAuth``
 need/want/none, PEM and PKCS12 stores, both ports side by side, and the refusals (no client
-certificate under ``need``, an untrusted certificate, store formats trizk does not read).
+certificate under ``need``, an untrusted certificate, settings that cannot be used; keytool's
+stores are in test_keystores.py).
 
 Certificates are made here with ``cryptography`` (a CA, a server certificate for 127.0.0.1,
 client certificates signed by the CA and one self-signed)."""
@@ -319,18 +320,34 @@ def test_pkcs12_key_store(tmp_path: Path, pki: PKI) -> None:
 # ---------------------------------------------------------------------------- bad settings
 
 
-def test_store_formats_error_names_accepted_formats(tmp_path: Path, pki: PKI) -> None:
-    with pytest.raises(tls.TLSConfigError, match=r"PEM \(\.pem\) or PKCS12"):
-        tls.server_context(tls.TLSSettings(key_store=str(tmp_path / "server.jks")))
-    with pytest.raises(tls.TLSConfigError, match=r"PEM .* or PKCS12"):
-        tls.server_context(tls.TLSSettings(key_store=str(pki.server_pem), key_store_type="JKS"))
+def _settings(**props: str) -> tls.TLSSettings:
+    return tls.TLSSettings.from_properties({"zookeeper." + k: v for k, v in props.items()})
+
+
+def test_store_settings_errors_name_the_key(tmp_path: Path, pki: PKI) -> None:
+    with pytest.raises(tls.TLSConfigError, match=r"ssl\.keyStore\.location .*server\.jks"):
+        tls.server_context(_settings(**{"ssl.keyStore.location": str(tmp_path / "server.jks")}))
+    with pytest.raises(tls.TLSConfigError, match=r"Bad value for zookeeper\.ssl\.keyStore\.type"):
+        tls.server_context(
+            _settings(**{"ssl.keyStore.location": str(pki.server_pem), "ssl.keyStore.type": "X"})
+        )
     with pytest.raises(tls.TLSConfigError, match="auto-detect"):
-        tls.server_context(tls.TLSSettings(key_store=str(tmp_path / "server.bin")))
-    with pytest.raises(tls.TLSConfigError, match="PKCS12"):
-        tls.server_context(tls.TLSSettings(key_store=str(pki.server_p12), key_store_password="x"))
-    with pytest.raises(tls.TLSConfigError, match=r"keyStore\.location"):
+        tls.server_context(_settings(**{"ssl.keyStore.location": str(tmp_path / "server.bin")}))
+    with pytest.raises(tls.TLSConfigError, match="auto-detect"):  # ZooKeeper knows no .pfx
+        tls.server_context(_settings(**{"ssl.keyStore.location": str(tmp_path / "server.pfx")}))
+    with pytest.raises(tls.TLSConfigError, match="keystore password was incorrect"):
+        tls.server_context(
+            _settings(
+                **{"ssl.keyStore.location": str(pki.server_p12), "ssl.keyStore.password": "x"}
+            )
+        )
+    with pytest.raises(tls.TLSConfigError, match=r"keyStore\.location not specified"):
         tls.TLSSettings.from_properties({})
     with pytest.raises(tls.TLSConfigError, match="need, want or none"):
         tls.TLSSettings.from_properties(
             {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.clientAuth": "maybe"}
+        )
+    with pytest.raises(tls.TLSConfigError, match=r"zookeeper\.ssl\.ocsp=true"):
+        tls.TLSSettings.from_properties(
+            {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.ocsp": "true"}
         )

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
 from trizk.testing import Ensemble
@@ -215,4 +216,85 @@ async def test_async_ensemble_for_trio_tests(tmp_path: Path) -> None:
 
             await ens.wait_for_quorum()
             assert await trio.to_thread.run_sync(read) == b"v"
+            # the test controls, awaited
+            assert await ens.load({"/seeded": "s"}) == 1
+            assert (await ens.dump())["tree"]["/seeded"]["data"] == "s"
+            assert await ens.session_ids() == []  # every client above has closed its session
+            assert await ens.drop_connections() == 0
+            assert not await ens.expire_session(12345)
+            await ens.advance(5)
+            assert await ens.leader() is not None
     assert list(tmp_path.iterdir()) == []
+
+
+def _listen(zk: KazooClient) -> dict[KazooState, threading.Event]:
+    states = (KazooState.LOST, KazooState.SUSPENDED, KazooState.CONNECTED)
+    seen = {s: threading.Event() for s in states}
+    zk.add_listener(lambda state: seen[state].set())
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["in-process", "process"])
+def test_controls_at_parity_with_server(mode: str) -> None:
+    """expire_session, drop_connections, advance, dump, load and session_ids on an ensemble,
+    each done by the members themselves: the client on one member, the session's ephemeral
+    seen gone through another."""
+    # a follower gives up on its leader after 3 s (not 1 s): the busy CI machine must not
+    # re-elect in the middle of the test, which asserts that advance() keeps the leader
+    with Ensemble(3, mode=mode, tick_time=1000, sync_limit=3) as ens:
+        assert ens.load({"/app/config": "x=1", "/app/empty": None}) == 2
+        other = next(s for s in ens.members if s != ens.leader())
+        first = next(s for s in ens.members if s != other)
+        zk = client(ens.hosts([first]))
+        watcher = client(ens.hosts([other]))
+        try:
+            seen = _listen(zk)
+            session = zk.client_id[0]
+            assert session in ens.session_ids()
+            tree = ens.dump()["tree"]
+            assert tree["/app/config"]["data"] == "x=1" and "/app/empty" in tree
+            # the sessions live on the leader; a follower's dump has none but its tree
+            if ens.leader() != other:
+                assert ens.dump(other)["sessions"] == {}
+            assert "/app/config" in ens.dump(other)["tree"]
+            # 15 s sessions are granted, not capped at 20 ticks of 200 ms
+            assert ens.dump()["sessions"][f"0x{session:x}"]["timeout"] == 10_000
+
+            assert ens.drop_connections(session) == 1
+            assert seen[KazooState.SUSPENDED].wait(DEADLINE)
+            zk.retry(zk.exists, "/")
+            assert zk.client_id[0] == session
+
+            zk.create("/eph", b"", ephemeral=True)
+            fired = threading.Event()
+            watcher.exists("/eph", watch=lambda event: fired.set())
+            assert ens.expire_session(session)
+            # applied everywhere once it returns: the other member no longer has it
+            assert "/eph" not in ens.dump(other)["tree"]
+            assert fired.wait(DEADLINE)
+            assert seen[KazooState.LOST].wait(DEADLINE)
+            assert not ens.expire_session(session)  # already gone
+
+            zk.retry(zk.exists, "/")
+            new_session = zk.client_id[0]
+            assert new_session != session
+            zk.create("/eph2", b"", ephemeral=True)
+            leader = ens.leader()
+            ens.advance(60)  # 60 s on every member: the session times out, the quorum stays
+            assert ens.leader() == leader
+            assert "/eph2" not in watcher.retry(watcher.get_children, "/")
+            assert new_session not in ens.session_ids()
+        finally:
+            for c in (zk, watcher):
+                c.stop()
+                c.close()
+
+
+def test_connect_string_before_start_raises() -> None:
+    from trizk.testing import ServerError
+
+    ens = Ensemble(3)
+    with pytest.raises(ServerError, match="after start"):
+        _ = ens.connect_string
+    ens.close()

@@ -79,6 +79,28 @@ def test_fixtures(pytester: pytest.Pytester, mode: str) -> None:
     assert leftovers(base) == []
 
 
+def test_one_mode_knob(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRIZK_MODE alone (no option) makes the fixtures' servers children; the option sets the
+    same variable, which the kazoo drop-in reads."""
+    pytester.makepyfile(
+        test_inner="""
+import os
+
+
+def test_mode(trizk_fresh_server):
+    assert trizk_fresh_server.mode == os.environ["EXPECTED"]
+    assert os.environ["TRIZK_MODE"] == os.environ["EXPECTED"]
+"""
+    )
+    monkeypatch.setenv("TRIZK_MODE", "process")
+    monkeypatch.setenv("EXPECTED", "process")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    monkeypatch.delenv("TRIZK_MODE")
+    monkeypatch.setenv("EXPECTED", "in-process")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--trizk-mode=in-process")
+    result.assert_outcomes(passed=1)
+
+
 def test_failure_is_reported_cleanly_and_nothing_is_left(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_inner="""

@@ -189,3 +189,28 @@ def test_load_and_dump_round_trip(tmp_path: Path) -> None:
     with Server(mode="process") as srv2:
         assert srv2.load(exported) == 4  # /app included, / and /zookeeper skipped
         assert srv2.dump()["tree"]["/app/bin"]["data_b64"] == "/wA="
+
+
+def test_connect_string_before_start_raises() -> None:
+    from trizk.testing import ServerError
+
+    srv = Server()
+    with pytest.raises(ServerError, match="after start"):
+        _ = srv.connect_string
+    with srv:
+        assert srv.connect_string == f"127.0.0.1:{srv.port}"
+
+
+def test_no_per_address_connection_limit() -> None:
+    """ZooKeeper's default maxClientCnxns (60 per address) is off on a test server, as in
+    kazoo's and Curator's harnesses: a suite's clients all come from 127.0.0.1."""
+    with Server() as srv:
+        clients = [KazooClient(hosts=srv.connect_string, timeout=10) for _ in range(65)]
+        try:
+            for zk in clients:
+                zk.start(timeout=WAIT)
+            assert all(zk.connected for zk in clients)
+        finally:
+            for zk in clients:
+                zk.stop()
+                zk.close()

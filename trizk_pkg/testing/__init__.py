@@ -9,6 +9,10 @@ The public API (README.md, "Use trizk in your tests") is re-exported here:
   and observers with kills, restarts and per-link partitions; imported on first use, so that a
   test using a Server alone imports none of it.
 
+Test servers are quiet unless asked: the ``trizk`` logger gets a NullHandler (configure logging
+to see its records). The knob for how they run is one environment variable, ``TRIZK_MODE``
+(:data:`MODE_ENV`: ``in-process`` or ``process``; pytest's ``--trizk-mode`` sets it).
+
 The pieces they are built from are shared with the test suite and ``trizk.compat`` (which
 runs trizk side by side with Apache ZooKeeper); nothing here imports ``trizk.compat``:
 
@@ -22,10 +26,12 @@ runs trizk side by side with Apache ZooKeeper); nothing here imports ``trizk.com
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from trizk.testing.server import (
     IN_PROCESS,
+    MODE_ENV,
     PROCESS,
     READY_PREFIX,
     THREAD,
@@ -33,14 +39,23 @@ from trizk.testing.server import (
     NotSupported,
     Server,
     ServerError,
+    mode_from_env,
     parse_ready_line,
 )
 
 if TYPE_CHECKING:
     from trizk.testing.ensemble import AsyncEnsemble, Ensemble
 
+# Quiet unless asked: in-process servers and ensemble members log through the logging module
+# (a member leaving its follower role when a test kills the leader is a WARNING). With no
+# handler configured, Python's last-resort handler would print those on stderr; this one
+# keeps them silent. Configure logging (logging.basicConfig, pytest's log capture and
+# --log-cli-level) and they show as any library's do.
+logging.getLogger("trizk").addHandler(logging.NullHandler())
+
 __all__ = [
     "IN_PROCESS",
+    "MODE_ENV",
     "PROCESS",
     "READY_PREFIX",
     "THREAD",
@@ -50,6 +65,7 @@ __all__ = [
     "NotSupported",
     "Server",
     "ServerError",
+    "mode_from_env",
     "parse_ready_line",
 ]
 

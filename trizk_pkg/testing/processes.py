@@ -185,7 +185,8 @@ class MemberSet:
 
     ``observers`` are sids started as observers; ``addrs`` the members' addresses (default:
     free loopback ports); ``base`` and ``extra`` zoo.cfg keys before and after each member's
-    own (:func:`member_cfg`); with ``links`` the members reach each other only through link
+    own (:func:`member_cfg`), ``member_extra`` keys of one member's own after those (a member's
+    secureClientPort); with ``links`` the members reach each other only through link
     proxies (served in a thread of their own unless ``serve_links`` is False: the caller then
     runs ``links.serve`` in its own Trio loop). ``timeout`` bounds each stop and kill (s). The
     members are not started: :meth:`start` each. Use as a context manager (every process
@@ -199,6 +200,7 @@ class MemberSet:
         addrs: Mapping[int, MemberAddrs] | None = None,
         base: Mapping[str, str] | None = None,
         extra: Mapping[str, str] | None = None,
+        member_extra: Mapping[int, Mapping[str, str]] | None = None,
         links: bool = False,
         serve_links: bool = True,
         prefix: str = "trizk-ensemble-",
@@ -222,7 +224,8 @@ class MemberSet:
                 a = addrs[sid]
                 m = Member(sid, kind, a, self.root / f"m{sid}")
                 lines = self.links.server_lines(sid) if self.links else server_lines(addrs)
-                m.write(member_cfg(a, m.data_dir, lines, base=base, extra=extra))
+                own = {**(extra or {}), **(member_extra or {}).get(sid, {})}
+                m.write(member_cfg(a, m.data_dir, lines, base=base, extra=own))
                 self.members[sid] = m
         except BaseException:
             self.close()

@@ -44,11 +44,13 @@ from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "MODE_ENV",
     "READY_PREFIX",
     "AsyncServer",
     "NotSupported",
     "Server",
     "ServerError",
+    "mode_from_env",
     "parse_ready_line",
 ]
 
@@ -57,6 +59,34 @@ READY_PREFIX = "trizk-server ready"
 
 IN_PROCESS = "in-process"
 PROCESS = "process"
+
+#: the one knob for how test servers run (the pytest plugin's fixtures, its ``--trizk-mode``
+#: option sets it, and the kazoo drop-in): ``in-process`` (default) or ``process``
+MODE_ENV = "TRIZK_MODE"
+#: its first name, read when MODE_ENV is not set (with a DeprecationWarning)
+OLD_MODE_ENV = "TRIZK_TEST_MODE"
+
+
+def mode_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The test-server mode the environment asks for: ``TRIZK_MODE`` (``in-process``, the
+    default, or ``process``); the old ``TRIZK_TEST_MODE`` still works, with a
+    DeprecationWarning. ValueError for any other value."""
+    env = os.environ if environ is None else environ
+    value = env.get(MODE_ENV)
+    if value is None and env.get(OLD_MODE_ENV) is not None:
+        import warnings
+
+        warnings.warn(
+            f"{OLD_MODE_ENV} is deprecated: set {MODE_ENV} (the same knob as pytest's"
+            " --trizk-mode)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        value = env[OLD_MODE_ENV]
+    mode = (value or IN_PROCESS).strip()
+    if mode not in (IN_PROCESS, PROCESS):
+        raise ValueError(f"{MODE_ENV}={value!r}: expected {IN_PROCESS!r} or {PROCESS!r}")
+    return mode
 
 
 class ServerError(RuntimeError):
@@ -206,7 +236,13 @@ class _Base:
 
     @property
     def connect_string(self) -> str:
-        """``host:port`` for any ZooKeeper client (add a chroot path yourself if you want one)."""
+        """``host:port`` for any ZooKeeper client (add a chroot path yourself if you want one).
+        Known once the server started (its port is chosen then): ServerError before."""
+        if not self.port:
+            raise ServerError(
+                "the server is not started: its connect_string is known after start() (the"
+                " port is free-chosen then)"
+            )
         return f"127.0.0.1:{self.port}"
 
     hosts = connect_string
@@ -235,6 +271,9 @@ class _Base:
             "tickTime": self.tick_time,
             "4lw.commands.whitelist": "*",
             "admin.enableServer": "false",
+            # no per-address connection limit (ZooKeeper's default is 60), as kazoo's and
+            # Curator's harnesses: a suite's clients all come from 127.0.0.1
+            "maxClientCnxns": 0,
             # a throwaway server: every txn is still written to the OS before it is answered
             # (a kill, even SIGKILL, loses nothing), only not fsynced -- which would cost a
             # test each session and write; properties={"forceSync": "yes"} puts it back
@@ -353,15 +392,33 @@ def _wanted(tree: Mapping[str, Any] | str | bytes) -> dict[str, bytes]:
 
 
 def _create_all(connect_string: str, wanted: Mapping[str, bytes], timeout: float) -> int:
-    """Create ``wanted`` (parents first) through a kazoo session of its own (blocking)."""
+    """Create ``wanted`` (parents first) through a kazoo session of its own (blocking). A
+    create whose connection was lost is tried again (an ensemble may be electing a leader);
+    a node that then exists was created by the lost try, a node that existed before is
+    NodeExistsError as always."""
     from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss, NodeExistsError, SessionExpiredError
 
     zk = KazooClient(hosts=connect_string, timeout=10)
     zk.start(timeout=timeout)
     created = 0
+    deadline = time.monotonic() + timeout
     try:
         for path in sorted(wanted, key=lambda p: (p.count("/"), p)):
-            zk.create(path, wanted[path], makepath=True)
+            lost = False
+            while True:
+                try:
+                    zk.create(path, wanted[path], makepath=True)
+                except NodeExistsError:
+                    if not lost:
+                        raise
+                except (ConnectionLoss, SessionExpiredError):
+                    if time.monotonic() > deadline:
+                        raise
+                    lost = True
+                    time.sleep(0.05)  # interval between tries of a bounded retry loop
+                    continue
+                break
             created += 1
     finally:
         zk.stop()
@@ -376,8 +433,9 @@ class Server(_Base):
     ``properties`` are extra zoo.cfg keys (``{"extendedTypesEnabled": "true"}``),
     ``system_properties`` what java's ``-D`` would set (``java.security.auth.login.config``); the
     server's temporary directory is made in ``base_dir`` (default: the system's temp dir).
-    Test servers run with ``forceSync=no`` (written, not fsynced) unless ``properties`` say
-    otherwise."""
+    Test servers run with ``forceSync=no`` (written, not fsynced) and ``maxClientCnxns=0`` (no
+    per-address connection limit) unless ``properties`` say otherwise; ``connect_string``
+    before the first :meth:`start` is a ServerError."""
 
     # (the settings are _Base's keyword arguments)
     _thread: _Thread | None = None

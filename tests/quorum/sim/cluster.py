@@ -10,10 +10,15 @@ What is simulated
   session tracking and expiry), a serving learner the real
   :class:`~trizk.server.writes.forwarder.LearnerWritePath` (REQUEST forwarding, session touches,
   REVALIDATE).
-* Disk: every Ready's persistence goes to a volatile copy at once and becomes durable when its
-  fsync completes (a random delay later, in order); a crash keeps only what was durable.
-  Committed entries are applied and ``advance`` is called when the fsync completes, as the
-  Ready contract says. A snapshot install clears the txn log (see the report on ZooKeeper's
+* Ready handling: each member's Readies go through the one applier the ensemble shell's pumps
+  use (:class:`trizk.quorum.zab.applier.ReadyApplier`), so the simulation does what production
+  does: a broadcast Ready's entries are appended to the volatile disk and the next Ready is
+  taken at once, several appends in flight, each advanced (its ACKs) when its fsync completes,
+  in order; any other Ready waits for every earlier fsync, persists whole and is finished when
+  its own fsync completes. A member looks (votes) only once its appends are durable.
+* Disk: persistence goes to a volatile copy at once and becomes durable when its fsync
+  completes (a random delay later, after every fsync started before it); a crash keeps only
+  what was durable. A snapshot install clears the txn log (see the report on ZooKeeper's
   retained pre-snapshot log files). A restarted member's replica is its snapshot plus its log.
 * Network: a learner-leader link is a TCP connection: FIFO per direction with random delays
   (so packets reorder across links), broken at random, by partitions and by crashes; a broken
@@ -21,9 +26,10 @@ What is simulated
   group reach each other.
 * Clocks: each member's clock runs at its own rate (skew in ticks between members).
 * Pauses and clock steps (``pause_interval_ms`` / ``clock_step_interval_ms``, off by default):
-  a paused member is a SIGSTOPped process (a VM freeze): it ticks, reads, fsyncs and elects
-  nothing; what reaches it (packets, a closed link, an fsync's completion) waits in its
-  ``held`` queue; its peers see silence. On resume its ticker and its readers wake together:
+  a paused member is a SIGSTOPped process (a VM freeze): it ticks, reads, sends and elects
+  nothing (it takes no Ready; its fsyncs in flight complete, the kernel writes them); what
+  reaches it (packets, a closed link, a connect) waits in its ``held`` queue; its peers see
+  silence. On resume its ticker and its readers wake together:
   in a random order, the ticker first or the queued input first. Sometimes the whole ensemble
   is paused and resumed at once, sometimes one member, for shorter and longer than syncLimit.
   A clock step moves one member's monotonic clock forward (the test controls' ``advance``, a
@@ -70,9 +76,21 @@ from tests.quorum.sim.workload import HistoryError, Reference, SimClient
 from trizk.jute import records as r
 from trizk.jute.codes import OpCode
 from trizk.jute.records import QuorumPacket
+from trizk.quorum.zab.applier import (
+    AcceptedEpoch,
+    CurrentEpoch,
+    InstallSnapshot,
+    Plan,
+    ReadyApplier,
+    Step,
+    TakeSnapshot,
+    Truncate,
+    Wipe,
+    decode_entry,
+)
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zab import Entry, LearnerType, Quorum, Ready, Timing
+from trizk.quorum.zab.zab import Entry, LearnerType, Quorum, Timing
 from trizk.quorum.zab.zabwire import (
     PacketType,
     QuorumStreamDecoder,
@@ -98,7 +116,7 @@ P = PacketType
 
 class SimCommitter:
     """The leader sequencer's committer: each proposal to Zab as the bytes a txn log entry
-    holds (as ``server/shell/ensemble.py``'s ZabCommitter)."""
+    holds (as ``server/shell/ensemble/leading.py``'s ZabCommitter)."""
 
     def __init__(self, sim: Sim, n: Node, leader: Leader) -> None:
         self.sim, self.n, self.leader = sim, n, leader
@@ -165,8 +183,14 @@ class Node:
     conn: Conn | None = None  # learner's link
     hist: list[tuple[int, bytes]] = field(default_factory=list)
     serving: bool = False
-    inflight: Ready | None = None
-    inflight_disk: Disk | None = None
+    #: the one Ready applier (quorum/zab/applier.py), across this member's roles
+    applier: ReadyApplier = field(default_factory=ReadyApplier)
+    #: a barrier plan taken and not yet persisted (no other plan is taken meanwhile)
+    barrier: Plan | None = None
+    #: fsyncs started and completed (numbers), and when the last started one completes
+    appended: int = 0
+    synced: int = 0
+    fsync_done_at: int = 0
     incarnation: int = 0
     zxid: int = 0  # the replica's last applied zxid (lastProcessedZxid)
     group: int = 0
@@ -286,15 +310,8 @@ class Sim:
             self.at(self.rng.randint(1, c.pause_interval_ms), self.chaos_pause)
         if c.clock_step_interval_ms:
             self.at(self.rng.randint(1, c.clock_step_interval_ms), self.chaos_clock_step)
-        # a paused member's fsyncs complete in the kernel; its process sees them on resume
-        fsynced = self.fsynced
-
-        def fsynced_unless_paused(n: Node, machine: Leader | Learner, rd: Ready) -> None:
-            if not self.hold(n, lambda: fsynced(n, machine, rd)):
-                fsynced(n, machine, rd)
-
-        self.fsynced = fsynced_unless_paused  # type: ignore[method-assign]
-        # and it takes no Ready while stopped (resume drains it)
+        # a paused member takes no Ready while stopped, so nothing leaves it (its fsyncs still
+        # complete: the kernel writes; their ACKs go out when resume drains it)
         drain = self.drain
 
         def drain_unless_paused(n: Node) -> None:
@@ -336,6 +353,10 @@ class Sim:
         self.at(self.rng.randint(50, 200), lambda: self.look(n))
         if n.paused:
             return
+        if n.synced < n.appended:
+            # QuorumPeer: the vote is the last *logged* zxid, so every append of the role that
+            # ended must be durable before the member looks
+            return
         for m in self.nodes.values():
             if (
                 m is not n
@@ -346,7 +367,9 @@ class Sim:
                 self.become_learner(n, m)
                 return
         looking = [
-            m for m in self.nodes.values() if m.voter and self.reachable(n, m) and m.machine is None
+            m
+            for m in self.nodes.values()
+            if m.voter and self.reachable(n, m) and m.machine is None and m.synced == m.appended
         ]
         if not n.voter or not self.quorum.contains_quorum({m.sid for m in looking}):
             return
@@ -406,6 +429,7 @@ class Sim:
             txnlog=txnlog,
             commit_log_count=self.cfg.commit_log_count,
         )
+        n.applier.start(n.machine)
         self.log(f"{n.sid} LEADING (acc {d.accepted} cur {d.current} last {n.zxid:#x})")
         self.drain(n)
 
@@ -424,6 +448,7 @@ class Sim:
             now_ms=n.clock(self.now),
             snapshot_zxid=d.snap_zxid,
         )
+        n.applier.start(n.machine)
         self.log(f"{n.sid} {'FOLLOWING' if n.voter else 'OBSERVING'} {leader.sid}")
         machine = n.machine
         self.at(self.rng.randint(1, 20), lambda: self.connect(n, leader, machine))
@@ -450,6 +475,7 @@ class Sim:
         self.log(f"{n.sid} -> LOOKING: {reason}")
         self.stats["role_ends"] += 1
         n.machine = None
+        n.applier.stop()
         self.stop_serving(n)
         if n.conn is not None:
             self.break_conn(n.conn)
@@ -539,45 +565,35 @@ class Sim:
     # ------------------------------------------------------------------ Ready handling
 
     def drain(self, n: Node) -> None:
-        """Take the next Ready if none is in flight: persist (volatile), send, fsync later."""
-        m = n.machine
-        if m is None or n.inflight is not None or not n.alive:
-            return
-        if not m.has_ready():
-            return
-        rd = m.ready()
-        d = n.disk
-        if rd.accepted_epoch is not None:
-            d.accepted = rd.accepted_epoch
-        if rd.current_epoch is not None:
-            d.current = rd.current_epoch
-        if rd.wipe:
-            d.snap_zxid, d.snap_hist, d.snap_body, d.log = 0, (), None, ()
-            n.hist, n.zxid, n.rep = [], 0, workload.fresh_replica()
-            self.stats["wipes"] += 1
-        if rd.truncate_to is not None:
-            z = rd.truncate_to
-            if d.snap_hist and d.snap_hist[-1][0] > z:
-                # ZooKeeper keeps snapshots on TRUNC (FileTxnSnapLog.truncateLog) and reloads
-                # the newest: one holding txns after z would resurrect them.
-                self.fail(f"{n.sid}: TRUNC to {z:#x} below its snapshot's content")
-            d.log = tuple(e for e in d.log if e.zxid <= z)
-            self.reload(n, z)
-        if rd.snapshot_in is not None:
-            assert n.conn is not None
-            n.hist = self._snap_hists[n.conn.cid].popleft()
-            n.rep = treeio.replica_from_snapshot_body(rd.snapshot_in.body, rd.snapshot_in.zxid)
-            # fuzzy: the leader may have applied more by the time it serialised; the
-            # PROPOSAL/COMMITs after SNAP replay those (idempotently)
-            n.zxid = max(rd.snapshot_in.zxid, n.hist[-1][0] if n.hist else 0)
-            self.stats["fuzzy_snaps"] += n.zxid > rd.snapshot_in.zxid
-        if rd.take_snapshot:
-            d.snap_zxid = n.zxid
-            d.snap_hist = tuple(n.hist)
-            d.snap_body = treeio.snapshot_body(n.rep)
-            d.log = ()
-        if rd.entries:
-            d.log = d.log + tuple(rd.entries)
+        """Hand the machine's Readies through the member's applier (``quorum/zab/applier.py``,
+        the one the ensemble shell's pumps use), as the shell does: send, persist, apply,
+        advance. A pipelined append goes to the volatile disk at once and the next Ready is
+        taken while its fsync runs; a barrier waits for every earlier append's fsync, then
+        persists whole and is finished when its own fsync completes."""
+        while True:
+            m = n.machine
+            if m is None or not n.alive or n.barrier is not None:
+                return
+            plan = n.applier.take()
+            if plan is None:
+                return
+            self.send_plan(n, m, plan)
+            if plan.barrier:
+                n.barrier = plan
+                self.start_barrier(n, m)
+                return
+            number = None
+            if plan.append:
+                n.disk.log = n.disk.log + tuple(plan.append)
+                number = self.start_fsync(n)
+            n.applier.persisted(number)
+            self.handle(n, m, plan)
+            if n.machine is not m:
+                return
+
+    def send_plan(self, n: Node, m: Leader | Learner, plan: Plan) -> None:
+        """A plan's messages (none waits for its persistence) and the links it closes."""
+        rd = plan.ready
         if isinstance(m, Leader):
             for s in rd.messages:
                 conn = self.conns.get(s.link)
@@ -591,12 +607,120 @@ class Sim:
                 conn = self.conns.get(link)
                 if conn is not None:
                     self.break_conn(conn)
+        else:
+            for s in rd.messages:
+                if n.conn is not None:
+                    self.send(n, n.conn, s.packet)
+
+    def start_fsync(self, n: Node, then: Callable[[], None] | None = None) -> int:
+        """An fsync of the volatile disk as it is now: it completes a random delay later, after
+        every fsync started before it (the sync thread takes them in order); returns its
+        number. A crash keeps only what a completed fsync made durable."""
+        n.appended += 1
+        number, copy, incarnation = n.appended, n.disk.copy(), n.incarnation
+        lo, hi = self.cfg.fsync_ms
+        done = max(n.fsync_done_at, self.now + self.rng.randint(lo, int(hi * n.disk_speed)))
+        n.fsync_done_at = done
+
+        def fsynced() -> None:
+            if n.incarnation != incarnation or not n.alive:
+                return
+            n.durable = copy
+            n.synced = number
+            n.applier.synced(number)  # the appends' ACKs, oldest first
+            if then is not None:
+                then()
+            elif n.barrier is not None and n.synced == n.appended:
+                m = n.machine
+                if m is not None:
+                    self.start_barrier(n, m)
+            self.drain(n)
+
+        self.at(done - self.now, fsynced)
+        return number
+
+    def start_barrier(self, n: Node, m: Leader | Learner) -> None:
+        """A barrier plan, once every earlier append is durable: its steps on the volatile
+        disk, in order, then one fsync; handled when that completes."""
+        plan = n.barrier
+        if plan is None or n.synced < n.appended:
+            return  # the last append's fsync starts it
+        for step in plan.steps:
+            self.perform(n, step)
+
+        def persisted() -> None:
+            n.barrier = None
+            n.applier.persisted()
+            self.handle(n, m, plan)
+
+        self.start_fsync(n, persisted)
+
+    def perform(self, n: Node, step: Step) -> None:
+        """One persistence step on the simulated (volatile) disk and the replica."""
+        d = n.disk
+        if isinstance(step, AcceptedEpoch):
+            d.accepted = step.epoch
+        elif isinstance(step, CurrentEpoch):
+            d.current = step.epoch
+        elif isinstance(step, Wipe):
+            d.snap_zxid, d.snap_hist, d.snap_body, d.log = 0, (), None, ()
+            n.hist, n.zxid, n.rep = [], 0, workload.fresh_replica()
+            self.stats["wipes"] += 1
+        elif isinstance(step, Truncate):
+            z = step.zxid
+            if d.snap_hist and d.snap_hist[-1][0] > z:
+                # ZooKeeper keeps snapshots on TRUNC (FileTxnSnapLog.truncateLog) and reloads
+                # the newest: one holding txns after z would resurrect them.
+                self.fail(f"{n.sid}: TRUNC to {z:#x} below its snapshot's content")
+            d.log = tuple(e for e in d.log if e.zxid <= z)
+            self.reload(n, z)
+        elif isinstance(step, InstallSnapshot):
+            assert n.conn is not None
+            snap = step.snapshot
+            n.hist = self._snap_hists[n.conn.cid].popleft()
+            n.rep = treeio.replica_from_snapshot_body(snap.body, snap.zxid)
+            # fuzzy: the leader may have applied more by the time it serialised; the
+            # PROPOSAL/COMMITs after SNAP replay those (idempotently)
+            n.zxid = max(snap.zxid, n.hist[-1][0] if n.hist else 0)
+            self.stats["fuzzy_snaps"] += n.zxid > snap.zxid
+        elif isinstance(step, TakeSnapshot):
+            d.snap_zxid = n.zxid
+            d.snap_hist = tuple(n.hist)
+            d.snap_body = treeio.snapshot_body(n.rep)
+            d.log = ()
+        else:
+            d.log = d.log + tuple(step.entries)
+
+    def handle(self, n: Node, m: Leader | Learner, plan: Plan) -> None:
+        """A persisted plan: apply its committed txns, hand over the rest of the Ready (as
+        ``server/shell/ensemble``'s pumps do), then the machine's advance."""
+        rd = plan.ready
+        self.stats["pipelined"] += not plan.barrier and bool(plan.append)
+        self.stats["in_flight_max"] = max(self.stats["in_flight_max"], n.applier.appends_in_flight)
+        for e in n.applier.committed():
+            if n.hist and e.zxid <= n.hist[-1][0]:
+                # fuzzy snapshot already had it (SNAP sent while the commit was in flight)
+                if dict(n.hist).get(e.zxid) != e.data:
+                    self.fail(f"{n.sid}: replayed {e.zxid:#x} differs")
+                continue
+            n.hist.append((e.zxid, e.data))
+            n.zxid = e.zxid
+            hdr, txn = decode_entry(e.data)
+            self.apply_txn(n, hdr, txn)
+            self.stats["applied"] += 1
+            if n.serving:
+                self.check_commit(n, e)
+                self.check_tree(n)
+            self.on_applied(n, hdr)
+        if isinstance(m, Leader):
             if rd.serving is not None:
                 self.on_leader_established(n, m, rd.serving)
-            for link, qp in rd.requests:
-                self.on_request(n, m, link, qp)
-            self.stats["touches"] += len(rd.touches)
-            if n.seq is not None:
+            if n.seq is not None and n.requests is not None:
+                # a closed link's REQUESTs are dropped (see LearnerRequests)
+                self.stats["waiting"] += len(n.requests.waiting) * bool(rd.requests)
+                n.requests.waiting.extend(lq for lq in rd.requests if lq[0] in self.conns)
+                self.feed_requests(n, m)
+                self.stats["touches"] += len(rd.touches)
                 now = n.clock(self.now)
                 for sid, timeout in rd.touches:
                     n.seq.touch(sid, now, timeout)
@@ -605,68 +729,29 @@ class Sim:
                     owner = conn.learner if conn is not None else -2 - link
                     m.revalidated(link, sid, n.seq.revalidate_for(sid, timeout, now, owner))
         else:
-            for s in rd.messages:
-                if n.conn is not None:
-                    self.send(n, n.conn, s.packet)
-        n.inflight = rd
-        n.inflight_disk = d.copy()
-        lo, hi = self.cfg.fsync_ms
-        hi = int(hi * n.disk_speed)
-        machine = m
-        self.at(self.rng.randint(lo, hi), lambda: self.fsynced(n, machine, rd))
-
-    def fsynced(self, n: Node, machine: Leader | Learner, rd: Ready) -> None:
-        if n.inflight is not rd or not n.alive:
-            return
-        assert n.inflight_disk is not None
-        n.durable = n.inflight_disk
-        n.inflight = None
-        n.inflight_disk = None
-        current = n.machine is machine
-        for e in rd.committed:
-            if n.hist and e.zxid <= n.hist[-1][0]:
-                # fuzzy snapshot already had it (SNAP sent while the commit was in flight)
-                if dict(n.hist).get(e.zxid) != e.data:
-                    self.fail(f"{n.sid}: replayed {e.zxid:#x} differs")
-                continue
-            n.hist.append((e.zxid, e.data))
-            n.zxid = e.zxid
-            hdr, txn = workload.decode(e.data)
-            self.apply_txn(n, hdr, txn)
-            self.stats["applied"] += 1
-            if n.serving and current:
-                self.check_commit(n, e)
+            if rd.serving is not None:
+                n.serving = True
+                roles = RoleFactory(self.core_config(n), n.rep)
+                wall = n.clock(self.now)
+                learning = roles.following(m, wall) if n.voter else roles.observing(m, wall)
+                n.role, n.path = learning, learning.path
+                self.check_history(n, "learner up to date")
                 self.check_tree(n)
-            if current:
-                self.on_applied(n, hdr)
-        if isinstance(machine, Learner) and rd.serving is not None and current:
-            n.serving = True
-            roles = RoleFactory(self.core_config(n), n.rep)
-            wall = n.clock(self.now)
-            learning = roles.following(machine, wall) if n.voter else roles.observing(machine, wall)
-            n.role, n.path = learning, learning.path
-            self.check_history(n, "learner up to date")
-            self.check_tree(n)
-        if isinstance(machine, Leader) and current and rd.committed:
-            self.feed_requests(n, machine)
-        if isinstance(machine, Learner) and current and n.path is not None:
-            for sid, valid in rd.revalidated:
-                n.path.revalidated(sid, valid)
-        if isinstance(machine, Learner) and rd.synced and n.machine is machine:
-            targets = self.sync_targets.get(n.conn.cid if n.conn else -1, deque())
-            for _ in range(rd.synced):
-                if targets:
-                    z = targets.popleft()
-                    z = max((c for c in self.canonical if c <= z), default=0)
-                    if n.zxid < z:
-                        self.fail(f"{n.sid}: sync answered at {n.zxid:#x} < {z:#x}")
-                    self.stats["syncs"] += 1
-        if n.machine is machine:
-            machine.advance(rd)
-            if rd.role is not None:
-                self.end_role(n, rd.role.reason)
-                return
-        self.drain(n)
+            if n.path is not None:
+                for sid, valid in rd.revalidated:
+                    n.path.revalidated(sid, valid)
+            if rd.synced:
+                targets = self.sync_targets.get(n.conn.cid if n.conn else -1, deque())
+                for _ in range(rd.synced):
+                    if targets:
+                        z = targets.popleft()
+                        z = max((c for c in self.canonical if c <= z), default=0)
+                        if n.zxid < z:
+                            self.fail(f"{n.sid}: sync answered at {n.zxid:#x} < {z:#x}")
+                        self.stats["syncs"] += 1
+        n.applier.finish()
+        if rd.role is not None:
+            self.end_role(n, rd.role.reason)
 
     # ------------------------------------------------------------------ sequencer + checks
 
@@ -687,7 +772,7 @@ class Sim:
         self.check_history(n, "established")
         n.serving = True
         self.check_tree(n)
-        # Leader.startZkServer / server/shell/ensemble.py _establish: the factory's leading
+        # Leader.startZkServer / server/shell/ensemble/leading.py _establish: the factory's leading
         # role, its sequencer starting at e<<32
         now = n.clock(self.now)
         roles = RoleFactory(self.core_config(n), n.rep)
@@ -697,15 +782,6 @@ class Sim:
         hi = self.rng.random() < self.cfg.high_counter_prob
         seq.last_zxid = make_zxid(e, 0xFFFFFFF0) if hi else z
         n.requests = LearnerRequests(self.cfg.learner_request_limit)
-
-    def on_request(self, n: Node, m: Leader, link: int, qp: QuorumPacket) -> None:
-        """A learner's REQUEST reaches the leader (``_LeaderPump.pump``): it waits for the
-        sequencer under the limit of learners' proposals outstanding."""
-        if n.requests is None or link not in self.conns:
-            return  # a closed link's REQUESTs are dropped (the shell's pump does the same)
-        self.stats["waiting"] += len(n.requests.waiting)
-        n.requests.waiting.append((link, qp))
-        self.feed_requests(n, m)
 
     def feed_requests(self, n: Node, m: Leader) -> None:
         if n.seq is None or n.requests is None:
@@ -961,7 +1037,11 @@ class Sim:
                 if conn.leader == n.sid:
                     self.break_conn(conn)
         n.conn = None
-        n.inflight = None
+        # what was in flight is gone: a fresh applier, no fsync pending (the incarnation)
+        n.applier = ReadyApplier()
+        n.barrier = None
+        n.appended = n.synced = 0
+        n.fsync_done_at = self.now
         self.stop_serving(n)
         n.incarnation += 1
         self.at(self.rng.randint(100, 2000), lambda: self.restart(n))

@@ -86,6 +86,10 @@ REGRESSIONS: list[tuple[str, int]] = [
     # closed link's waiting REQUESTs are dropped (per-session FIFO)
     ("3+1", 19),
     ("5+1", 6),
+    # with pipelined appends (the applier, as production): a learner's ACK of a proposal,
+    # counted before it re-synced, outlived the copy its TRUNC cut; the leader committed on it
+    # and lost the txn with the next power loss. Now a re-sync drops that learner's old ACKs
+    ("3-power", 210),
 ]
 
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from trizk.jute import multi
 from trizk.jute import records as r
 from trizk.jute.codes import CreateMode, OpCode
-from trizk.storage.formats import treeio, txnlog
+from trizk.quorum.zab.applier import decode_entry
+from trizk.storage.formats import treeio
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE, DataTree
 from trizk.storage.tree.replica import Replica
 
@@ -51,9 +52,9 @@ def fresh_replica() -> Replica:
 
 
 def decode(data: bytes) -> tuple[r.TxnHeader, r.Record | None]:
-    """A Zab entry's bytes (``Util.marshallTxnEntry``) as (header, txn)."""
-    te = txnlog.decode_payload(data)
-    return te.header, treeio.current_txn(te)
+    """A Zab entry's bytes (``Util.marshallTxnEntry``) as (header, txn): the applier's
+    decoding, the one the ensemble shell's pumps use."""
+    return decode_entry(data)
 
 
 def apply_entry(rep: Replica, data: bytes) -> r.TxnHeader:

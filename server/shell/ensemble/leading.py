@@ -1,0 +1,293 @@
+"""LEADING: the leader's pump, its committer and the admission of learners' REQUESTs.
+
+* :class:`ZabCommitter` -- the leader sequencer's committer: every proposal goes to the
+  :class:`~trizk.quorum.zab.leader.Leader` machine as the bytes a txn log entry holds.
+* :class:`LearnerRequests` -- learners' REQUESTs enter the sequencer while fewer than
+  :func:`~.spec.leader_outstanding_limit` of their proposals are outstanding (pure).
+* :class:`LeaderPump` -- the quorum port's accepted links and the pump that handles the
+  Leader's Readies; the :class:`~trizk.server.roles.leading.Leading` role once established.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable, Mapping
+
+import trio
+
+from trizk.jute import records as r
+from trizk.jute.codes import OpCode
+from trizk.quorum.zab.applier import decode_entry
+from trizk.quorum.zab.leader import Leader
+from trizk.quorum.zab.zabwire import (
+    PacketType,
+    StreamEvent,
+    encode_packet,
+    encode_snapshot_payload,
+    epoch_of,
+)
+from trizk.server.roles.leading import Leading
+from trizk.server.shell.ensemble.hosts import RolePeer
+from trizk.server.shell.ensemble.links import read_link, until_done
+from trizk.server.shell.ensemble.spec import leader_outstanding_limit
+from trizk.server.writes.committer import Proposal
+from trizk.server.writes.sequencer import Sequencer
+from trizk.storage.formats import treeio, txnlog
+from trizk.storage.formats.txnlog import TxnEntry
+
+__all__ = ["LeaderPump", "LearnerRequests", "ZabCommitter", "txn_time"]
+
+log = logging.getLogger("trizk.quorum")
+
+
+class ZabCommitter:
+    """The leader sequencer's :class:`~trizk.server.writes.committer.Committer`: each proposal goes
+    to
+    Zab as the bytes a txn log entry holds (``Util.marshallTxnEntry``), encoded once."""
+
+    def __init__(self, leader: Leader, kick: Callable[[], None], digests: bool) -> None:
+        self.leader = leader
+        self.kick = kick
+        self.digests = digests
+        #: proposals by zxid until their commit is applied
+        self.inflight: dict[int, Proposal] = {}
+        #: Leader.proposalStats (BufferStats): sizes of the proposals' data, -1 before any
+        self.sizes = (-1, -1, -1)
+
+    def propose(self, p: Proposal) -> None:
+        digest = txnlog.make_digest(p.digest) if self.digests else None
+        data = txnlog.encode_payload(TxnEntry(p.hdr, p.txn, digest))
+        n = len(data)
+        _, low, high = self.sizes
+        self.sizes = (n, n if low < 0 else min(low, n), max(high, n))
+        self.inflight[p.hdr.zxid] = p
+        if not self.leader.propose(p.hdr.zxid, data):
+            log.warning("proposal %#x not taken: the leader stepped down", p.hdr.zxid)
+        self.kick()
+
+
+class LearnerRequests:
+    """Learners' REQUESTs on their way into the leader's sequencer (pure).
+
+    They wait in arrival order (``Ready.requests``) and enter the sequencer while fewer than
+    ``limit`` of the proposals made for them are outstanding; each one entering is released
+    in the Leader machine (``Leader.request_done``), which caps what a link has waiting. The
+    leader's own clients are throttled by its front end instead.
+
+    A link that closes drops its waiting REQUESTs. ZooKeeper would still prep them, but their
+    clients were dropped with the learner's leader link (unknown outcome), and one of them
+    reconnecting to the leader itself would otherwise see its new writes overtake its old ones:
+    the leader's own requests do not wait here (found by the Zab simulation, which runs this
+    class with a limit of 3: seeds 19 of "3+1" and 6 of "5+1"). A REQUEST the leader reads
+    from a link the learner has already closed may still be prepped after the same session's
+    newer writes through the leader; it then fails with SESSIONMOVED (the reconnect made the
+    leader the session's owner, ``Sequencer.revalidate_for``), except a closeSession, which
+    is not checked against the owner (as in ZooKeeper's prep) and closes the session."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting: deque[tuple[int, r.QuorumPacket]] = deque()
+        #: zxids proposed for learners' REQUESTs and not yet committed
+        self.proposed: set[int] = set()
+
+    def committed(self, zxid: int) -> None:
+        self.proposed.discard(zxid)
+
+    def link_closed(self, link: int) -> None:
+        if any(lk == link for lk, _ in self.waiting):
+            self.waiting = deque((lk, qp) for lk, qp in self.waiting if lk != link)
+
+    def feed(
+        self,
+        leader: Leader,
+        seq: Sequencer,
+        owners: Mapping[int, int],
+        now: int,
+        wall: int,
+        sync: Callable[[int], None],
+        bad: Callable[[int, Exception], None],
+    ) -> None:
+        """Waiting REQUESTs into ``seq``, oldest first, while under the limit, each owned by
+        its link's learner (``owners``: link -> sid; a link gone: an owner of its own); a sync is
+        handed to ``sync(link)`` in its place in the order (``Leader.processSync``), a REQUEST
+        the sequencer cannot take to ``bad(link, error)``."""
+        waiting, proposed = self.waiting, self.proposed
+        while waiting and len(proposed) < self.limit:
+            lk, qp = waiting.popleft()
+            leader.request_done(lk, qp)
+            last = seq.last_zxid
+            try:
+                owner = owners.get(lk, -2 - lk)
+                op = seq.submit_learner_request(qp.data or b"", qp.authinfo, now, wall, owner)
+            except Exception as e:  # a bad REQUEST costs its link only
+                bad(lk, e)
+                continue
+            if seq.last_zxid != last:
+                proposed.add(seq.last_zxid)
+            if op == OpCode.SYNC:
+                sync(lk)
+
+
+class LeaderPump:
+    """LEADING: quorum-port links, the pump; the :class:`~trizk.server.roles.leading.Leading`
+    role once established."""
+
+    def __init__(self, peer: RolePeer, leader: Leader, committer: ZabCommitter) -> None:
+        self.peer = peer
+        self.leader = leader
+        self.committer = committer
+        #: the role served once established (None before)
+        self.role: Leading | None = None
+        self.established_at: int | None = None
+        peer.applier.start(leader)
+        self.requests = LearnerRequests(
+            leader_outstanding_limit(
+                peer.core_config.global_outstanding_limit, len(peer.spec.voters)
+            )
+        )
+
+    async def accept(self, stream: trio.SocketStream) -> None:
+        peer = self.peer
+        link = peer.add_link(stream)
+        self.leader.connected(link.link)
+        clock = peer.clock
+
+        def step(ev: StreamEvent) -> None:
+            if isinstance(ev, r.QuorumPacket):  # learners send no snapshots
+                self.leader.step(link.link, ev, clock.now())
+
+        try:
+            async with trio.open_nursery() as nursery:
+                # the link ends when either side does: the pump closing it, or the learner
+                nursery.start_soon(until_done, link.writer, nursery.cancel_scope)
+                reason = await read_link(stream, step, peer.kick)
+                log.info("quorum link %d ends: %s", link.link, reason)
+                link.close()
+        finally:
+            peer.remove_link(link.link)
+            self.leader.link_closed(link.link)
+            self.requests.link_closed(link.link)
+            peer.kick()
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def pump(self) -> str:
+        """Hand the Leader's Readies through the member's applier (``quorum/zab/applier.py``:
+        send, persist, apply, advance) until the role ends; returns why."""
+        peer, leader, applier = self.peer, self.leader, self.peer.applier
+        clock, metrics = peer.clock, peer.metrics
+        while True:
+            peer.advance_durable()  # the leader's own ACKs
+            while (plan := applier.take()) is not None:
+                rd = plan.ready
+                # Messages never wait for this Ready's persistence (what needs it comes from
+                # advance): PROPOSALs go out while the leader's own fsync runs.
+                # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
+                metrics.proposal_count += len(rd.entries)
+                now = clock.now()
+                for s in rd.messages:
+                    link = peer.link(s.link)
+                    if link is None:
+                        continue
+                    # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
+                    if s.packet.type == PacketType.SNAP:
+                        metrics.snap_count += 1
+                    elif s.packet.type in (PacketType.DIFF, PacketType.TRUNC):
+                        metrics.diff_count += 1
+                    if link.meter is None:
+                        sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
+                        if sid > 0:
+                            link.meter, link.now = peer.queue_meter(sid), clock.now
+                    if link.meter is not None:
+                        link.meter.queued(s.packet.type, now)
+                    link.send(encode_packet(s.packet))
+                    if s.packet.type == PacketType.SNAP:
+                        link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
+                for lk, why in rd.close:
+                    link = peer.link(lk)
+                    if link is not None:
+                        log.warning("closing quorum link %d: %s", lk, why)
+                        link.close()
+                await peer.persist(plan)
+                peer.advance_durable()  # earlier appends first: ACKs in zxid order
+                now, wall = clock.now(), clock.wall()
+                committed = applier.committed()
+                if committed:
+                    inflight = self.committer.inflight
+                    batch = []
+                    for e in committed:
+                        # the leader's own proposal, else (proposed by an earlier leader and
+                        # committed at establishment) decoded from its entry
+                        p = inflight.pop(e.zxid, None)
+                        if p is None:
+                            p = Proposal(*decode_entry(e.data))
+                        # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
+                        # creation, when not negative); Leader.commit: COMMIT_COUNT
+                        metrics.commit_count += 1
+                        if wall >= p.hdr.time:
+                            metrics.quorum_ack_latency.add(wall - p.hdr.time)
+                        self.requests.committed(p.hdr.zxid)
+                        batch.append(p)
+                    # the role's sink (not serving until established): apply, answer
+                    peer.role.commit(batch, now)
+                for sid, data in rd.acks:
+                    # Leader.processAck: ACK_LATENCY{key=sid} (Request.logLatency)
+                    made = txn_time(data)
+                    if made is not None and wall >= made:
+                        metrics.ack_latency.add(str(sid), wall - made)
+                if rd.serving is not None:
+                    self._establish(rd.serving, now, wall)
+                if self.role is not None:
+                    seq = self.role.sequencer
+                    # requests and sessions are owned by the learner they came through
+                    sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
+                    # a closed link's REQUESTs are dropped (see LearnerRequests)
+                    self.requests.waiting.extend(
+                        r for r in rd.requests if peer.link(r[0]) is not None
+                    )
+                    self.requests.feed(
+                        leader,
+                        seq,
+                        sid_of,
+                        now,
+                        wall,
+                        leader.process_sync,
+                        self._bad_request,
+                    )
+                    for sid, timeout in rd.touches:
+                        seq.touch(sid, now, timeout)
+                    for lk, sid, timeout in rd.revalidate:
+                        metrics.revalidate_count += 1  # LearnerHandler: REVALIDATE
+                        owner = sid_of.get(lk, -2 - lk)
+                        leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
+                applier.finish()
+                peer.host.wake()
+                if rd.role is not None:
+                    return rd.role.reason
+            await peer.wait_kick()
+
+    def _bad_request(self, lk: int, e: Exception) -> None:
+        log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
+        link = self.peer.link(lk)
+        if link is not None:
+            link.close()
+
+    def _establish(self, zxid: int, now: int, wall: int) -> None:
+        """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""
+        peer = self.peer
+        role = self.role = peer.roles.leading(self.committer, zxid, now, wall)
+        peer.serve(role, zxid, now)
+        self.established_at = now
+        log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)
+
+
+_TXN_TIME = struct.Struct(">q")
+
+
+def txn_time(entry: bytes) -> int | None:
+    """The ``time`` of a marshalled txn's TxnHeader (clientId, cxid, zxid, time, type)."""
+    if len(entry) < 28:
+        return None
+    return int(_TXN_TIME.unpack_from(entry, 20)[0])

@@ -1,0 +1,162 @@
+"""Quorum-port links: one connection's output queue and writer, and the reader that feeds a
+Zab machine.
+
+A :class:`Link`'s output is a byte buffer the pump appends encoded packets to and one task
+writes out (a leader measures each learner's queue as ZooKeeper does: :class:`QueueMeter`); it is
+capped (:data:`LINK_OUTPUT_LIMIT`: a peer that stopped reading loses the
+link). :func:`read_link` decodes a link's bytes (``quorum/zab/zabwire.py``'s stream decoder,
+which caps what a peer can make us buffer) and hands every packet and SNAP payload to the
+machine; a peer that sends bytes that cannot be a quorum stream loses its link.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from trizk.quorum.zab.zabwire import (
+    PacketType,
+    QuorumStreamDecoder,
+    QuorumStreamError,
+    StreamEvent,
+)
+from trizk.server.common.servermetrics import Summary
+
+__all__ = [
+    "LINK_OUTPUT_LIMIT",
+    "MARKER_PACKET_INTERVAL",
+    "RECEIVE_SIZE",
+    "Link",
+    "QueueMeter",
+    "read_link",
+    "until_done",
+]
+
+log = logging.getLogger("trizk.quorum")
+
+#: Unsent bytes a quorum link may hold before the link is dropped (a learner that stopped
+#: reading; ZooKeeper's LearnerHandler queue is unbounded, its syncLimit check catches it).
+LINK_OUTPUT_LIMIT = 256 * 1024 * 1024
+#: what a link reads at once: receive_some(n) allocates n bytes and shrinks them, so n stays
+#: under glibc's default mmap threshold (128 KiB) or every read maps and unmaps
+RECEIVE_SIZE = 64 * 1024
+
+
+#: ``LearnerHandler.markerPacketInterval``: every so many queued packets a marker measures
+#: the queue's latency
+MARKER_PACKET_INTERVAL = 1000
+#: packets a LearnerHandler writes to the socket itself, outside its queue
+_UNQUEUED = frozenset({PacketType.LEADERINFO, PacketType.SNAP})
+#: packets it adds to the queue without ``queuePacket`` (no marker counting)
+_UNMARKED = frozenset({PacketType.NEWLEADER, PacketType.UPTODATE})
+
+
+class QueueMeter:
+    """One learner handler's ``queuedPackets`` as ZooKeeper 3.8 measures it (pure).
+
+    ``LearnerHandler.sendPackets`` adds, for every item it takes from the queue, the queue's
+    remaining size to ``LEARNER_HANDLER_QP_SIZE`` (summary set ``learner_handler_qp_size``,
+    key = the learner's sid); ``queuePacket`` puts a marker after every
+    :data:`MARKER_PACKET_INTERVAL`-th packet (the first included), and taking a marker adds its
+    time in the queue (ms) to ``LEARNER_HANDLER_QP_TIME`` (``learner_handler_qp_time_ms``).
+    Here the queue is the link's unsent output; the writer takes it whole."""
+
+    def __init__(self, sizes: Summary, times: Summary) -> None:
+        self.sizes = sizes
+        self.times = times
+        #: queued items: None a packet, an int a marker (the time it was queued)
+        self.items: deque[int | None] = deque()
+        self.counter = 0
+
+    def queued(self, ptype: int, now: int) -> None:
+        if ptype in _UNQUEUED:
+            return
+        self.items.append(None)
+        if ptype not in _UNMARKED:
+            if self.counter % MARKER_PACKET_INTERVAL == 0:
+                self.items.append(now)
+            self.counter += 1
+
+    def taken(self, now: int) -> None:
+        items = self.items
+        while items:
+            item = items.popleft()
+            self.sizes.add(len(items))
+            if item is not None:
+                self.times.add(now - item)
+
+
+class Link:
+    """A quorum-port connection's output: packets queued by the pump, sent by one task."""
+
+    def __init__(self, link: int, stream: trio.SocketStream) -> None:
+        self.link = link
+        self.stream = stream
+        self.out = bytearray()
+        self.ready = trio.Event()
+        self.closed = False
+        #: the leader's measure of this learner's queue (once its sid is known)
+        self.meter: QueueMeter | None = None
+        self.now: Callable[[], int] | None = None
+
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.out += data
+        if len(self.out) > LINK_OUTPUT_LIMIT:
+            log.warning("quorum link %d: %d bytes unsent, closing it", self.link, len(self.out))
+            self.close()
+        self.ready.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+
+    async def writer(self) -> None:
+        try:
+            while True:
+                if self.out:
+                    data = bytes(self.out)
+                    self.out.clear()
+                    if self.meter is not None and self.now is not None:
+                        self.meter.taken(self.now())
+                    await self.stream.send_all(data)
+                    continue
+                if self.closed:
+                    return
+                self.ready = trio.Event()
+                await self.ready.wait()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.closed = True
+
+
+async def read_link(
+    stream: trio.SocketStream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
+) -> str:
+    """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
+    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended."""
+    decoder = QuorumStreamDecoder()
+    while True:
+        try:
+            data = await stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            return f"connection broke: {e}"
+        if not data:
+            return "connection closed by the peer"
+        try:
+            decoder.feed(data)
+            while (ev := decoder.next_event()) is not None:
+                step(ev)
+        except QuorumStreamError as e:
+            log.warning("bad bytes on a quorum link (%s); closing it", e)
+            return f"bad stream: {e}"
+        kick()
+
+
+async def until_done(task: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:
+    """Run ``task``; when it returns, cancel ``scope`` (its sibling tasks)."""
+    await task()
+    scope.cancel()
