@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -93,3 +94,102 @@ def test_a_whole_ensemble_pause_keeps_leader_epoch_and_sessions(kind: str) -> No
         finally:
             zk.stop()
             zk.close()
+
+
+def wait_until(what: str, ok: Callable[[], bool], ens: ProcessEnsemble, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        assert time.monotonic() < deadline, f"not {what} within {timeout} s\n" + ens.tails()
+        time.sleep(0.1)  # polling interval of a bounded wait
+
+
+def test_a_follower_paused_past_sync_limit_rejoins() -> None:
+    """One follower SIGSTOPped for 2.4 x syncLimit: the leader keeps its quorum with the other
+    follower (same epoch); the paused one, continued, reads what queued up (or finds its link
+    closed by the leader's read timeout) and serves again with every write made meanwhile."""
+    with ProcessEnsemble({1: "trizk", 2: "trizk", 3: "trizk"}, extra=TIMING) as ens:
+        ens.wait_serving()
+        leader = ens.leader()
+        assert leader is not None
+        follower = min(s for s in ens.members if s != leader)
+        before = epoch(ens, leader)
+        proc = ens.members[follower].proc
+        assert proc is not None
+        zk = KazooClient(hosts=f"127.0.0.1:{ens.port(leader)}", timeout=20)
+        zk.start(timeout=20)
+        try:
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                zk.create("/during", b"1")
+                time.sleep(PAUSE_S)  # the fault itself
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+            ens.wait_serving(30.0)
+            assert ens.leader() == leader and epoch(ens, leader) == before, ens.tails()
+            other = KazooClient(hosts=f"127.0.0.1:{ens.port(follower)}", timeout=20)
+            other.start(timeout=20)
+            try:
+                other.sync("/")
+                assert other.exists("/during") is not None
+            finally:
+                other.stop()
+                other.close()
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def test_a_paused_leader_resumed_after_a_new_election_commits_nothing() -> None:
+    """The leader SIGSTOPped until the two followers elected a new leader (a new epoch) and
+    committed a write; continued, the old leader's queued work and a write sent to it at once
+    commit nothing of the old epoch: every member ends with the same data, the new leader's."""
+    with ProcessEnsemble({1: "trizk", 2: "trizk", 3: "trizk"}, extra=TIMING) as ens:
+        ens.wait_serving()
+        old = ens.leader()
+        assert old is not None
+        others = [s for s in ens.members if s != old]
+        before = epoch(ens, old)
+        proc = ens.members[old].proc
+        assert proc is not None
+        stale = KazooClient(hosts=f"127.0.0.1:{ens.port(old)}", timeout=30)
+        stale.start(timeout=20)
+        try:
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                wait_until(
+                    "a new leader", lambda: any(ens.mode(s) == "leader" for s in others), ens, 30
+                )
+                new = next(s for s in others if ens.mode(s) == "leader")
+                assert epoch(ens, new) > before
+                fresh = KazooClient(hosts=f"127.0.0.1:{ens.port(new)}", timeout=20)
+                fresh.start(timeout=20)
+                fresh.create("/new-epoch", b"1")
+                fresh.stop()
+                fresh.close()
+                attempt = stale.create_async("/old-epoch", b"1")  # queued at the old leader
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+            try:
+                attempt.get(timeout=30)
+            except Exception:  # refused or lost with the old role: either is fine
+                pass
+            ens.wait_serving(30.0)
+            assert ens.leader() == new, ens.tails()
+            seen = set()
+            for s in ens.members:
+                c = KazooClient(hosts=f"127.0.0.1:{ens.port(s)}", timeout=20)
+                c.start(timeout=20)
+                try:
+                    c.sync("/")
+                    assert c.exists("/new-epoch") is not None
+                    seen.add(c.exists("/old-epoch") is not None)
+                    stat = c.exists("/old-epoch")
+                    if stat is not None:  # only as a txn of the new leader's epoch
+                        assert stat.czxid >> 32 > before, hex(stat.czxid)
+                finally:
+                    c.stop()
+                    c.close()
+            assert len(seen) == 1, "the members disagree on /old-epoch"
+        finally:
+            stale.stop()
+            stale.close()
