@@ -28,7 +28,12 @@ and the leader itself (``Leader.lead``):
   Every tickTime/2 all learners are PINGed; every tickTime the tick counter advances and the
   leader steps down unless a quorum is *synced* (each learner's deadline is tick+syncLimit
   from its last packet, initially tick+initLimit+syncLimit). A learner whose oldest un-ACKed
-  proposal is older than syncLimit ticks is dropped (``SyncLimitCheck``).
+  proposal is older than syncLimit ticks (2 * syncLimit passes) is dropped (``SyncLimitCheck``).
+  The ticks are passes of the loop, not time: a ``tick`` that finds half a tick (or much
+  more) gone runs one pass and waits half a tick from then, as ``Leader.lead`` does after
+  its ``wait`` returns. A pause of the process or a jump of its clock costs one tick, so the
+  PINGs and ACKs that queued up meanwhile are read before a learner can look silent; a
+  leader whose learners really went quiet still steps down after syncLimit passes.
 
 Sync choice (``LearnerHandler.syncFollower`` / ``queueCommittedProposals``)
 --------------------------------------------------------------------------
@@ -138,7 +143,9 @@ class _Phase(Enum):
 
 @dataclass
 class _SyncLimitCheck:
-    """``LearnerHandler.SyncLimitCheck``: the oldest and the next un-ACKed proposal."""
+    """``LearnerHandler.SyncLimitCheck``: the oldest and the next un-ACKed proposal, each with
+    the pass of the leader's loop it was proposed in (ZooKeeper notes System.nanoTime; passes
+    make a pause of the process one pass old, like the tick deadlines)."""
 
     started: bool = False
     cur_zxid: int = 0
@@ -161,8 +168,8 @@ class _SyncLimitCheck:
         elif self.next_time is not None and self.next_zxid == zxid:
             self.next_zxid, self.next_time = 0, None
 
-    def ok(self, now: int, limit_ms: int) -> bool:
-        return self.cur_time is None or now - self.cur_time < limit_ms
+    def ok(self, now: int, limit: int) -> bool:
+        return self.cur_time is None or now - self.cur_time <= limit
 
 
 @dataclass
@@ -267,6 +274,8 @@ class Leader(ReadyOutbox):
         self._revalidations: dict[tuple[int, int], QuorumPacket] = {}
         self._next_half_tick = 0
         self._tick_skip = True
+        #: passes of the loop run (every tickTime/2): the SyncLimitCheck's time
+        self._passes = 0
         # The leader is its own first connecting follower.
         self._get_epoch_to_propose(sid, accepted_epoch)
 
@@ -374,9 +383,13 @@ class Leader(ReadyOutbox):
                 )
                 self._finish(what)
             return
-        half = max(self.timing.tick_ms // 2, 1)
-        while not self._done and self._now >= self._next_half_tick:
-            self._next_half_tick += half
+        # One pass of Leader.lead's loop per wake-up, never a catch-up: ZooKeeper's loop waits
+        # tickTime/2 (Time.currentElapsedTime), then runs once and waits again from where it
+        # is, so a pause of the process (SIGSTOP, a VM freeze) or a step of the clock costs
+        # one tick, and the learners' deadlines (counted in ticks) still see the packets
+        # queued for them during the pause when their readers get to them.
+        if self._now >= self._next_half_tick:
+            self._next_half_tick = self._now + max(self.timing.tick_ms // 2, 1)
             self._half_tick()
 
     def propose(self, zxid: int, data: bytes) -> bool:
@@ -401,7 +414,7 @@ class Leader(ReadyOutbox):
         for h in self._links.values():
             if h.forwarding and h.learner_type is LearnerType.PARTICIPANT:
                 self._send(h, qp)
-                h.check.proposal(zxid, self._now)
+                h.check.proposal(zxid, self._passes)
         return True
 
     def process_sync(self, link: int) -> None:
@@ -696,6 +709,7 @@ class Leader(ReadyOutbox):
 
     def _half_tick(self) -> None:
         """One iteration of ``Leader.lead``'s loop (every tickTime/2)."""
+        self._passes += 1
         if not self._tick_skip:
             self.tick_count += 1
             synced = {self.sid} | {
@@ -714,7 +728,7 @@ class Leader(ReadyOutbox):
         for h in list(self._links.values()):
             if not h.newleader_sent:
                 continue
-            if h.check.ok(self._now, self.timing.sync_ms):
+            if h.check.ok(self._passes, 2 * self.timing.sync_limit):
                 self._send(h, ping)
             else:
                 self._close(h, "Closing connection to peer due to transaction timeout.")

@@ -30,7 +30,14 @@ Invariants
 * Committed entries leave in zxid order, each after its entry was handed out for logging.
 * Proposal zxids only grow; a packet that breaks the protocol ends the machine (LOOKING) with
   a reason, never an exception out of ``step``.
-* Read timeout: initLimit ticks until NEWLEADER, syncLimit ticks afterwards (``Learner``).
+* Read timeout: initLimit ticks until NEWLEADER, syncLimit ticks afterwards (``Learner``),
+  counted in passes of the learner's own ticker (every tickTime/2, no catch-up), not read off
+  the clock. ZooKeeper's learner reads with ``SO_TIMEOUT``; after a pause of the process (a
+  SIGSTOP, a VM freeze) that read returns at once with the PINGs already queued in its socket,
+  so a learner is never declared cut off by a gap it slept through. Here a pause or a jump of
+  the clock is one pass, and the packets queued meanwhile reach ``step`` before the limit is
+  reached; a leader that really stays silent is given up after limit ticks (between limit and
+  limit + 1/2 ticks of time after its last packet, as the read timeout's limit * tickTime).
 """
 
 from __future__ import annotations
@@ -126,7 +133,11 @@ class Learner(ReadyOutbox):
         self.new_epoch = -1
         self.leader_config: bytes | None = None
         self._phase = _Phase.CONNECTING
-        self._last_heard = now_ms
+        #: half-tick passes of ``tick`` so far, the time (ms) from which the next one runs, and
+        #: the pass during which the leader was last heard from
+        self._half_ticks = 0
+        self._next_half_tick = now_ms
+        self._heard_at = 0
         self._rd = Ready()
         #: proposals received during sync, logged at NEWLEADER
         self._held: list[Entry] = []
@@ -152,7 +163,7 @@ class Learner(ReadyOutbox):
         """The TCP connection to the leader is up: register (``Learner.registerWithLeader``)."""
         if self._phase is not _Phase.CONNECTING:
             return
-        self._last_heard = now_ms
+        self._heard()
         kind = P.OBSERVERINFO if self.observer else P.FOLLOWERINFO
         info = encode_learner_info(self.sid, self.config_version)
         self._send(packet(kind, make_zxid(self.accepted_epoch, 0), info))
@@ -162,7 +173,7 @@ class Learner(ReadyOutbox):
         """One packet (or the SNAP payload) from the leader."""
         if self._phase is _Phase.DONE:
             return
-        self._last_heard = now_ms
+        self._heard()
         try:
             if isinstance(event, SnapshotPayload):
                 self._on_snapshot(event)
@@ -175,13 +186,26 @@ class Learner(ReadyOutbox):
         """Read timeout: initLimit ticks until NEWLEADER, then syncLimit (``Learner``)."""
         if self._phase in (_Phase.DONE, _Phase.CONNECTING):
             return
-        limit = (
-            self.timing.sync_ms
-            if self._phase in (_Phase.WAIT_UPTODATE, _Phase.BROADCAST)
-            else self.timing.init_ms
-        )
-        if now_ms - self._last_heard >= limit:
-            self._finish(f"read timeout: nothing from leader {self.leader} for {limit} ms")
+        if now_ms < self._next_half_tick:
+            return
+        # one pass per wake-up, never a catch-up (see the module's docstring)
+        self._next_half_tick = now_ms + max(self.timing.tick_ms // 2, 1)
+        self._half_ticks += 1
+        if self._half_ticks > self._heard_at + 2 * self._limit():
+            ticks = self._limit()
+            self._finish(
+                f"read timeout: nothing from leader {self.leader} for {ticks} ticks "
+                f"({ticks * self.timing.tick_ms} ms)"
+            )
+
+    def _limit(self) -> int:
+        """Ticks the leader may stay silent: initLimit until NEWLEADER, syncLimit after."""
+        if self._phase in (_Phase.WAIT_UPTODATE, _Phase.BROADCAST):
+            return self.timing.sync_limit
+        return self.timing.init_limit
+
+    def _heard(self) -> None:
+        self._heard_at = self._half_ticks
 
     def link_closed(self, reason: str) -> None:
         self._finish(f"connection to leader closed: {reason}")

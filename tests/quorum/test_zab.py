@@ -420,12 +420,70 @@ def test_leader_pings_every_half_tick_and_steps_down_without_quorum() -> None:
 
 
 def test_learner_read_timeout() -> None:
+    """syncLimit ticks of the learner's own ticker without a packet end the wait for the
+    leader: between syncLimit and syncLimit + 1/2 ticks of time after its last packet."""
     net = established(3)
     lr = net.learners[2]
-    lr.tick(TIMING.sync_ms - 1)
-    assert not lr.done
-    lr.tick(TIMING.sync_ms)
-    assert lr.done and "read timeout" in (lr.ready().role or pytest.fail()).reason
+    half = TIMING.tick_ms // 2
+    now = 0
+    while not lr.done:
+        now += half
+        lr.tick(now)
+    assert TIMING.sync_ms <= now <= TIMING.sync_ms + half
+    assert "read timeout" in (lr.ready().role or pytest.fail()).reason
+
+
+def test_a_paused_learner_reads_what_queued_up_before_judging_its_leader() -> None:
+    """ZooKeeper's learner reads with SO_TIMEOUT: after a SIGSTOP/SIGCONT (or a jump of the
+    clock) the read returns at once with the PINGs queued meanwhile. A gap between two ticks
+    is one pass, so the queued packets reach ``step`` before the learner can give up."""
+    net = established(3)
+    lr = net.learners[2]
+    net.now += 16_000  # a 16 s pause of the whole ensemble
+    lr.tick(net.now)  # the learner's ticker wakes first
+    net.leader.tick(net.now)
+    assert not lr.done and not net.leader.done
+    net.pump()  # the queued (and the fresh) PINGs are read
+    for _ in range(4 * TIMING.sync_limit):
+        net.tick(TIMING.tick_ms // 2)
+    assert not lr.done and not net.leader.done
+    # a learner that really hears nothing after its pause still gives up, syncLimit ticks on
+    net.now += 16_000
+    passes = 0
+    while not lr.done:
+        lr.tick(net.now)
+        net.now += TIMING.tick_ms // 2
+        passes += 1
+    assert passes == 2 * TIMING.sync_limit + 1
+
+
+def test_a_paused_leader_keeps_learners_that_answer_and_leaves_without_them() -> None:
+    """``Leader.lead`` runs one pass per wait: after a pause (or a clock step) the tick counter
+    moves by one, not by the gap, so learners whose PINGs and ACKs queued up are still synced
+    when they are read; learners that stay silent cost the leader its quorum after syncLimit
+    passes, as ZooKeeper's ``Not sufficient followers synced``."""
+    net = established(3)
+    for _ in range(4):
+        net.tick(TIMING.tick_ms // 2)
+    ticks = net.leader.tick_count
+    net.now += 16_000
+    net.leader.tick(net.now)
+    assert net.leader.tick_count <= ticks + 1 and not net.leader.done
+    net.pump()
+    for _ in range(4 * TIMING.sync_limit):
+        net.tick(TIMING.tick_ms // 2)
+    assert not net.leader.done and all(not lr.done for lr in net.learners.values())
+    # now the learners are gone for good (their links still open): the leader steps down
+    net.learners.clear()
+    net.now += 16_000
+    passes = 0
+    while not net.leader.done:
+        net.leader.tick(net.now)
+        net.now += TIMING.tick_ms // 2
+        passes += 1
+    assert 2 * TIMING.sync_limit <= passes <= 2 * TIMING.sync_limit + 3
+    rd = net.leader.ready()
+    assert rd.role is not None and "Not sufficient followers synced" in rd.role.reason
 
 
 def test_leader_gives_up_discovery_after_init_limit() -> None:

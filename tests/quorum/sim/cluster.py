@@ -25,6 +25,15 @@ What is simulated
   link delivers nothing more. Partitions split the members into groups; only members of one
   group reach each other.
 * Clocks: each member's clock runs at its own rate (skew in ticks between members).
+* Pauses and clock steps (``pause_interval_ms`` / ``clock_step_interval_ms``, off by default):
+  a paused member is a SIGSTOPped process (a VM freeze): it ticks, reads, sends and elects
+  nothing (it takes no Ready; its fsyncs in flight complete, the kernel writes them); what
+  reaches it (packets, a closed link, a connect) waits in its ``held`` queue; its peers see
+  silence. On resume its ticker and its readers wake together:
+  in a random order, the ticker first or the queued input first. Sometimes the whole ensemble
+  is paused and resumed at once, sometimes one member, for shorter and longer than syncLimit.
+  A clock step moves one member's monotonic clock forward (the test controls' ``advance``, a
+  VM restored after a freeze): its next tick sees the jump.
 * Election: an oracle standing in for FastLeaderElection: a LOOKING member joins a reachable
   LEADING member, else when a quorum of reachable voters is LOOKING the best of them by
   (currentEpoch, lastLoggedZxid, sid) leads and the rest follow.
@@ -195,8 +204,14 @@ class Node:
     #: established leader: learners' REQUESTs on their way into the sequencer
     requests: LearnerRequests | None = None
 
+    #: SIGSTOPped: everything that reaches the member waits in ``held`` until it resumes
+    paused: bool = False
+    held: list[Callable[[], None]] = field(default_factory=list)
+    #: how far the member's clock was stepped forward (ms)
+    clock_offset: int = 0
+
     def clock(self, now: int) -> int:
-        return int(now * self.rate)
+        return int(now * self.rate) + self.clock_offset
 
 
 @dataclass
@@ -222,6 +237,14 @@ class SimConfig:
     #: packets as bytes through the stream codec, in random chunks; snapshots in the
     #: SNAP payload grammar, read back with trizk.storage.formats.snapshot
     wire: bool = False
+    #: mean interval of process pauses (0: none); a pause lasts pause_ms (uniform) of time
+    pause_interval_ms: int = 0
+    pause_ms: tuple[int, int] = (100, 2_000)
+    #: probability that a pause stops the whole ensemble, not one member
+    pause_all_prob: float = 0.4
+    #: mean interval of forward steps of one member's clock (0: none), of clock_step_ms
+    clock_step_interval_ms: int = 0
+    clock_step_ms: tuple[int, int] = (100, 3_000)
 
 
 class Violation(AssertionError):
@@ -283,6 +306,19 @@ class Sim:
         self.at(c.write_interval_ms, self.member_sync)
         self.at(self.rng.randint(1, c.crash_interval_ms), self.chaos_crash)
         self.at(self.rng.randint(1, c.partition_interval_ms), self.chaos_partition)
+        if c.pause_interval_ms:
+            self.at(self.rng.randint(1, c.pause_interval_ms), self.chaos_pause)
+        if c.clock_step_interval_ms:
+            self.at(self.rng.randint(1, c.clock_step_interval_ms), self.chaos_clock_step)
+        # a paused member takes no Ready while stopped, so nothing leaves it (its fsyncs still
+        # complete: the kernel writes; their ACKs go out when resume drains it)
+        drain = self.drain
+
+        def drain_unless_paused(n: Node) -> None:
+            if not (n.alive and n.paused):
+                drain(n)
+
+        self.drain = drain_unless_paused  # type: ignore[method-assign]
         steps = 0
         while self._q:
             t, _, fn = heapq.heappop(self._q)
@@ -301,13 +337,22 @@ class Sim:
     # ------------------------------------------------------------------ membership
 
     def reachable(self, a: Node, b: Node) -> bool:
-        return a.alive and b.alive and a.group == b.group
+        return a.alive and b.alive and a.group == b.group and not a.paused and not b.paused
+
+    def hold(self, n: Node, fn: Callable[[], None]) -> bool:
+        """Keep ``fn`` for when ``n`` resumes if it is paused (True), else False."""
+        if n.alive and n.paused:
+            n.held.append(fn)
+            return True
+        return False
 
     def look(self, n: Node) -> None:
         """Election oracle for a LOOKING member (FastLeaderElection stand-in)."""
         if not n.alive or n.machine is not None:
             return
         self.at(self.rng.randint(50, 200), lambda: self.look(n))
+        if n.paused:
+            return
         if n.synced < n.appended:
             # QuorumPeer: the vote is the last *logged* zxid, so every append of the role that
             # ended must be durable before the member looks
@@ -411,6 +456,8 @@ class Sim:
     def connect(self, n: Node, leader: Node, machine: Learner) -> None:
         if n.machine is not machine or machine.done:
             return
+        if self.hold(n, lambda: self.connect(n, leader, machine)):
+            return
         lm = leader.machine
         if not self.reachable(n, leader) or not isinstance(lm, Leader) or lm.done:
             machine.link_closed("connect failed")
@@ -444,11 +491,23 @@ class Sim:
         conn.alive = False
         self.conns.pop(conn.cid, None)
         lrn, ldr = self.nodes[conn.learner], self.nodes[conn.leader]
+        self.closed_at_leader(ldr, ldr.machine, conn)
+        self.closed_at_learner(lrn, lrn.machine, conn)
+
+    def closed_at_leader(self, ldr: Node, machine: Leader | Learner | None, conn: Conn) -> None:
+        if self.hold(ldr, lambda: self.closed_at_leader(ldr, machine, conn)):
+            return
+        if machine is not ldr.machine:
+            return  # the role ended meanwhile
         if isinstance(ldr.machine, Leader):
             ldr.machine.link_closed(conn.cid)
         if ldr.requests is not None:
             ldr.requests.link_closed(conn.cid)
-        if lrn.conn is conn and isinstance(lrn.machine, Learner):
+
+    def closed_at_learner(self, lrn: Node, machine: Leader | Learner | None, conn: Conn) -> None:
+        if self.hold(lrn, lambda: self.closed_at_learner(lrn, machine, conn)):
+            return
+        if lrn.conn is conn and isinstance(lrn.machine, Learner) and lrn.machine is machine:
             lrn.machine.link_closed("connection broken")
             self.at(0, lambda: self.drain(lrn))
 
@@ -490,6 +549,8 @@ class Sim:
         if not conn.alive:
             return
         dst = self.nodes[conn.leader if to_leader else conn.learner]
+        if self.hold(dst, lambda: self.deliver(conn, to_leader, ev)):
+            return
         m = dst.machine
         if to_leader:
             assert isinstance(ev, QuorumPacket)
@@ -702,11 +763,16 @@ class Sim:
         self.stats["leaders"] += 1
         self.log(f"{n.sid} established epoch {e}")
         mine = dict(n.hist)
+        # Zab's invariant: epoch e's initial history holds every txn committed in an epoch
+        # before e. A leader can be established after a later epoch committed (it was paused
+        # with its NEWLEADER ACKs queued, as ZooKeeper's LearnerHandler reads them on resume);
+        # it commits nothing then (its learners promised the later epoch), so txns of epochs
+        # >= e are not asked of it.
         for zx, data in self.canonical.items():
-            if mine.get(zx) != data:
+            if epoch_of(zx) < e and mine.get(zx) != data:
                 self.fail(f"new leader {n.sid} lost committed {zx:#x}")
         for zx in self.acked:
-            if zx not in mine:
+            if epoch_of(zx) < e and zx not in mine:
                 self.fail(f"new leader {n.sid} lost the acknowledged write {zx:#x}")
         self.check_history(n, "established")
         n.serving = True
@@ -768,6 +834,8 @@ class Sim:
         self.at(self.rng.randint(1, 2 * self.cfg.write_interval_ms), self.member_sync)
         n = self.rng.choice(list(self.nodes.values()))
         m = n.machine
+        if n.paused:
+            return
         if isinstance(m, Learner) and m.forward_request(1, 1, OpCode.SYNC, b"\x00\x00\x00\x01/"):
             self.drain(n)
 
@@ -779,7 +847,7 @@ class Sim:
             return
         n = self.nodes[c.member]
         now = n.clock(self.now)
-        if c.state != "up":
+        if c.state != "up" or n.paused:
             return
         ws = n.seq or n.path
         assert ws is not None, (c, n.sid)
@@ -795,7 +863,7 @@ class Sim:
         self.drain(n)
 
     def client_connect(self, c: SimClient) -> None:
-        serving = [n for n in self.nodes.values() if n.alive and (n.seq or n.path)]
+        serving = [n for n in self.nodes.values() if n.alive and not n.paused and (n.seq or n.path)]
         if not serving:
             return
         n = self.rng.choice(serving)
@@ -854,7 +922,11 @@ class Sim:
 
     def tick(self, n: Node) -> None:
         self.at(self.rng.randint(5, 25), lambda: self.tick(n))
-        if n.alive and n.machine is not None:
+        self.tick_once(n)
+
+    def tick_once(self, n: Node) -> None:
+        """One wake-up of the member's tickers (Zab's, the sequencer's session expiry)."""
+        if n.alive and not n.paused and n.machine is not None:
             now = n.clock(self.now)
             n.machine.tick(now)
             if n.seq is not None:
@@ -960,6 +1032,8 @@ class Sim:
         self.log(f"{n.sid} CRASH")
         self.stats["crashes"] += 1
         n.alive = False
+        n.paused = False
+        n.held.clear()
         if n.machine is not None:
             n.machine = None
             if n.conn is not None:
@@ -1003,6 +1077,60 @@ class Sim:
         for conn in list(self.conns.values()):
             if self.nodes[conn.learner].group != self.nodes[conn.leader].group:
                 self.break_conn(conn)
+
+    def chaos_pause(self) -> None:
+        """SIGSTOP one member or the whole ensemble; SIGCONT later (all together)."""
+        self.at(self.rng.randint(1, self.cfg.pause_interval_ms), self.chaos_pause)
+        live = [n for n in self.nodes.values() if n.alive and not n.paused]
+        if not live:
+            return
+        if self.rng.random() < self.cfg.pause_all_prob:
+            victims = live
+        else:
+            victims = [self.rng.choice(live)]
+        for n in victims:
+            self.pause(n)
+        incarnations = [(n, n.incarnation) for n in victims]
+
+        def resume_all() -> None:
+            for n, inc in incarnations:
+                if n.incarnation == inc:
+                    self.resume(n)
+
+        self.at(self.rng.randint(*self.cfg.pause_ms), resume_all)
+
+    def pause(self, n: Node) -> None:
+        self.log(f"{n.sid} PAUSE")
+        self.stats["pauses"] += 1
+        n.paused = True
+
+    def resume(self, n: Node) -> None:
+        """SIGCONT: the ticker and the readers wake together, in either order."""
+        if not n.paused:
+            return
+        self.log(f"{n.sid} RESUME ({len(n.held)} held)")
+        n.paused = False
+        held, n.held = n.held, []
+        tick_first = self.rng.random() < 0.5
+        if tick_first:
+            self.tick_once(n)
+        for fn in held:
+            fn()
+        if not tick_first:
+            self.tick_once(n)
+        self.drain(n)
+
+    def chaos_clock_step(self) -> None:
+        self.at(self.rng.randint(1, self.cfg.clock_step_interval_ms), self.chaos_clock_step)
+        n = self.rng.choice(list(self.nodes.values()))
+        self.step_clock(n, self.rng.randint(*self.cfg.clock_step_ms))
+
+    def step_clock(self, n: Node, ms: int) -> None:
+        """Move ``n``'s monotonic clock ``ms`` forward; its tickers wake at once."""
+        self.log(f"{n.sid} CLOCK +{ms}")
+        self.stats["clock_steps"] += 1
+        n.clock_offset += ms
+        self.tick_once(n)
 
 
 def run_seed(seed: int, **kw: Any) -> Sim:
