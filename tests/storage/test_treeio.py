@@ -222,11 +222,16 @@ def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) ->
     assert lazy.node_count == len(records.nodes) and lazy.sessions == records.sessions
     fast = treeio.tree_from_snapshot(lazy, zxid, extended_types=True)
     _same_tree(fast, treeio.tree_from_snapshot(records, zxid, extended_types=True))
-    _same_tree(fast, w.tree, loaded=False)
+    # the tree it was taken from: the same content, though not always the same child order --
+    # a children table that once grew past its threshold keeps its size (DataNode's
+    # HashSet(8) never shrinks), a reloaded one is sized for what it holds, in ZooKeeper too
+    assert treeio.canonical(fast) == treeio.canonical(w.tree)
+    assert fast.digest == w.tree.digest == full_digest(fast)
     # and a SNAP body round-trips through the same path
     body = treeio.snapshot_body(Replica(fast, w.sessions))
     again = treeio.replica_from_snapshot_body(body, zxid, extended_types=True)
-    _same_tree(again.tree, fast)
+    # (walked in its own child order, which need not be the snapshot's: see above)
+    _same_tree(again.tree, fast, loaded=False)
     assert again.sessions == w.sessions
 
 
