@@ -631,7 +631,28 @@ def test_golden_scenario_is_reproducible(tmp_path: Path) -> None:
             c.stop()
             c.close()
     d = files.version_dir(tmp_path / "data")
-    theirs = [e.entry.type for _, p in files.list_logs(d) for e in scan_all(p.read_bytes())[0]]
+    logged = [e.entry.type for _, p in files.list_logs(d) for e in scan_all(p.read_bytes())[0]]
     ours = [e.entry.type for e in scan_all(golden("log.1"))[0] + scan_all(golden("log.25"))[0]]
-    assert theirs == ours
-    assert files.recover(d).last_zxid == len(ours)
+    assert _without_container_recheck(logged) == ours
+    assert files.recover(d).last_zxid == len(logged)
+
+
+def _without_container_recheck(types: list[int]) -> list[int]:
+    """*types* without the error txns ZooKeeper's ContainerManager may add after a deleteContainer.
+
+    ContainerManager.checkContainers runs every znode.container.checkIntervalMs (200 ms here) and
+    does not remember the deleteContainer it already submitted: on a loaded machine the next pass
+    can see the container before that delete is applied and submit another, which is logged as
+    an error txn (NONODE). Seen in a CI run; the golden files hold the unraced sequence.
+    """
+    out: list[int] = []
+    for t in types:
+        if t == OpCode.ERROR and out and out[-1] == OpCode.DELETECONTAINER:
+            continue
+        out.append(t)
+    return out
+
+
+def test_container_recheck_is_dropped_only_after_a_delete_container() -> None:
+    raced = [1, 2, 20, -1, -1, 5, -1, -11]
+    assert _without_container_recheck(raced) == [1, 2, 20, 5, -1, -11]
