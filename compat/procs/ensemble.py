@@ -39,8 +39,8 @@ class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
     ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too), or the one a
     ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
-    default). Use as a context manager (every process stopped, every directory removed on
-    exit)."""
+    default); ``system_properties`` the ``-D`` properties of every member. Use as a context
+    manager (every process stopped, every directory removed on exit)."""
 
     def __init__(
         self,
@@ -52,7 +52,12 @@ class ProcessEnsemble(MemberSet):
         lab: NetnsLab | None = None,
         links: bool = False,
         versions: Mapping[int, str] | None = None,
+        system_properties: Mapping[str, str] | None = None,
     ) -> None:
+        #: Java system properties of every member (``-Dkey=value``; a trizk member gets
+        #: ``-D key=value``): what ZooKeeper reads only from the command line, such as
+        #: ``readonlymode.enabled``
+        self.system_properties = dict(system_properties or {})
         #: the ZooKeeper release of each ``zookeeper`` member (servers.ZK_VERSIONS)
         self.versions = {sid: (versions or {}).get(sid, "3.8.0") for sid in kinds}
         #: the releases trizk members were asked to answer as
@@ -89,6 +94,11 @@ class ProcessEnsemble(MemberSet):
         cmd = _command(m.kind, m.cfg_path, m.workdir, version=self.versions[m.sid])
         if m.sid in self.trizk_versions:
             cmd += ["-D", f"trizk.zookeeperVersion={self.trizk_versions[m.sid]}"]
+        for key, value in self.system_properties.items():
+            if m.kind == "zookeeper":
+                cmd.insert(1, f"-D{key}={value}")
+            else:
+                cmd += ["-D", f"{key}={value}"]
         if m.kind == "zookeeper":
             # INFO: state changes and sync modes are logged (_command writes a WARN config)
             (m.workdir / "log4j.properties").write_text(LOG4J_INFO)

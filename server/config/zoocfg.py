@@ -100,7 +100,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -325,8 +325,8 @@ KEYS: Mapping[str, KeySpec] = {
     "connection_throttle_": KeySpec(_UP),
     # quorum settings read from system properties (QUORUM_KEYS parses cnxTimeout)
     "cnxTimeout": KeySpec(_P),
-    # read-only mode is a later issue. ZooKeeper reads only -Dreadonlymode.enabled; the file
-    # key becomes zookeeper.readonlymode.enabled, which nothing reads.
+    # ZooKeeper reads only -Dreadonlymode.enabled (ServerConfig.read_only_mode); the file key
+    # becomes zookeeper.readonlymode.enabled, which nothing reads.
     "readonlymode.enabled": KeySpec(_UP, "false"),
 }
 
@@ -447,6 +447,12 @@ class ServerConfig:
     multi_address_timeout_ms: int = 1000
     #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
     warnings: tuple[str, ...] = ()
+    #: ``-Dreadonlymode.enabled`` (a system property only): a member cut off from its quorum
+    #: serves read-only clients (ReadOnlyZooKeeperServer)
+    read_only_mode: bool = False
+    #: ``localSessionsEnabled``, as far as read-only mode uses it: a read-only member creates
+    #: local sessions (without, a new session's createSession is refused NOTREADONLY)
+    local_sessions_enabled: bool = False
 
     # -- constructors --------------------------------------------------------------------
 
@@ -732,6 +738,12 @@ def parse_property_option(option: str) -> tuple[str, str]:
     return name, value.strip() if sep else ""
 
 
+def _last_boolean(entries: Sequence[Entry], key: str) -> bool:
+    """The last ``key`` entry as ``Boolean.parseBoolean`` reads it (False without one)."""
+    values = [e.value for e in entries if e.key == key]
+    return bool(values) and javalang.parse_boolean(values[-1])
+
+
 def config_from_entries(
     entries: Iterable[Entry],
     *,
@@ -764,12 +776,6 @@ def config_from_entries(
     for name, value in items:
         props[name] = value
         prop_lines.pop(name, None)
-        if (
-            name == "readonlymode.enabled"
-            and javalang.parse_boolean(value)
-            and name not in unsupported
-        ):
-            unsupported.append(name)  # ZooKeeper reads this one without the prefix
         if name.startswith("zookeeper."):
             spec = key_spec(name[len("zookeeper.") :])
             if spec is not None and spec.support in _IGNORED:
@@ -900,6 +906,8 @@ def config_from_entries(
         multi_address_reachability_check=q.multi_address[1],
         multi_address_timeout_ms=q.multi_address[2],
         warnings=q.warnings + tuple(value_warnings),
+        read_only_mode=javalang.parse_boolean(props.get("readonlymode.enabled", "false")),
+        local_sessions_enabled=_last_boolean(entries, "localSessionsEnabled"),
     )
 
 

@@ -32,6 +32,11 @@ Requests of a connection are answered strictly in order (ZooKeeper's per-session
 
 Every reply carries the zxid of the last txn applied to the tree when it is sent, as
 ``FinalRequestProcessor`` does; a failed write still consumes a zxid (an error txn).
+
+In read-only mode (:attr:`FrontEnd.read_only`, set by the read-only role,
+:mod:`trizk.server.roles.readonly`) only clients that asked ``canBeReadOnly`` are served, the
+ConnectResponse says ``readOnly``, and writes and syncs are answered NOTREADONLY in their
+session's order (``ReadOnlyRequestProcessor``).
 """
 
 from __future__ import annotations
@@ -154,6 +159,23 @@ class WritePath(Protocol):
         ...
 
 
+class ReadOnlySessions(Protocol):
+    """What a front end in read-only mode asks of its role's sessions
+    (:class:`~trizk.server.roles.readonly.ReadOnlyWritePath`)."""
+
+    def is_global(self, session_id: int) -> bool:
+        """A session created through a quorum: its reconnect is refused."""
+        ...
+
+    def is_local(self, session_id: int) -> bool:
+        """A local session: its createSession and closeSession are not refused."""
+        ...
+
+    def close(self, session_id: int) -> None:
+        """A local session's closeSession."""
+        ...
+
+
 @dataclass(slots=True)
 class _WriteMark:
     """A write of a connection in flight, in its FIFO: answered when (session, cxid) commits."""
@@ -215,6 +237,8 @@ class FrontEnd:
         #: False while the server has no role that serves clients (an ensemble member LOOKING):
         #: handshakes are refused, four-letter words still answered
         self.serving = True
+        #: read-only mode (ReadOnlyZooKeeperServer): the role's sessions, or None
+        self.read_only: ReadOnlySessions | None = None
         #: conn.id -> FIFO of writes in flight and deferred reads
         self._fifo: dict[int, deque[_WriteMark | _SyncMark | _DeferredRead]] = {}
         #: syncs forwarded to the leader, oldest first (FollowerZooKeeperServer.pendingSyncs)
@@ -381,6 +405,11 @@ class FrontEnd:
         m.connection_request_count += 1
         # ZooKeeperServer.processConnectRequest: a client without the readOnly byte is "old".
         conn.old_client = pos >= len(frame)
+        ro = self.read_only
+        if ro is not None and (conn.old_client or frame[pos] == 0):
+            log.info("Refusing session request for not-read-only client %s", conn)
+            self._close(conn, "not a read-only client")
+            return
         if req.lastZxidSeen > self.tree.last_processed_zxid:
             log.info(
                 "Refusing session request for client %s as it has seen zxid 0x%x our last zxid "
@@ -399,8 +428,15 @@ class FrontEnd:
             conn.session_id = sid
             # answered when the createSession txn commits (on_committed)
             self.handshaking[sid] = (conn, now)
+            if ro is not None:
+                self._read_only_session(conn, ro, sid, now)
             return
         sid = req.sessionId
+        if ro is not None and ro.is_global(sid):
+            # ReadOnlyZooKeeperServer.validateSession
+            log.info("Refusing global session reconnection in RO mode %s", conn)
+            self._close(conn, "global session in read-only mode")
+            return
         old = self.session_conn.get(sid)
         if old is not None and old is not conn:
             # ZooKeeper closes the session's previous connection (CLIENT_RECONNECT) first.
@@ -414,6 +450,22 @@ class FrontEnd:
         self.write_path.revalidate(
             sid, timeout, now, lambda valid: self._finish_session_init(conn, valid)
         )
+
+    def _read_only_session(
+        self, conn: ClientConnection, ro: ReadOnlySessions, sid: int, now: int
+    ) -> None:
+        """A read-only server's createSession, answered at once: a local session's
+        ConnectResponse, or ``ReadOnlyRequestProcessor``'s NOTREADONLY reply (xid 0) where
+        the ConnectResponse should be; the connection is then left open and unread (as
+        ZooKeeper 3.8.0 leaves it)."""
+        received = self.handshaking.pop(sid)[1]
+        if ro.is_local(sid):
+            self._finish_session_init(conn, True)
+            self._replied(conn, _CREATESESSION, 0, self.tree.last_processed_zxid, received, now)
+            return
+        zxid = self.tree.last_processed_zxid
+        size = conn.send_reply(0, zxid, Code.NOTREADONLY)
+        self._replied(conn, _CREATESESSION, 0, zxid, received, now, size=size)
 
     def _finish_session_init(self, conn: ClientConnection, valid: bool | None) -> None:
         sid = conn.session_id
@@ -430,7 +482,7 @@ class FrontEnd:
             generate_password(sid) if valid else bytes(16),
         ).encode()
         if not conn.old_client:
-            rsp += b"\x00"  # readOnly: false (not a read-only server)
+            rsp += b"\x01" if self.read_only is not None else b"\x00"  # readOnly
         conn.send_frame(rsp)
         conn.packets_sent += 1
         self._mark(conn)
@@ -484,6 +536,7 @@ class FrontEnd:
         if (
             op in READ_OPS
             or op in _NO_TXN_OPS
+            or (self.read_only is not None and op in _NOT_READ_ONLY)
             or (op == _RECONFIG and _bad_reconfig(frame))
             or (op == _MULTI and not self.config.zk39 and multi_without_txn(frame))
             or (op == _MULTI and self.config.zk39 and multi_without_txn_39(frame))
@@ -646,6 +699,9 @@ class FrontEnd:
     ) -> None:
         zxid = self.tree.last_processed_zxid
         self._finished(conn)
+        if self.read_only is not None and op in _NOT_READ_ONLY:
+            self._read_only_refusal(conn, xid, op, received, now)
+            return
         if op == _PING:
             size = conn.send_reply(Xid.PING, zxid, 0)
             self._replied(conn, op, xid, zxid, received, now, size=size)
@@ -700,6 +756,26 @@ class FrontEnd:
             size = conn.send_reply_bytes(xid, zxid, err, payload)
         else:
             size = conn.send_reply(xid, zxid, err, body if err == 0 else None)
+        self._replied(conn, op, xid, zxid, received, now, size=size)
+
+    def _read_only_refusal(
+        self, conn: ClientConnection, xid: int, op: int, received: int, now: int
+    ) -> None:
+        """``ReadOnlyRequestProcessor``: a write or a sync is answered NOTREADONLY (the last
+        zxid, no body); a local session's closeSession ends it (OK, then the connection is
+        closed, as FinalRequestProcessor does), another closeSession is refused too."""
+        ro = self.read_only
+        assert ro is not None
+        zxid = self.tree.last_processed_zxid
+        sid = conn.session_id
+        if op == _CLOSESESSION and ro.is_local(sid):
+            ro.close(sid)
+            size = conn.send_reply(xid, zxid, Code.OK)
+            self._replied(conn, op, xid, zxid, received, now, size=size)
+            self.session_conn.pop(sid, None)
+            self._close(conn, "client closed session")
+            return
+        size = conn.send_reply(xid, zxid, Code.NOTREADONLY)
         self._replied(conn, op, xid, zxid, received, now, size=size)
 
     def _queue(self, conn: ClientConnection) -> deque[_WriteMark | _SyncMark | _DeferredRead]:
@@ -896,6 +972,26 @@ class FrontEnd:
 
 #: Tree events of a write (createNode, setData, deleteNode): one per znode written.
 _WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, EventType.NODEDELETED})
+
+#: What ``ReadOnlyRequestProcessor`` answers NOTREADONLY (closeSession: unless local).
+_NOT_READ_ONLY = frozenset(
+    {
+        OpCode.SYNC,
+        OpCode.CREATE,
+        OpCode.CREATE2,
+        OpCode.CREATETTL,
+        OpCode.CREATECONTAINER,
+        OpCode.DELETE,
+        OpCode.DELETECONTAINER,
+        OpCode.SETDATA,
+        OpCode.RECONFIG,
+        OpCode.SETACL,
+        OpCode.MULTI,
+        OpCode.CHECK,
+        OpCode.CLOSESESSION,
+        OpCode.CREATESESSION,
+    }
+)
 
 #: Requests answered without a txn besides the reads (through the same per-session FIFO).
 #: (A client's createSession on its open session is a write: see Sequencer.submit.)

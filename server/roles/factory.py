@@ -17,6 +17,7 @@ leading           Sequencer (prep)      Zab: a quorum of ACKs          apply, se
 following         LearnerWritePath      the leader's COMMITs           apply, closeSession, front
 observing         LearnerWritePath      the leader's INFORMs           apply, closeSession, front
 not serving       NotServing (refuses)  sync with a leader             apply
+read-only         ReadOnlyWritePath     nothing (LOOKING)              apply
 ================  ====================  =============================  ===========================
 
 The sequencer of a standalone server or a leader is also the session tracker: its ``tick``
@@ -24,7 +25,9 @@ expires sessions and :attr:`Role.sequencer` is what the shell's ticker calls (No
 expires nothing, a learner's leader does). An ensemble member serves through the not-serving
 role while it is LOOKING or syncing, and gets a new role object each time it starts serving
 (``Leader.startZkServer``, ``Learner.syncWithLeader``), as ZooKeeper makes a new
-ZooKeeperServer.
+ZooKeeperServer. With ``readonlymode.enabled`` a member LOOKING for long enough serves the
+read-only role (:mod:`.readonly`: reads for read-only clients, writes answered NOTREADONLY)
+until its election ends.
 
 The shell installs a role (its front end takes the connections; the previous role's are closed)
 and hands it committed batches through :meth:`Role.commit`: the txn log's committer on a
@@ -44,6 +47,7 @@ from trizk.server.frontend.core import FrontEnd, WritePath
 from trizk.server.roles.leading import Leading
 from trizk.server.roles.learning import Learning
 from trizk.server.roles.notserving import NotServingRole
+from trizk.server.roles.readonly import ReadOnly
 from trizk.server.roles.standalone import Standalone
 from trizk.server.writes.committer import Committer, Proposal
 from trizk.server.writes.forwarder import LeaderLink
@@ -58,7 +62,8 @@ class Role(Protocol):
 
     @property
     def name(self) -> str:
-        """``standalone``, ``leading``, ``following``, ``observing`` or ``not serving``."""
+        """``standalone``, ``leading``, ``following``, ``observing``, ``not serving`` or
+        ``read-only``."""
         ...
 
     @property
@@ -116,6 +121,18 @@ class RoleFactory:
     def not_serving(self) -> NotServingRole:
         """An ensemble member that serves no clients (LOOKING, or syncing with a leader)."""
         return NotServingRole(self.config, self.replica, self._stats())
+
+    def read_only(self, local_sessions: bool, now: int, wall: int) -> ReadOnly:
+        """``ReadOnlyZooKeeperServer``: a member LOOKING for long enough serves read-only
+        clients from its replica; local sessions with ``local_sessions``."""
+        return ReadOnly(
+            self.config,
+            self.replica,
+            ServerStats(started=now, metrics=self.metrics),
+            local_sessions,
+            now,
+            wall,
+        )
 
     def _stats(self) -> ServerStats:
         return ServerStats(metrics=self.metrics)

@@ -768,7 +768,15 @@ class TrizkServer:
             server_metrics=self.server_metrics,
             now_ms=self.clock.now(),
             serving=core.serving,
-            server_state=self.peer.state if self.peer is not None else "standalone",
+            # ReadOnlyZooKeeperServer.getState: "read-only" (srvr's Mode, zk_server_state)
+            read_only=core.read_only is not None,
+            server_state=(
+                "read-only"
+                if core.read_only is not None
+                else self.peer.state
+                if self.peer is not None
+                else "standalone"
+            ),
             role_metrics=self.peer.role_metrics() if self.peer is not None else (),
             proposal_sizes=self.peer.proposal_sizes() if self.peer is not None else (-1, -1, -1),
             latency=status.LatencyStats(

@@ -235,6 +235,16 @@ def test_jute_maxbuffer_from_the_file_and_whitelist_star() -> None:
 def test_read_only_mode_property_enables_isro() -> None:
     c = parse(properties={"readonlymode.enabled": "true"})
     assert c.four_letter_words == {"srvr", "isro"}
+    assert c.read_only_mode and not parse().read_only_mode
+
+
+def test_local_sessions_enabled_is_read() -> None:
+    # what read-only mode's sessions follow (the last entry wins)
+    assert not parse().local_sessions_enabled
+    assert parse("localSessionsEnabled=TRUE\n").local_sessions_enabled
+    assert not parse(
+        "localSessionsEnabled=true\nlocalSessionsEnabled=false\n"
+    ).local_sessions_enabled
 
 
 def test_unsupported_keys_are_collected_in_file_order() -> None:

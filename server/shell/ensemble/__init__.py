@@ -7,6 +7,7 @@
 * :mod:`.leading` -- LEADING: the leader's pump, :class:`ZabCommitter`,
   :class:`LearnerRequests`;
 * :mod:`.learning` -- FOLLOWING / OBSERVING: the learner's pump;
+* :mod:`.readonly` -- when a LOOKING member serves read-only clients (readonlymode.enabled);
 * :mod:`.peer` -- :class:`QuorumPeer`: LOOKING -> a role -> LOOKING.
 """
 

@@ -11,7 +11,10 @@ A member loops through ZooKeeper's states::
   and the election port (:class:`trizk.server.shell.cnxmanager.ElectionPort`) runs an election
   with (last logged zxid, currentEpoch). Clients are refused (the role served is
   :class:`~trizk.server.roles.notserving.NotServingRole`, until a Zab role is established or
-  synced; a four-letter word still gets "not currently serving").
+  synced; a four-letter word still gets "not currently serving"). With
+  ``-Dreadonlymode.enabled=true``, a member LOOKING for longer than ``max(2000, tickTime)`` ms
+  serves read-only clients until the election ends (:mod:`.readonly`,
+  :class:`~trizk.server.roles.readonly.ReadOnly`).
 * **LEADING.** A :class:`trizk.quorum.zab.leader.Leader` runs discovery and synchronisation with
   the learners that connect to the quorum port. Once established (``Ready.serving``) the member
   is ZooKeeper's leader, serving the :class:`~trizk.server.roles.leading.Leading` role: front
@@ -88,6 +91,7 @@ from trizk.server.shell.ensemble.hosts import PeerHost
 from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
 from trizk.server.shell.ensemble.learning import LearnerPump
 from trizk.server.shell.ensemble.links import Link, QueueMeter
+from trizk.server.shell.ensemble.readonly import look_read_only
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.storage.disk import epochs as epochfiles
@@ -213,7 +217,16 @@ class QuorumPeer:
         )
         start_fle = self.clock.now()
         self.election.look(self.replica.last_zxid, ep.current)
-        decision = await self.election.wait_decision()
+        if self.spec.read_only_mode:
+            decision = await look_read_only(
+                self.clock,
+                self.spec.timing.tick_ms,
+                self._serve_read_only,
+                lambda: self._install(self.roles.not_serving()),
+                self.election.wait_decision,
+            )
+        else:
+            decision = await self.election.wait_decision()
         leader = decision.vote.leader
         if not self.spec.observer:
             # Leader.lead / Follower.followLeader: ELECTION_TIME = end_fle - start_fle
@@ -231,6 +244,12 @@ class QuorumPeer:
                 link.close()
             self._links.clear()
         log.warning("%s: leaving the %s role: %s", self.spec.myid, self.state, reason)
+
+    def _serve_read_only(self) -> None:
+        """Still LOOKING after the grace period: serve read-only clients
+        (``ReadOnlyZooKeeperServer``)."""
+        now, wall = self.clock.now(), self.clock.wall()
+        self._install(self.roles.read_only(self.spec.local_sessions, now, wall))
 
     def _catch_up(self) -> None:
         """Before an election the replica must hold every txn this member logged, committed
@@ -271,7 +290,7 @@ class QuorumPeer:
     def role_metrics(self) -> list[tuple[str, str, int | float | str]]:
         """mntr's role gauges (QuorumPeer / Leader metrics), with the gauge each follows in
         ZooKeeper 3.8.0's output (captured from a live leader and follower)."""
-        zab = "broadcast" if self.role.front.serving else "election"
+        zab = "broadcast" if self.role.front.serving and self.state != "looking" else "election"
         state = {"looking": "looking", "leader": "leading", "follower": "following"}.get(
             self.state, "observing"
         )

@@ -66,6 +66,10 @@ class EnsembleSpec:
     multi_address: bool = False
     #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
     election_bind_tries: int = 3
+    #: ``-Dreadonlymode.enabled``: serve read-only clients while LOOKING for long enough
+    read_only_mode: bool = False
+    #: ``localSessionsEnabled``: the read-only role creates local sessions
+    local_sessions: bool = False
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -94,6 +98,8 @@ class EnsembleSpec:
             verifier=qv,
             multi_address=config.multi_address_enabled,
             election_bind_tries=_bind_tries(config),
+            read_only_mode=config.read_only_mode,
+            local_sessions=config.local_sessions_enabled,
         )
 
     @property
