@@ -1,0 +1,49 @@
+"""Read-only mode against Apache ZooKeeper: the same scenario (tests/readonly_helpers.py) on a
+3-member ZooKeeper ensemble, a 3-member trizk ensemble and a mixed one whose cut-off member is
+trizk, each started as ZooKeeper's users start one (``-Dreadonlymode.enabled=true``,
+``localSessionsEnabled=true`` as kazoo's harness sets them) behind link proxies. Every
+observation (the four-letter words, raw handshakes, a kazoo read-only client's reads and
+NotReadOnlyCallErrors, a plain client's refusal, the way back to read-write) must equal
+ZooKeeper's; ZooKeeper's is also the expectation tests/shell/test_readonly.py pins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.compat.conftest import require_zookeeper
+from tests.readonly_helpers import DEADLINE, LOCAL_SESSIONS, READ_ONLY, observe
+from tests.shell.test_readonly import EXPECTED
+from trizk.compat.procs.ensemble import ProcessEnsemble
+
+pytestmark = pytest.mark.slow
+
+
+def _run(kinds: dict[int, str], member: int | None = None) -> dict[str, Any]:
+    """The scenario on ``member`` (default: a follower) of an ensemble of ``kinds``."""
+    with ProcessEnsemble(
+        kinds, links=True, extra=LOCAL_SESSIONS, system_properties=READ_ONLY
+    ) as ens:
+        assert ens.links is not None
+        links = ens.links
+        modes = ens.wait_serving(DEADLINE)
+        if member is None:
+            member = next(s for s, m in modes.items() if m == "follower")
+        chosen = member
+        return observe(ens.port(chosen), ens.hosts(), lambda: links.isolate(chosen), links.heal)
+
+
+def test_zookeeper_shows_what_trizk_pins() -> None:
+    require_zookeeper()
+    assert _run({1: "zookeeper", 2: "zookeeper", 3: "zookeeper"}) == EXPECTED
+
+
+def test_trizk_processes_show_what_zookeeper_shows() -> None:
+    assert _run({1: "trizk", 2: "trizk", 3: "trizk"}) == EXPECTED
+
+
+def test_a_cut_off_trizk_member_of_a_mixed_ensemble() -> None:
+    require_zookeeper()
+    assert _run({1: "zookeeper", 2: "trizk", 3: "zookeeper"}, member=2) == EXPECTED
