@@ -29,9 +29,12 @@ The ``ZOOKEEPER_*`` variables kazoo's harness reads, as they apply to trizk:
 * ``ZOOKEEPER_JAAS_AUTH=digest``: the servers get kazoo's JAAS users (``super``,
   ``jaasuser``) for SASL DIGEST-MD5. ``gssapi`` (Kerberos): trizk has none; such tests are
   skipped with that reason.
-* ``ZOOKEEPER_LOCAL_SESSION_RO=true`` is what kazoo's read-only tests set: trizk has no
-  read-only mode yet, so a test run with it is skipped with that reason (after its
-  ``setUp``, so that its ``tearDown`` still runs).
+* Read-only mode is on, as kazoo's harness starts every server with
+  ``-Dreadonlymode.enabled=true``: a member cut off from its quorum serves read-only clients.
+  ``ZOOKEEPER_LOCAL_SESSION_RO`` (default ``false``) is written as ``localSessionsEnabled``
+  and ``localSessionsUpgradingEnabled``, as kazoo's harness does (its read-only test sets it
+  to ``true``, so that a read-only member can create sessions); a change of it makes the
+  cluster again.
 * ``ZOOKEEPER_PATH``, ``ZOOKEEPER_CLASSPATH``, ``ZOOKEEPER_VERSION`` name a Java install: not
   needed, ignored. ``ZOOKEEPER_PORT_OFFSET``: ignored, every port is a free one.
 * ``TRIZK_MODE`` (``in-process``, the default, or ``process``: ``trizk-server`` children, the
@@ -51,9 +54,9 @@ Differences, on purpose:
   kazoo's harness it lingers until its timeout); ``lose_connection`` has the server close the
   client's connection (SUSPENDED, then CONNECTED to the same session). Both return, as kazoo's,
   once the client is CONNECTED again.
-* What trizk cannot do yet is a skip with the reason, never an error: read-only mode (above)
-  and dynamic reconfiguration (a test whose ``reconfig`` is answered ReconfigDisabledError:
-  kazoo's harness runs ZooKeeper with ``reconfigEnabled=true``, trizk has no reconfig).
+* What trizk cannot do yet is a skip with the reason, never an error: dynamic
+  reconfiguration (a test whose ``reconfig`` is answered ReconfigDisabledError: kazoo's
+  harness runs ZooKeeper with ``reconfigEnabled=true``, trizk has no reconfig).
 """
 
 from __future__ import annotations
@@ -109,10 +112,8 @@ KAZOO_SYNC_LIMIT = 2
 #: how many times a cluster is made before its start failure is the test's (kazoo's: 5)
 START_TRIES = 2
 
-READ_ONLY_REASON = (
-    "trizk has no read-only mode yet (readonlymode.enabled): ZOOKEEPER_LOCAL_SESSION_RO=true"
-    " is what kazoo's read-only tests set"
-)
+#: kazoo's harness starts every server with -Dreadonlymode.enabled=true
+READ_ONLY_MODE = {"readonlymode.enabled": "true"}
 RECONFIG_REASON = (
     "trizk has no dynamic reconfiguration yet: the server answered ReconfigDisabledError where"
     " kazoo's harness runs ZooKeeper with reconfigEnabled=true"
@@ -351,8 +352,9 @@ class ManagedMember:
 class TrizkCluster:
     """kazoo's ``ZookeeperCluster`` on trizk: ``size`` members (one: a standalone server;
     more: an ensemble whose members from ``observer_start_id`` on are observers), run as
-    ``mode`` says, with kazoo's super digest, SASL provider, TLS port and, for ``jaas_auth ==
-    "digest"``, its JAAS users. Started by :meth:`start` (again after :meth:`terminate`)."""
+    ``mode`` says, with kazoo's super digest, SASL provider, TLS port, read-only mode,
+    ``localSessionsEnabled`` as ``local_sessions`` says and, for ``jaas_auth == "digest"``,
+    its JAAS users. Started by :meth:`start` (again after :meth:`terminate`)."""
 
     def __init__(
         self,
@@ -360,6 +362,7 @@ class TrizkCluster:
         jaas_auth: str | None = None,
         size: int = DEFAULT_CLUSTER_SIZE,
         observer_start_id: int = DEFAULT_OBSERVER_START_ID,
+        local_sessions: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError(f"ZOOKEEPER_CLUSTER_SIZE={size}: a cluster has at least one member")
@@ -379,6 +382,10 @@ class TrizkCluster:
         self._properties = {
             "DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
             "authProvider.1": SASL_PROVIDER,
+            # kazoo's harness: ZOOKEEPER_LOCAL_SESSION_RO, "required to avoid session
+            # validation error in read only test"
+            "localSessionsEnabled": str(local_sessions).lower(),
+            "localSessionsUpgradingEnabled": str(local_sessions).lower(),
         }
         self._servers: list[Any]
         if size == 1:
@@ -400,14 +407,18 @@ class TrizkCluster:
             ]
 
     def _system_properties(self) -> dict[str, str]:
-        """The JAAS file (``ZOOKEEPER_JAAS_AUTH=digest``) as java's ``-D`` names it."""
+        """Read-only mode and the JAAS file (``ZOOKEEPER_JAAS_AUTH=digest``) as java's ``-D``
+        names them."""
         if self.jaas_auth != "digest":
-            return {}
+            return dict(READ_ONLY_MODE)
         if self._jaas_dir is None:
             self._jaas_dir = tempfile.mkdtemp(prefix="trizk-kazoo-jaas-")
             with open(os.path.join(self._jaas_dir, "jaas.conf"), "w", encoding="utf-8") as f:
                 f.write(DIGEST_JAAS)
-        return {"java.security.auth.login.config": os.path.join(self._jaas_dir, "jaas.conf")}
+        return {
+            **READ_ONLY_MODE,
+            "java.security.auth.login.config": os.path.join(self._jaas_dir, "jaas.conf"),
+        }
 
     # -- the ensemble behind a cluster of more than one member
     def ensemble(self) -> Any:
@@ -537,13 +548,15 @@ _CLUSTER: TrizkCluster | None = None
 _CLUSTER_CONF: tuple[Any, ...] | None = None
 
 
-def _cluster_conf() -> tuple[str, str | None, int, int]:
+def _cluster_conf() -> tuple[str, str | None, int, int, bool]:
     env = os.environ
     return (
         mode_from_env(),
         env.get("ZOOKEEPER_JAAS_AUTH") or None,
         int(env.get("ZOOKEEPER_CLUSTER_SIZE") or DEFAULT_CLUSTER_SIZE),
         int(env.get("ZOOKEEPER_OBSERVER_START_ID") or DEFAULT_OBSERVER_START_ID),
+        # kazoo's harness writes the variable's text into zoo.cfg (parseBoolean: true or not)
+        env.get("ZOOKEEPER_LOCAL_SESSION_RO", "false").lower() == "true",
     )
 
 
@@ -603,10 +616,7 @@ class KazooTestHarness(unittest.TestCase):
 
     def _callTestMethod(self, method: Callable[[], Any]) -> None:
         # What trizk cannot do yet is a skip with its reason. Checked when the test itself
-        # runs: its setUp has set what it needs (kazoo's read-only tests set
-        # ZOOKEEPER_LOCAL_SESSION_RO there) and its tearDown runs after the skip.
-        if os.environ.get("ZOOKEEPER_LOCAL_SESSION_RO", "").lower() == "true":
-            raise unittest.SkipTest(READ_ONLY_REASON)
+        # runs: its setUp has set what it needs and its tearDown runs after the skip.
         if os.environ.get("ZOOKEEPER_JAAS_AUTH") == "gssapi":
             raise unittest.SkipTest(GSSAPI_REASON)
         try:

@@ -6,7 +6,6 @@ kazoo's own test suite run unchanged through ``--trizk-kazoo``."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import tempfile
 import threading
@@ -193,27 +192,14 @@ def test_tls_port_with_kazoos_client_configuration(monkeypatch: pytest.MonkeyPat
 def test_what_trizk_cannot_do_is_a_skip_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZOOKEEPER_CLUSTER_SIZE", "1")
 
-    class ReadOnly(KazooTestCase):
-        def setUp(self) -> None:
-            os.environ["ZOOKEEPER_LOCAL_SESSION_RO"] = "true"
-            super().setUp()
-
-        def tearDown(self) -> None:
-            super().tearDown()
-            os.environ.pop("ZOOKEEPER_LOCAL_SESSION_RO", None)
-
-        def runTest(self) -> None:
-            raise AssertionError("not reached: skipped")
-
     class Reconfig(KazooTestCase):
         def runTest(self) -> None:
             self.client.reconfig(joining=None, leaving="3", new_members=None)
 
-    for case, reason in ((ReadOnly(), "read-only"), (Reconfig(), "reconfiguration")):
+    for case, reason in ((Reconfig(), "reconfiguration"),):
         result = _run_case(case, success=False)
         assert not result.errors and not result.failures
         assert len(result.skipped) == 1 and reason in result.skipped[0][1], result.skipped
-    assert "ZOOKEEPER_LOCAL_SESSION_RO" not in os.environ  # the test's own tearDown ran
 
 
 @pytest.mark.slow
@@ -288,12 +274,11 @@ KAZOO_SUITES = [
     "lock",
     "lease",
     "sasl",  # ZOOKEEPER_JAAS_AUTH=digest: kazoo's JAAS users (skipped without puresasl)
-    "connection",  # TestReadOnlyMode: a skip with its reason
+    "connection",  # TestReadOnlyMode: read-only mode, as on ZooKeeper
     "client",  # test_update_host_list stops cluster[0]; TestSSLClient; TestReconfig: skips
 ]
 #: what trizk cannot do yet: kazoo tests that must be skipped, and why
 KAZOO_SKIPS = {
-    "test_read_only": "read-only mode",
     "test_no_super_auth": "dynamic reconfiguration",
     "test_add_remove_observer": "dynamic reconfiguration",
     "test_bad_input": "dynamic reconfiguration",
@@ -310,6 +295,25 @@ KAZOO_RACES = {"test_invalid_sasl_auth": "kazoo.tests.test_sasl"}
 #: pytest-trio (trizk's test extra) imports hypothesis, whose module-level ``TreeNode``
 #: object kazoo's test_cache would count as a leaked cache node: kazoo's suite runs without it
 KAZOO_ARGS = ("-p", "no:cacheprovider", "-p", "no:trio", "--trizk-kazoo", "-rs")
+
+
+@pytest.mark.slow
+def test_kazoos_read_only_test_passes(pytester: pytest.Pytester) -> None:
+    """kazoo's TestReadOnlyMode through the drop-in: its two members stopped, the third serves
+    its ``read_only=True`` client (CONNECTED_RO, reads, NotReadOnlyCallError), as ZooKeeper's
+    member does under kazoo's harness (``-Dreadonlymode.enabled=true``,
+    ``ZOOKEEPER_LOCAL_SESSION_RO=true``)."""
+    if importlib.util.find_spec("kazoo.tests") is None:
+        pytest.skip("this kazoo install has no kazoo.tests")
+    result = pytester.runpytest_subprocess(
+        *KAZOO_ARGS,
+        "-k",
+        "TestReadOnlyMode",
+        "--pyargs",
+        "kazoo.tests.test_connection",
+        timeout=300,
+    )
+    result.assert_outcomes(passed=1)
 
 
 @pytest.mark.slow
