@@ -5,10 +5,10 @@ ZooKeeper shows (tests/shell/test_readonly.py, tests/compat/test_readonly.py).
 :func:`observe` writes a node through the member to be cut off, opens a global session there
 (an ephemeral node makes it global under ``localSessionsUpgradingEnabled`` too), cuts the
 member off (``isolate``), waits until ``isro`` says ``ro``, then records what clients get:
-the four-letter words, raw handshakes (read-only, not read-only, old, a global session's
-reconnect), a kazoo ``read_only=True`` client's reads and writes, a plain kazoo client's
-connect; then ``heal`` and the read-only client's way back to a read-write session. Session
-ids and zxids are left out: they differ between any two runs.
+the four-letter words (isro, srvr, stat, mntr, conf), raw handshakes (read-only, not
+read-only, old, a global session's reconnect), a kazoo ``read_only=True`` client's reads and
+writes, a plain kazoo client's connect; then ``heal`` and the read-only client's way back to a
+read-write session. Session ids and zxids are left out: they differ between any two runs.
 """
 
 from __future__ import annotations
@@ -113,6 +113,14 @@ def observe(
             line for line in srvr.splitlines() if line.startswith(("Mode:", "READ-ONLY"))
         ]
         seen["stat read-only line"] = "READ-ONLY mode" in word(port, "stat")
+        # a ReadOnlyZooKeeperServer is no QuorumZooKeeperServer: no quorum gauges, and its
+        # conf ends at peerType (no membership)
+        seen["mntr states"] = [
+            line
+            for line in word(port, "mntr").splitlines()
+            if line.startswith(("zk_server_state", "zk_peer_state", "zk_quorum_size"))
+        ]
+        seen["conf ends"] = word(port, "conf").splitlines()[-1:]
         seen["handshake read-only"] = raw_handshake(port, True)
         seen["handshake not read-only"] = raw_handshake(port, False)
         seen["handshake old client"] = raw_handshake(port, None)

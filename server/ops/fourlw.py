@@ -242,9 +242,11 @@ def _conf(view: StatusView) -> str:
     # ZooKeeperServer.dumpConf; a quorum member adds QuorumZooKeeperServer.dumpConf's lines.
     cfg = view.config
     if cfg.is_quorum:
-        return _standalone_conf(view).replace("serverId=0\n", f"serverId={cfg.my_id}\n") + (
-            quorum_conf(cfg)
-        )
+        quorum = quorum_conf(cfg)
+        if view.read_only:
+            # ReadOnlyZooKeeperServer.dumpConf: the same lines up to peerType, no membership
+            quorum = quorum[: quorum.index("membership: \n")]
+        return _standalone_conf(view).replace("serverId=0\n", f"serverId={cfg.my_id}\n") + (quorum)
     return _standalone_conf(view)
 
 

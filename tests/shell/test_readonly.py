@@ -20,6 +20,8 @@ EXPECTED: dict[str, Any] = {
     "isro before": "rw",
     "srvr": ["READ-ONLY mode; serving only read-only clients", "Mode: read-only"],
     "stat read-only line": True,
+    "mntr states": ["zk_server_state\tread-only"],
+    "conf ends": ["peerType=0"],
     "handshake read-only": ("connect", True, b"\x01", "open"),
     "handshake not read-only": ("closed",),
     "handshake old client": ("closed",),

@@ -290,7 +290,11 @@ class QuorumPeer:
     def role_metrics(self) -> list[tuple[str, str, int | float | str]]:
         """mntr's role gauges (QuorumPeer / Leader metrics), with the gauge each follows in
         ZooKeeper 3.8.0's output (captured from a live leader and follower)."""
-        zab = "broadcast" if self.role.front.serving and self.state != "looking" else "election"
+        if self.role.front.read_only is not None:
+            # a ReadOnlyZooKeeperServer is no QuorumZooKeeperServer: no peer_state, no
+            # quorum_size (ZooKeeper 3.8.0's mntr on a read-only member)
+            return self._queue_summaries()
+        zab = "broadcast" if self.role.front.serving else "election"
         state = {"looking": "looking", "leader": "leading", "follower": "following"}.get(
             self.state, "observing"
         )
