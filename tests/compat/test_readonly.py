@@ -1,10 +1,11 @@
 """Read-only mode against Apache ZooKeeper: the same scenario (tests/readonly_helpers.py) on a
-3-member ZooKeeper ensemble, a 3-member trizk ensemble and a mixed one whose cut-off member is
-trizk, each started as ZooKeeper's users start one (``-Dreadonlymode.enabled=true``,
-``localSessionsEnabled=true`` as kazoo's harness sets them) behind link proxies. Every
-observation (the four-letter words, raw handshakes, a kazoo read-only client's reads and
-NotReadOnlyCallErrors, a plain client's refusal, the way back to read-write) must equal
-ZooKeeper's; ZooKeeper's is also the expectation tests/shell/test_readonly.py pins.
+3-member ZooKeeper ensemble (3.8.0 and 3.9.3), a 3-member trizk ensemble and mixed ones (with
+ZooKeeper 3.8.0 or 3.9.3 members) whose cut-off member is trizk, each started as ZooKeeper's
+users start one (``-Dreadonlymode.enabled=true``, ``localSessionsEnabled=true`` as kazoo's
+harness sets them) behind link proxies. Every observation (the four-letter words, raw
+handshakes, a kazoo read-only client's reads and NotReadOnlyCallErrors, a plain client's
+refusal, the way back to read-write) must equal ZooKeeper's; ZooKeeper 3.8.0's is also the
+expectation tests/shell/test_readonly.py pins.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ from trizk.compat.procs.ensemble import ProcessEnsemble
 pytestmark = pytest.mark.slow
 
 
-def _run(kinds: dict[int, str], member: int | None = None) -> dict[str, Any]:
-    """The scenario on ``member`` (default: a follower) of an ensemble of ``kinds``."""
+def _run(
+    kinds: dict[int, str], member: int | None = None, version: str = "3.8.0"
+) -> dict[str, Any]:
+    """The scenario on ``member`` (default: a follower) of an ensemble of ``kinds`` (its
+    ZooKeeper members of release ``version``)."""
+    versions = {sid: version for sid, kind in kinds.items() if kind == "zookeeper"}
     with ProcessEnsemble(
-        kinds, links=True, extra=LOCAL_SESSIONS, system_properties=READ_ONLY
+        kinds, links=True, extra=LOCAL_SESSIONS, system_properties=READ_ONLY, versions=versions
     ) as ens:
         assert ens.links is not None
         links = ens.links
@@ -44,6 +49,12 @@ def test_trizk_processes_show_what_zookeeper_shows() -> None:
     assert _run({1: "trizk", 2: "trizk", 3: "trizk"}) == EXPECTED
 
 
-def test_a_cut_off_trizk_member_of_a_mixed_ensemble() -> None:
-    require_zookeeper()
-    assert _run({1: "zookeeper", 2: "trizk", 3: "zookeeper"}, member=2) == EXPECTED
+@pytest.mark.parametrize("version", ["3.8.0", "3.9.3"])
+def test_a_cut_off_trizk_member_of_a_mixed_ensemble(version: str) -> None:
+    require_zookeeper(version)
+    assert _run({1: "zookeeper", 2: "trizk", 3: "zookeeper"}, 2, version) == EXPECTED
+
+
+def test_zookeeper_39_shows_the_same() -> None:
+    require_zookeeper("3.9.3")
+    assert _run({1: "zookeeper", 2: "zookeeper", 3: "zookeeper"}, version="3.9.3") == EXPECTED
