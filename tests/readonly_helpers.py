@@ -93,8 +93,10 @@ def observe(
     all_hosts: str,
     isolate: Callable[[], None],
     heal: Callable[[], None],
+    during: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The scenario of the module docstring on the member at ``port``; returns what was seen."""
+    """The scenario of the module docstring on the member at ``port``; returns what was seen
+    (with what ``during()`` returns while the member is read-only)."""
     seen: dict[str, Any] = {}
     host = f"127.0.0.1:{port}"
     seen["isro before"] = word(port, "isro")
@@ -121,6 +123,8 @@ def observe(
             if line.startswith(("zk_server_state", "zk_peer_state", "zk_quorum_size"))
         ]
         seen["conf ends"] = word(port, "conf").splitlines()[-1:]
+        if during is not None:
+            seen.update(during())
         seen["handshake read-only"] = raw_handshake(port, True)
         seen["handshake not read-only"] = raw_handshake(port, False)
         seen["handshake old client"] = raw_handshake(port, None)
