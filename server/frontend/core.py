@@ -973,7 +973,8 @@ class FrontEnd:
 #: Tree events of a write (createNode, setData, deleteNode): one per znode written.
 _WRITE_EVENTS = frozenset({EventType.NODECREATED, EventType.NODEDATACHANGED, EventType.NODEDELETED})
 
-#: What ``ReadOnlyRequestProcessor`` answers NOTREADONLY (closeSession: unless local).
+#: What ``ReadOnlyRequestProcessor`` answers NOTREADONLY (closeSession: unless local; a
+#: client's createSession on its open session always, where ZooKeeper lets a local one on).
 _NOT_READ_ONLY = frozenset(
     {
         OpCode.SYNC,

@@ -246,7 +246,8 @@ def _conf(view: StatusView) -> str:
         if view.read_only:
             # ReadOnlyZooKeeperServer.dumpConf: the same lines up to peerType, no membership
             quorum = quorum[: quorum.index("membership: \n")]
-        return _standalone_conf(view).replace("serverId=0\n", f"serverId={cfg.my_id}\n") + (quorum)
+        own = _standalone_conf(view).replace("serverId=0\n", f"serverId={cfg.my_id}\n")
+        return own + quorum
     return _standalone_conf(view)
 
 

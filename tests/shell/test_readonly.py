@@ -14,8 +14,12 @@ import urllib.request
 from typing import Any
 
 import pytest
+import trio
+from trio.testing import MockClock, wait_all_tasks_blocked
 
 from tests.readonly_helpers import LOCAL_SESSIONS, READ_ONLY, observe
+from trizk.server.shell.clock import Clock
+from trizk.server.shell.ensemble.readonly import grace_ms, look_read_only
 from trizk.testing import Ensemble
 from trizk.testing.ports import free_ports
 
@@ -83,3 +87,44 @@ def test_a_cut_off_member_serves_read_only_clients_and_they_come_back() -> None:
         "error": None,
     }
     assert seen == EXPECTED
+
+
+async def test_the_grace_period_before_serving_read_only(mock_clock: MockClock) -> None:
+    """``look_read_only``: nothing is served when the election ends within
+    ``max(2000, tickTime)`` ms; past it the read-only role is served, and stopped when the
+    election ends (on the server's clock: moving it moves the grace period). Trio's clock
+    stands still here (``mock_clock``): only ``Clock.advance`` moves time."""
+    clock = Clock()
+    calls: list[str] = []
+
+    async def run(tick_ms: int, decided: trio.Event) -> None:
+        async def decision() -> str:
+            await decided.wait()
+            return "decided"
+
+        got = await look_read_only(
+            clock, tick_ms, lambda: calls.append("serve"), lambda: calls.append("stop"), decision
+        )
+        assert got == "decided"
+
+    with trio.fail_after(10):
+        decided = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, 200, decided)
+            await wait_all_tasks_blocked()
+            clock.advance(grace_ms(200) - 1)  # 1999 ms of 2000
+            await wait_all_tasks_blocked()
+            decided.set()
+        assert calls == []
+        decided = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, 3000, decided)
+            await wait_all_tasks_blocked()
+            clock.advance(2500)  # tickTime 3000 > 2000: still within the grace period
+            await wait_all_tasks_blocked()
+            assert calls == []
+            clock.advance(500)
+            await wait_all_tasks_blocked()
+            assert calls == ["serve"]
+            decided.set()
+        assert calls == ["serve", "stop"]
