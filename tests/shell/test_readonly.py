@@ -2,10 +2,10 @@
 real clients: a member cut off from its quorum serves a kazoo ``read_only=True`` client's
 reads, answers its writes NOTREADONLY (kazoo's NotReadOnlyCallError), refuses plain clients
 and global sessions, says ``ro`` to ``isro``, ``Mode: read-only`` to ``srvr`` and
-``read_only: true`` to the AdminServer's ``is_read_only``; after the
-heal the client is read-write again. The expected values are what a 3-member Apache
-ZooKeeper 3.8.0 ensemble showed in the same scenario (tests/compat/test_readonly.py runs both
-and compares them)."""
+``read_only: true`` to the AdminServer's ``is_read_only``; after the heal the client is
+read-write again. The expected values are what a 3-member Apache ZooKeeper 3.8.0 ensemble
+showed in the same scenario (tests/compat/test_readonly.py runs both and compares them).
+"""
 
 from __future__ import annotations
 
