@@ -173,3 +173,31 @@ def observe(
                 c.stop()
                 c.close()
     return seen
+
+
+def observe_handshakes(port: int, isolate: Callable[[], None]) -> dict[str, Any]:
+    """Without ``localSessionsEnabled``: the raw handshakes a cut-off member answers -- a new
+    session (refused NOTREADONLY), a closed session's reconnect (a session that is not
+    global: valid there), a live global session's reconnect (closed)."""
+    host = f"127.0.0.1:{port}"
+    closed = KazooClient(hosts=host, timeout=10)
+    closed.start(DEADLINE)
+    closed_session = closed.client_id
+    closed.stop()
+    closed.close()
+    g = KazooClient(hosts=host, timeout=10)
+    g.start(DEADLINE)
+    try:
+        live = g.client_id
+        assert closed_session is not None and live is not None
+        isolate()
+        until(lambda: word(port, "isro") == "ro", "the cut-off member serves read-only")
+        return {
+            "new session": raw_handshake(port, True),
+            "not read-only": raw_handshake(port, False),
+            "reconnect of a closed session": raw_handshake(port, True, closed_session),
+            "reconnect of a live global session": raw_handshake(port, True, live),
+        }
+    finally:
+        g.stop()
+        g.close()

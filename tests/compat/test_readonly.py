@@ -5,7 +5,8 @@ users start one (``-Dreadonlymode.enabled=true``, ``localSessionsEnabled=true`` 
 harness sets them) behind link proxies. Every observation (the four-letter words, raw
 handshakes, a kazoo read-only client's reads and NotReadOnlyCallErrors, a plain client's
 refusal, the way back to read-write) must equal ZooKeeper's; ZooKeeper 3.8.0's is also the
-expectation tests/shell/test_readonly.py pins.
+expectation tests/shell/test_readonly.py pins. Without ``localSessionsEnabled`` the raw
+handshakes of a cut-off member are compared too (a new session is refused NOTREADONLY there).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import Any
 import pytest
 
 from tests.compat.conftest import require_zookeeper
-from tests.readonly_helpers import DEADLINE, LOCAL_SESSIONS, READ_ONLY, observe
+from tests.readonly_helpers import (
+    DEADLINE,
+    LOCAL_SESSIONS,
+    READ_ONLY,
+    observe,
+    observe_handshakes,
+)
 from tests.shell.test_readonly import EXPECTED
 from trizk.compat.procs.ensemble import ProcessEnsemble
 
@@ -58,3 +65,28 @@ def test_a_cut_off_trizk_member_of_a_mixed_ensemble(version: str) -> None:
 def test_zookeeper_39_shows_the_same() -> None:
     require_zookeeper("3.9.3")
     assert _run({1: "zookeeper", 2: "zookeeper", 3: "zookeeper"}, version="3.9.3") == EXPECTED
+
+
+#: what ZooKeeper 3.8.0 answers without local sessions: a new session's createSession is not
+#: local, so ReadOnlyRequestProcessor refuses it with a bare ReplyHeader (the connection left
+#: open); a reconnect of any session that is not global is valid (touchSession takes any)
+WITHOUT_LOCAL_SESSIONS = {
+    "new session": ("reply", -119, "open"),
+    "not read-only": ("closed",),
+    "reconnect of a closed session": ("connect", True, b"\x01", "open"),
+    "reconnect of a live global session": ("closed",),
+}
+
+
+@pytest.mark.parametrize("kind", ["zookeeper", "trizk"])
+def test_without_local_sessions(kind: str) -> None:
+    if kind == "zookeeper":
+        require_zookeeper()
+    kinds = dict.fromkeys((1, 2, 3), kind)
+    with ProcessEnsemble(kinds, links=True, system_properties=READ_ONLY) as ens:
+        assert ens.links is not None
+        links = ens.links
+        modes = ens.wait_serving(DEADLINE)
+        member = next(s for s, m in modes.items() if m == "follower")
+        seen = observe_handshakes(ens.port(member), lambda: links.isolate(member))
+    assert seen == WITHOUT_LOCAL_SESSIONS
