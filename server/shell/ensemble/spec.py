@@ -19,6 +19,7 @@ from trizk.quorum.zab.zab import Quorum, Timing
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
+    from trizk.server.shell.quorumtls import QuorumTLSConfig
 
 __all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit"]
 
@@ -66,6 +67,8 @@ class EnsembleSpec:
     multi_address: bool = False
     #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
     election_bind_tries: int = 3
+    #: quorum TLS (``sslQuorum``, ``portUnification``, ``ssl.quorum.*``); None: plain links
+    tls: QuorumTLSConfig | None = None
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -94,6 +97,7 @@ class EnsembleSpec:
             verifier=qv,
             multi_address=config.multi_address_enabled,
             election_bind_tries=_bind_tries(config),
+            tls=_quorum_tls(config),
         )
 
     @property
@@ -111,6 +115,18 @@ class EnsembleSpec:
 
     def election_view(self) -> ElectionView:
         return ElectionView(self.voters, self.config, self.verifier)
+
+
+def _quorum_tls(config: ServerConfig) -> QuorumTLSConfig | None:
+    from trizk.server.shell.quorumtls import QuorumTLSConfig
+
+    return QuorumTLSConfig.from_properties(
+        config.properties,
+        ssl_quorum=config.ssl_quorum,
+        port_unification=config.port_unification,
+        reload_cert_files=config.ssl_quorum_reload_cert_files,
+        zookeeper_version=config.zookeeper_version,
+    )
 
 
 def _bind_tries(config: ServerConfig) -> int:
