@@ -451,9 +451,7 @@ class ElectionPort:
             self._connecting.discard(sid)
             return
         if self.tls is not None:  # initiateConnection: startHandshake() under sslQuorum
-            secured = await self.tls.connect(
-                stream, f"{sid}'s election port", self.handshake_timeout
-            )
+            secured = await self.tls.connect(stream, f"{sid}'s election port", self._tls_timeout)
             if secured is None:
                 self._connecting.discard(sid)
                 return
@@ -472,6 +470,12 @@ class ElectionPort:
             return
         await self._run_link(sid, stream, FrameDecoder(), b"")
 
+    @property
+    def _tls_timeout(self) -> float:
+        """A TLS handshake's bound: Java's socket timeout (syncLimit ticks) bounds each read
+        of it, not the whole; the connect timeout (cnxTimeout) is the longer bound here."""
+        return max(self.handshake_timeout, self.connect_timeout)
+
     # ------------------------------------------------------------------ receiving
     async def _accepted(self, stream: trio.abc.Stream) -> None:
         if self._handshakes >= self.max_handshakes:
@@ -481,7 +485,7 @@ class ElectionPort:
         self._handshakes += 1
         try:
             if self.tls is not None:  # a UnifiedServerSocket: TLS or plain by the first bytes
-                secured = await self.tls.accept(stream, "election", self.handshake_timeout)
+                secured = await self.tls.accept(stream, "election", self._tls_timeout)
                 if secured is None:
                     return
                 stream = secured

@@ -394,7 +394,8 @@ class QuorumPeer:
         async with trio.open_nursery() as nursery:
             accept: Callable[[trio.abc.Stream], Awaitable[None]] = role.accept
             if self.tls is not None:  # UnifiedServerSocket: TLS or plain by the first bytes
-                accept = self.tls.wrap_accept(accept, "quorum", spec.timing.sync_ms / 1000)
+                # LearnerHandler's first reads: initLimit ticks
+                accept = self.tls.wrap_accept(accept, "quorum", spec.timing.init_ms / 1000)
             nursery.start_soon(trio.serve_listeners, accept, listeners)
             nursery.start_soon(self._ticker, leader.tick)
             reason = await role.pump()

@@ -1,0 +1,186 @@
+"""Quorum TLS in mixed ensembles of real processes: trizk and Apache ZooKeeper 3.8.0 members
+with the same ``sslQuorum``/``portUnification``/``ssl.quorum.*`` zoo.cfg keys (PEM key and
+trust stores made by tests/shell/quorum_certs.py; each member its own certificate, naming
+127.0.0.1 as hostnameVerification wants).
+
+* ``sslQuorum=true``, a trizk leader and a ZooKeeper leader: the ensemble forms over TLS (both
+  kinds log their handshakes), serves writes, and loses no acknowledged write when its leader
+  is killed under load.
+* A member with a certificate of another CA, or an expired one, is refused by the trizk
+  member and by the ZooKeeper member alike: the two others serve, it never does; trizk says
+  why in one log line per refused connection, no traceback, with the words Java's PKIX
+  validator uses in ZooKeeper's log.
+* ZooKeeper's rolling switch: a plain mixed ensemble restarted member by member with
+  ``portUnification=true``, then ``sslQuorum=true``, then ``portUnification=false``, serving
+  (and keeping every write) after every restart."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.compat.conftest import require_zookeeper
+from tests.compat.test_ensembles import Writers
+from tests.ensemble_helpers import assert_identical, client
+from tests.shell.quorum_certs import Stores, make_stores, quorum_tls_keys
+from trizk.compat.procs.ensemble import ProcessEnsemble
+
+pytestmark = [pytest.mark.oracle, pytest.mark.slow]
+
+
+def _keys(m_cfg: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in m_cfg.read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            out[k] = v
+    return out
+
+
+def set_keys(ens: ProcessEnsemble, sid: int, keys: dict[str, str]) -> None:
+    """Change member ``sid``'s zoo.cfg keys (takes effect at its next start)."""
+    m = ens.members[sid]
+    m.write({**_keys(m.cfg_path), **keys})
+
+
+def _tls_ensemble(kinds: dict[int, str], stores: dict[int, Stores], **more: str) -> ProcessEnsemble:
+    ens = ProcessEnsemble(kinds, start=False)
+    try:
+        for sid in kinds:
+            set_keys(ens, sid, quorum_tls_keys(stores[sid], **more))
+        for sid in kinds:
+            ens.start(sid)
+    except BaseException:
+        ens.close()
+        raise
+    return ens
+
+
+def _log(ens: ProcessEnsemble, sid: int) -> str:
+    return ens.members[sid].log_path.read_text(errors="replace")
+
+
+MIXED = {
+    "trizk-leads": {1: "zookeeper", 2: "trizk", 3: "trizk"},
+    "zookeeper-leads": {1: "trizk", 2: "zookeeper", 3: "zookeeper"},
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_mixed_ensemble_over_tls_survives_a_leader_kill(name: str, tmp_path: Path) -> None:
+    require_zookeeper()
+    kinds = MIXED[name]
+    made = make_stores(tmp_path, "ca", [f"m{s}" for s in kinds])
+    stores = {s: made[f"m{s}"] for s in kinds}
+    with _tls_ensemble(kinds, stores) as ens:
+        ens.wait_leader(3)
+        for sid, kind in kinds.items():
+            text = _log(ens, sid)
+            # trizk and QuorumCnxManager say so when they open a TLS link, UnifiedServerSocket
+            # when it accepts one
+            assert re.search(r"SSL handshake complete|Accepted TLS connection", text), (
+                sid,
+                kind,
+                ens.tails(),
+            )
+        w = Writers(ens)
+        try:
+            w.wait_for(100)
+            ens.kill(3)  # the leader, of the kind the name says
+            before = len(w.acked)
+            w.wait_for(before + 100)  # writes resumed on the new leader
+        finally:
+            w.finish()
+        ens.wait_serving()
+        assert ens.leader() == 2
+        final = assert_identical(ens)
+        assert [p for p in w.acked if "/" + p.lstrip("/") not in final] == []
+        ens.start(3)  # back over TLS: synced by the new leader
+        ens.wait_serving()
+        assert "/" + w.acked[-1].lstrip("/") in assert_identical(ens)
+        for sid in kinds:
+            assert "Traceback" not in _log(ens, sid) or kinds[sid] == "zookeeper"
+
+
+#: (the odd member's kind, what is wrong with its certificate, the words of the refusal)
+ODD = {
+    "trizk-of-another-ca": ("trizk", "rogue", "PKIX path building failed"),
+    "zookeeper-expired": ("zookeeper", "old", "validity check failed"),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD))
+def test_an_untrusted_member_is_refused_by_trizk_as_by_zookeeper(name: str, tmp_path: Path) -> None:
+    require_zookeeper()
+    kind, cert, words = ODD[name]
+    made = make_stores(tmp_path, "ca", ["m1", "m2", "old"], expired={"old"})
+    made |= make_stores(tmp_path, "otherca", ["rogue"])
+    # the odd member trusts the ensemble's CA: only its own certificate is wrong
+    odd = Stores(made[cert].key_store, made["m1"].trust_store)
+    kinds = {1: "zookeeper", 2: "trizk", 3: kind}
+    with _tls_ensemble(kinds, {1: made["m1"], 2: made["m2"], 3: odd}) as ens:
+        ens.wait_serving(members=[1, 2])
+        zk = client(ens.hosts([1, 2]))
+        try:
+            zk.create("/secured", b"x")
+        finally:
+            zk.stop()
+            zk.close()
+        deadline = time.monotonic() + 60
+        pattern = re.compile(r"Refused the TLS connection of quorum peer /127\.0\.0\.1 .*")
+        while True:
+            trizk_lines = [ln for ln in _log(ens, 2).splitlines() if pattern.search(ln)]
+            if trizk_lines and words in _log(ens, 1):
+                break
+            assert time.monotonic() < deadline, ens.tails()
+            time.sleep(0.2)  # polling interval of a bounded wait for log lines
+        # trizk: one line per refused connection naming why; no traceback
+        assert all(words in ln for ln in trizk_lines), trizk_lines
+        assert "Traceback" not in _log(ens, 2)
+        # ZooKeeper refused it for the same reason (its exception's message in its log)
+        assert words in _log(ens, 1)
+        # the odd member never joins
+        assert ens.mode(3) == ""
+        print(f"\ntrizk: {trizk_lines[0]}")
+        java = [ln for ln in _log(ens, 1).splitlines() if words in ln]
+        print(f"ZooKeeper: {java[0]}")
+
+
+def test_rolling_switch_to_tls_with_port_unification(tmp_path: Path) -> None:
+    require_zookeeper()
+    kinds = {1: "zookeeper", 2: "trizk", 3: "trizk"}
+    made = make_stores(tmp_path, "ca", [f"m{s}" for s in kinds])
+    stores = {s: made[f"m{s}"] for s in kinds}
+    # the stores are configured from the start; TLS is off
+    with _tls_ensemble(kinds, stores, sslQuorum="false") as ens:
+        ens.wait_serving()
+        written: list[str] = []
+
+        def write(tag: str) -> None:
+            zk = client(ens.hosts())
+            try:
+                zk.create(f"/{tag}", tag.encode())
+            finally:
+                zk.stop()
+                zk.close()
+            written.append(f"/{tag}")
+
+        write("plain")
+        for step, keys in enumerate(
+            [{"portUnification": "true"}, {"sslQuorum": "true"}, {"portUnification": "false"}]
+        ):
+            for sid in kinds:
+                ens.stop(sid)
+                set_keys(ens, sid, keys)
+                ens.start(sid)
+                ens.wait_serving()
+                write(f"step{step}-m{sid}")
+        final = assert_identical(ens)
+        assert [p for p in written if p not in final] == []
+        # the ensemble now runs over TLS only: every member opened TLS links
+        for sid in kinds:
+            text = _log(ens, sid)
+            assert re.search(r"SSL handshake complete|Accepted TLS connection", text), ens.tails()
