@@ -12,7 +12,10 @@ trust stores made by tests/shell/quorum_certs.py; each member its own certificat
   validator uses in ZooKeeper's log.
 * ZooKeeper's rolling switch: a plain mixed ensemble restarted member by member with
   ``portUnification=true``, then ``sslQuorum=true``, then ``portUnification=false``, serving
-  (and keeping every write) after every restart."""
+  (and keeping every write) after every restart.
+* docs/operations.md's quorum TLS example, as written (PKCS12 stores named ``.jks``, a password
+  file), on every member of an ensemble: trizk members, and a ZooKeeper member when one is
+  installed."""
 
 from __future__ import annotations
 
@@ -21,14 +24,20 @@ import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 
 from tests.compat.conftest import require_zookeeper
 from tests.compat.test_ensembles import Writers
 from tests.ensemble_helpers import assert_identical, client
 from tests.shell.quorum_certs import Stores, make_stores, quorum_tls_keys
+from tests.test_docs import fenced
 from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.compat.procs.servers import zookeeper_available
 
-pytestmark = [pytest.mark.oracle, pytest.mark.slow]
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _keys(m_cfg: Path) -> dict[str, str]:
@@ -69,6 +78,7 @@ MIXED = {
 }
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", list(MIXED))
 def test_mixed_ensemble_over_tls_survives_a_leader_kill(name: str, tmp_path: Path) -> None:
     require_zookeeper()
@@ -112,6 +122,7 @@ ODD = {
 }
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", list(ODD))
 def test_an_untrusted_member_is_refused_by_trizk_as_by_zookeeper(name: str, tmp_path: Path) -> None:
     require_zookeeper()
@@ -149,6 +160,7 @@ def test_an_untrusted_member_is_refused_by_trizk_as_by_zookeeper(name: str, tmp_
         print(f"ZooKeeper: {java[0]}")
 
 
+@pytest.mark.oracle
 def test_rolling_switch_to_tls_with_port_unification(tmp_path: Path) -> None:
     require_zookeeper()
     kinds = {1: "zookeeper", 2: "trizk", 3: "trizk"}
@@ -181,6 +193,67 @@ def test_rolling_switch_to_tls_with_port_unification(tmp_path: Path) -> None:
         final = assert_identical(ens)
         assert [p for p in written if p not in final] == []
         # the ensemble now runs over TLS only: every member opened TLS links
+        for sid in kinds:
+            text = _log(ens, sid)
+            assert re.search(r"SSL handshake complete|Accepted TLS connection", text), ens.tails()
+
+
+def _docs_example() -> str:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text[text.index("\n### Quorum TLS\n") :]
+    section = section[: section.index("\n## ", 1)]
+    (example,) = [body for lang, body in fenced(section) if lang == "properties"]
+    return example
+
+
+def _java_stores(directory: Path, pem: Stores, password: bytes) -> None:
+    """/etc/zookeeper/ssl of the example from one member's PEM stores: quorum.jks (PKCS12
+    bytes, as Java 17's keytool writes under that name), truststore.jks, keystore.pass."""
+    directory.mkdir(parents=True)
+    data = pem.key_store.read_bytes()
+    key = serialization.load_pem_private_key(data, None)
+    chain = x509.load_pem_x509_certificates(data)
+    ca = x509.load_pem_x509_certificates(pem.trust_store.read_bytes())
+    (directory / "quorum.jks").write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"member",
+            key,  # type: ignore[arg-type]
+            chain[0],
+            chain[1:],
+            serialization.BestAvailableEncryption(password),
+        )
+    )
+    (directory / "truststore.jks").write_bytes(
+        pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(c, b"ca") for c in ca],
+            serialization.BestAvailableEncryption(password),
+        )
+    )
+    (directory / "keystore.pass").write_text(password.decode() + "\n")
+
+
+def test_the_docs_example_runs(tmp_path: Path) -> None:
+    example = _docs_example()
+    kinds = {1: "zookeeper" if zookeeper_available() else "trizk", 2: "trizk", 3: "trizk"}
+    made = make_stores(tmp_path / "pem", "ca", [f"m{s}" for s in kinds])
+    ens = ProcessEnsemble(kinds, start=False)
+    with ens:
+        for sid in kinds:
+            ssl_dir = tmp_path / f"m{sid}-ssl"
+            _java_stores(ssl_dir, made[f"m{sid}"], b"changeit")
+            text = example.replace("/etc/zookeeper/ssl", str(ssl_dir))
+            keys = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+            set_keys(ens, sid, keys)
+        for sid in kinds:
+            ens.start(sid)
+        ens.wait_leader(3)
+        zk = client(ens.hosts())
+        try:
+            zk.create("/over-tls", b"x")
+        finally:
+            zk.stop()
+            zk.close()
+        assert "/over-tls" in assert_identical(ens)
         for sid in kinds:
             text = _log(ens, sid)
             assert re.search(r"SSL handshake complete|Accepted TLS connection", text), ens.tails()
