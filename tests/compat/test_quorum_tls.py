@@ -55,8 +55,13 @@ def set_keys(ens: ProcessEnsemble, sid: int, keys: dict[str, str]) -> None:
     m.write({**_keys(m.cfg_path), **keys})
 
 
-def _tls_ensemble(kinds: dict[int, str], stores: dict[int, Stores], **more: str) -> ProcessEnsemble:
-    ens = ProcessEnsemble(kinds, start=False)
+def _tls_ensemble(
+    kinds: dict[int, str],
+    stores: dict[int, Stores],
+    versions: dict[int, str] | None = None,
+    **more: str,
+) -> ProcessEnsemble:
+    ens = ProcessEnsemble(kinds, start=False, versions=versions)
     try:
         for sid in kinds:
             set_keys(ens, sid, quorum_tls_keys(stores[sid], **more))
@@ -79,13 +84,23 @@ MIXED = {
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("name", list(MIXED))
-def test_mixed_ensemble_over_tls_survives_a_leader_kill(name: str, tmp_path: Path) -> None:
-    require_zookeeper()
+@pytest.mark.parametrize(
+    ("name", "release"),
+    [
+        *(pytest.param(name, "3.8.0", id=name) for name in MIXED),
+        # 3.9.3 members, trizk answering as 3.9.3: TLSv1.3 by default on both kinds
+        pytest.param("trizk-leads", "3.9.3", id="trizk-leads-3.9.3"),
+    ],
+)
+def test_mixed_ensemble_over_tls_survives_a_leader_kill(
+    name: str, release: str, tmp_path: Path
+) -> None:
+    require_zookeeper(release)
     kinds = MIXED[name]
     made = make_stores(tmp_path, "ca", [f"m{s}" for s in kinds])
     stores = {s: made[f"m{s}"] for s in kinds}
-    with _tls_ensemble(kinds, stores) as ens:
+    versions = {s: release for s in kinds} if release != "3.8.0" else None
+    with _tls_ensemble(kinds, stores, versions) as ens:
         ens.wait_leader(3)
         for sid, kind in kinds.items():
             text = _log(ens, sid)
@@ -113,6 +128,8 @@ def test_mixed_ensemble_over_tls_survives_a_leader_kill(name: str, tmp_path: Pat
         assert "/" + w.acked[-1].lstrip("/") in assert_identical(ens)
         for sid in kinds:
             assert "Traceback" not in _log(ens, sid) or kinds[sid] == "zookeeper"
+        if release == "3.9.3":
+            assert all("TLSv1.3" in _log(ens, s) for s in kinds if kinds[s] == "trizk")
 
 
 #: (the odd member's kind, what is wrong with its certificate, the words of the refusal)

@@ -208,6 +208,18 @@ async def test_a_member_the_other_does_not_trust_is_refused_by_both(
     assert len(lines) == 1 and why in lines[0].getMessage() and lines[0].exc_info is None
 
 
+async def test_without_hostname_verification_the_address_is_not_checked(
+    ca: dict[str, Stores],
+) -> None:
+    off = {"zookeeper.ssl.quorum.hostnameVerification": "false"}
+    good = QuorumTLS(_config(ca["m1"], props=off))
+    far = QuorumTLS(_config(ca["far"], props=off))
+    s, c = await _pair(good, far)
+    assert s is not None and c is not None
+    s, c = await _pair(far, good)
+    assert s is not None and c is not None
+
+
 async def test_plain_text_blocked_under_ssl_quorum_served_under_port_unification(
     ca: dict[str, Stores], caplog: pytest.LogCaptureFixture
 ) -> None:
