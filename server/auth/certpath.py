@@ -34,6 +34,10 @@ The path (``PKIXValidator`` / ``PKIXCertPathValidator``, revocation off: see ``s
    must allow digitalSignature; an extendedKeyUsage must name clientAuth or
    anyExtendedKeyUsage.
 
+A TLS *server's* chain (what a quorum member checks of the member it connected to,
+:func:`validate_server_chain`) is built and checked the same way; only step 4 differs
+(``EndEntityChecker.checkTLSServer``: digitalSignature, serverAuth).
+
 Host names (:func:`verify_peer_host`, ``ZKTrustManager.performHostVerification`` with
 ``ZKHostnameVerifier``): checked where ZooKeeper checks them -- a TLS client checks its server
 when ``ssl.hostnameVerification`` is true (the default), a quorum member checks the member that

@@ -231,9 +231,12 @@ class QuorumTLSConfig:
             return None
         p = QUORUM_PREFIX
         settings = TLSSettings.from_properties(props, p)
-        for key in ("context.supplier.class",):
-            if props.get(p + key):
-                raise TLSConfigError(f"{p}{key}: trizk builds its own TLS contexts; remove it")
+        if props.get(p + "context.supplier.class"):
+            # X509Util loads that Java class to make the SSLContext
+            raise TLSConfigError(
+                f"{p}context.supplier.class: trizk builds its own TLS contexts (no Java "
+                "classes); remove it"
+            )
         is39 = release.is_39(zookeeper_version)
         # X509Util.DEFAULT_PROTOCOL: "TLSv1.2" in 3.8.0, defaultTlsProtocol() (TLSv1.3 on a
         # JDK that has it) in 3.9
