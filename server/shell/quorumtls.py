@@ -66,7 +66,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from OpenSSL import SSL
 
-from trizk.jute.javalang import parse_boolean
 from trizk.server.auth.certpath import (
     CertificateRejected,
     HostnameMismatch,
@@ -185,11 +184,6 @@ def looks_like_tls(first: bytes) -> bool:
             return True
     header = 2 if first[0] & 0x80 else 3
     return first[header + 1] in (2, 3) if header + 1 < len(first) else False
-
-
-def _get_boolean(props: Mapping[str, str], key: str) -> bool:
-    value = props.get(key)
-    return False if value is None else parse_boolean(value.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,7 +499,7 @@ class QuorumTLS:
     async def connect(
         self, stream: trio.abc.Stream, peer: str, timeout: float
     ) -> trio.abc.Stream | None:
-        """A connection this member opened to ``peer`` (for the log: "election address of 3"):
+        """A connection this member opened to ``peer`` (for the log: "3's election port"):
         TLS with sslQuorum, else as it is; None when the peer is refused or the handshake
         fails (closed, one log line)."""
         if not self.config.ssl_quorum:
