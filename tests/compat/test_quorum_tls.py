@@ -13,6 +13,8 @@ trust stores made by tests/shell/quorum_certs.py; each member its own certificat
 * ZooKeeper's rolling switch: a plain mixed ensemble restarted member by member with
   ``portUnification=true``, then ``sslQuorum=true``, then ``portUnification=false``, serving
   (and keeping every write) after every restart.
+* sslQuorumReloadCertFiles: a refused member whose key store file is replaced joins without
+  a restart.
 * docs/operations.md's quorum TLS example, as written (PKCS12 stores named ``.jks``, a password
   file), on every member of an ensemble: trizk members, and a ZooKeeper member when one is
   installed."""
@@ -20,6 +22,7 @@ trust stores made by tests/shell/quorum_certs.py; each member its own certificat
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -274,3 +277,25 @@ def test_the_docs_example_runs(tmp_path: Path) -> None:
         for sid in kinds:
             text = _log(ens, sid)
             assert re.search(r"SSL handshake complete|Accepted TLS connection", text), ens.tails()
+
+
+@pytest.mark.oracle
+def test_a_member_whose_key_store_is_replaced_joins_without_a_restart(tmp_path: Path) -> None:
+    """sslQuorumReloadCertFiles=true: member 3 starts with another CA's certificate (refused by
+    the ZooKeeper and the trizk member); its key store file is replaced by one the ensemble
+    trusts, and its next connections present the new certificate: it joins, not restarted."""
+    require_zookeeper()
+    made = make_stores(tmp_path, "ca", ["m1", "m2", "m3"])
+    made |= make_stores(tmp_path, "otherca", ["rogue"])
+    key_store = tmp_path / "member3.pem"
+    shutil.copy(made["rogue"].key_store, key_store)
+    kinds = {1: "zookeeper", 2: "trizk", 3: "trizk"}
+    stores = {1: made["m1"], 2: made["m2"], 3: Stores(key_store, made["m3"].trust_store)}
+    with _tls_ensemble(kinds, stores, sslQuorumReloadCertFiles="true") as ens:
+        ens.wait_serving(members=[1, 2])
+        assert ens.mode(3) == ""
+        shutil.copy(made["m3"].key_store, key_store)
+        ens.wait_serving()
+        assert ens.running(3)
+        assert "Reloaded the quorum TLS stores" in _log(ens, 3)
+        assert_identical(ens)
