@@ -34,6 +34,10 @@ The path (``PKIXValidator`` / ``PKIXCertPathValidator``, revocation off: see ``s
    must allow digitalSignature; an extendedKeyUsage must name clientAuth or
    anyExtendedKeyUsage.
 
+A TLS *server's* chain (what a quorum member checks of the member it connected to,
+:func:`validate_server_chain`) is built and checked the same way; only step 4 differs
+(``EndEntityChecker.checkTLSServer``: digitalSignature, serverAuth).
+
 Host names (:func:`verify_peer_host`, ``ZKTrustManager.performHostVerification`` with
 ``ZKHostnameVerifier``): checked where ZooKeeper checks them -- a TLS client checks its server
 when ``ssl.hostnameVerification`` is true (the default), a quorum member checks the member that
@@ -58,6 +62,7 @@ __all__ = [
     "CertificateRejected",
     "HostnameMismatch",
     "validate_client_chain",
+    "validate_server_chain",
     "verify_hostname",
     "verify_peer_host",
 ]
@@ -177,6 +182,35 @@ def _check_tls_client(leaf: x509.Certificate) -> None:
             )
 
 
+def _check_tls_server(leaf: x509.Certificate) -> None:
+    """``EndEntityChecker.checkTLSServer`` for the (EC)DHE suites quorum TLS uses: a keyUsage
+    must allow digitalSignature; an extendedKeyUsage must name serverAuth or
+    anyExtendedKeyUsage."""
+    ku = _extension(leaf, ExtensionOID.KEY_USAGE)
+    if isinstance(ku, x509.KeyUsage) and not ku.digital_signature:
+        raise CertificateRejected("KeyUsage does not allow digital signatures")
+    eku = _extension(leaf, ExtensionOID.EXTENDED_KEY_USAGE)
+    if isinstance(eku, x509.ExtendedKeyUsage):
+        usages = set(eku)
+        if not usages & {
+            ExtendedKeyUsageOID.SERVER_AUTH,
+            ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,
+        }:
+            raise CertificateRejected(
+                "Extended key usage does not permit use for TLS server authentication"
+            )
+
+
+def validate_server_chain(
+    chain: Sequence[x509.Certificate],
+    anchors: Sequence[x509.Certificate],
+    now: datetime.datetime,
+) -> x509.Certificate:
+    """:func:`validate_client_chain` for a TLS *server's* chain (what a quorum member that
+    connects checks of the member it connected to: ``checkServerTrusted``)."""
+    return _validate(chain, anchors, now, _check_tls_server)
+
+
 def validate_client_chain(
     chain: Sequence[x509.Certificate],
     anchors: Sequence[x509.Certificate],
@@ -184,6 +218,15 @@ def validate_client_chain(
 ) -> x509.Certificate:
     """Check a TLS client's chain (leaf first) against the trust anchors at ``now`` (aware);
     returns the anchor the path ends at. Raises :class:`CertificateRejected`."""
+    return _validate(chain, anchors, now, _check_tls_client)
+
+
+def _validate(
+    chain: Sequence[x509.Certificate],
+    anchors: Sequence[x509.Certificate],
+    now: datetime.datetime,
+    end_entity: Callable[[x509.Certificate], None],
+) -> x509.Certificate:
     if not chain:
         raise CertificateRejected("Empty client certificate chain")
     leaf = chain[0]
@@ -207,7 +250,7 @@ def validate_client_chain(
         if i > 0:
             _check_ca(cert, i)
     # 4. the leaf as a TLS client's (EndEntityChecker runs after the path, trusted leaf too)
-    _check_tls_client(leaf)
+    end_entity(leaf)
     return anchor
 
 

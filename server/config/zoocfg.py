@@ -54,7 +54,7 @@ there). The keys an ensemble member honours (``initLimit``, ``syncLimit``, ``ele
 ``peerType``, ``quorumListenOnAllIPs``, ``standaloneEnabled``, ``server.N``) are typed fields
 in :data:`KEYS`; :data:`QUORUM_KEYS` are parsed into them whatever their row says (so
 ``reconfigEnabled`` is read, and ``true`` is still named in the start-up warning). The other
-quorum keys (``observerMasterPort``, ``localSessionsEnabled``, ``sslQuorum``, quorum SASL, ...)
+quorum keys (``observerMasterPort``, ``localSessionsEnabled``, quorum SASL, ...)
 are unsupported and named in that warning. ``group.``/``weight.`` keys make the ensemble a
 hierarchical quorum (:class:`~trizk.quorum.verifier.QuorumHierarchical`). Server lines with
 several addresses (``a:1:2|b:3:4``) parse only with the property
@@ -269,6 +269,12 @@ KEYS: Mapping[str, KeySpec] = {
     "ssl.quorum.hostnameVerification": KeySpec(_P),
     "ssl.quorum.crl": KeySpec(_P),
     "ssl.quorum.ocsp": KeySpec(_P),
+    # quorum TLS (trizk.server.shell.quorumtls)
+    "ssl.quorum.protocol": KeySpec(_P),
+    "ssl.quorum.enabledProtocols": KeySpec(_P),
+    "ssl.quorum.ciphersuites": KeySpec(_P),
+    "ssl.quorum.clientAuth": KeySpec(_P),
+    "ssl.quorum.handshakeDetectionTimeoutMillis": KeySpec(_P),
     # -- QuorumPeerConfig.parseProperties: the ensemble (parsed from the entries, QUORUM_KEYS) --
     "initLimit": KeySpec(_F),
     "syncLimit": KeySpec(_F),
@@ -285,9 +291,9 @@ KEYS: Mapping[str, KeySpec] = {
     "syncEnabled": KeySpec(_U, "true"),
     "dynamicConfigFile": KeySpec(_U),
     "reconfigEnabled": KeySpec(_U, "false"),
-    "sslQuorum": KeySpec(_U, "false"),
-    "portUnification": KeySpec(_U, "false"),
-    "sslQuorumReloadCertFiles": KeySpec(_U, "false"),
+    "sslQuorum": KeySpec(_F),
+    "portUnification": KeySpec(_F),
+    "sslQuorumReloadCertFiles": KeySpec(_F),
     "quorum.auth.enableSasl": KeySpec(_U, "false"),
     "quorum.auth.serverRequireSasl": KeySpec(_U, "false"),
     "quorum.auth.learnerRequireSasl": KeySpec(_U, "false"),
@@ -445,6 +451,11 @@ class ServerConfig:
     #: ``multiAddress.reachabilityCheckEnabled`` (true) / ``...TimeoutMs`` (1000)
     multi_address_reachability_check: bool = True
     multi_address_timeout_ms: int = 1000
+    #: ``sslQuorum`` / ``portUnification`` / ``sslQuorumReloadCertFiles`` (Boolean.parseBoolean;
+    #: trizk.server.shell.quorumtls)
+    ssl_quorum: bool = False
+    port_unification: bool = False
+    ssl_quorum_reload_cert_files: bool = False
     #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
     warnings: tuple[str, ...] = ()
     #: ``-Dreadonlymode.enabled`` (a system property only): a member cut off from its quorum
@@ -905,10 +916,20 @@ def config_from_entries(
         multi_address_enabled=q.multi_address[0],
         multi_address_reachability_check=q.multi_address[1],
         multi_address_timeout_ms=q.multi_address[2],
+        ssl_quorum=javalang.parse_boolean(_field_text(fields, "sslQuorum")),
+        port_unification=javalang.parse_boolean(_field_text(fields, "portUnification")),
+        ssl_quorum_reload_cert_files=javalang.parse_boolean(
+            _field_text(fields, "sslQuorumReloadCertFiles")
+        ),
         warnings=q.warnings + tuple(value_warnings),
         read_only_mode=javalang.parse_boolean(props.get("readonlymode.enabled", "false")),
         local_sessions_enabled=_last_boolean(entries, "localSessionsEnabled"),
     )
+
+
+def _field_text(fields: Mapping[str, Entry], key: str) -> str | None:
+    e = fields.get(key)
+    return None if e is None else e.value
 
 
 def _zookeeper_version(fields: Mapping[str, Entry], props: Mapping[str, str]) -> str:

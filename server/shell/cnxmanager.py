@@ -39,7 +39,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -57,6 +57,9 @@ from trizk.quorum.election.messages import (
     parse_initial_message,
 )
 from trizk.server.shell.clock import Clock
+
+if TYPE_CHECKING:
+    from trizk.server.shell.quorumtls import QuorumTLS
 
 log = logging.getLogger("trizk.quorum.election.election")
 
@@ -255,7 +258,7 @@ class _Link:
     """One kept connection (SendWorker + RecvWorker pair)."""
 
     sid: int
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     cancel: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
@@ -281,8 +284,11 @@ class ElectionPort:
         multi_address: bool = False,
         bind_tries: int = ELECTION_BIND_TRIES,
         clock: Clock | None = None,
+        tls: QuorumTLS | None = None,
     ) -> None:
         self.myid = myid
+        #: quorum TLS (sslQuorum / portUnification: trizk.server.shell.quorumtls), or None
+        self.tls = tls
         #: the server's clock (None: Trio's)
         self.clock = clock
         self.view = view
@@ -439,11 +445,17 @@ class ElectionPort:
 
     async def _initiate(self, sid: int, targets: Sequence[tuple[str, int]]) -> None:
         try:
-            stream = await open_first_stream(targets, self.connect_timeout)
+            stream: trio.abc.Stream = await open_first_stream(targets, self.connect_timeout)
         except (OSError, trio.TooSlowError) as e:
             log.debug("election %d: cannot connect to %d at %s: %s", self.myid, sid, targets, e)
             self._connecting.discard(sid)
             return
+        if self.tls is not None:  # initiateConnection: startHandshake() under sslQuorum
+            secured = await self.tls.connect(stream, f"{sid}'s election port", self._tls_timeout)
+            if secured is None:
+                self._connecting.discard(sid)
+                return
+            stream = secured
         try:
             # startConnection: one flushed write
             await stream.send_all(self._initial_message())
@@ -458,14 +470,25 @@ class ElectionPort:
             return
         await self._run_link(sid, stream, FrameDecoder(), b"")
 
+    @property
+    def _tls_timeout(self) -> float:
+        """A TLS handshake's bound: Java's socket timeout (syncLimit ticks) bounds each read
+        of it, not the whole; the connect timeout (cnxTimeout) is the longer bound here."""
+        return max(self.handshake_timeout, self.connect_timeout)
+
     # ------------------------------------------------------------------ receiving
-    async def _accepted(self, stream: trio.SocketStream) -> None:
+    async def _accepted(self, stream: trio.abc.Stream) -> None:
         if self._handshakes >= self.max_handshakes:
             log.warning("election %d: too many connections in handshake, closing one", self.myid)
             await stream.aclose()
             return
         self._handshakes += 1
         try:
+            if self.tls is not None:  # a UnifiedServerSocket: TLS or plain by the first bytes
+                secured = await self.tls.accept(stream, "election", self._tls_timeout)
+                if secured is None:
+                    return
+                stream = secured
             parsed = await self._read_initial(stream)
         finally:
             self._handshakes -= 1
@@ -488,7 +511,7 @@ class ElectionPort:
             return
         await self._run_link(sid, stream, FrameDecoder(), rest)
 
-    async def _read_initial(self, stream: trio.SocketStream) -> tuple[InitialMessage, bytes] | None:
+    async def _read_initial(self, stream: trio.abc.Stream) -> tuple[InitialMessage, bytes] | None:
         """The initial message (bounded in size and time) and the bytes read after it."""
         buf = bytearray()
         try:
@@ -508,7 +531,7 @@ class ElectionPort:
             return None
 
     async def _run_link(
-        self, sid: int, stream: trio.SocketStream, decoder: FrameDecoder, rest: bytes
+        self, sid: int, stream: trio.abc.Stream, decoder: FrameDecoder, rest: bytes
     ) -> None:
         self._drop_link(sid)
         link = _Link(sid, stream)
@@ -581,6 +604,7 @@ class ElectionPort:
                 self._apply(self.election.on_notification(self._now(), link.sid, note))
             if bad is not None:
                 raise bad
-            data = await link.stream.receive_some(_READ)
-            if not data:
+            got = await link.stream.receive_some(_READ)
+            if not got:
                 return
+            data = bytes(got)

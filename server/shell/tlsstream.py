@@ -32,16 +32,25 @@ _CHUNK = 65536
 
 
 class OpenSSLServerStream(trio.abc.Stream):
-    """The server side of one TLS connection on ``transport``."""
+    """The server side of one TLS connection on ``transport`` (the client side with
+    ``client``: a quorum member connecting to another, :mod:`trizk.server.shell.quorumtls`)."""
 
     def __init__(
-        self, transport: trio.abc.Stream, context: SSL.Context, initial: bytes = b""
+        self,
+        transport: trio.abc.Stream,
+        context: SSL.Context,
+        initial: bytes = b"",
+        *,
+        client: bool = False,
     ) -> None:
         """``initial``: bytes already read from ``transport`` (a port that sniffed the first
         byte to tell TLS from plain text), fed to TLS first."""
         self.transport = transport
         self._conn = SSL.Connection(context, None)
-        self._conn.set_accept_state()
+        if client:
+            self._conn.set_connect_state()
+        else:
+            self._conn.set_accept_state()
         if initial:
             self._conn.bio_write(initial)
         self._send_lock = trio.StrictFIFOLock()
@@ -94,12 +103,20 @@ class OpenSSLServerStream(trio.abc.Stream):
             await self._flush()
             return
 
+    def protocol(self) -> str:
+        """The negotiated protocol (``TLSv1.2``), after the handshake."""
+        return str(self._conn.get_protocol_version_name())
+
+    def cipher(self) -> str:
+        """The negotiated cipher suite (OpenSSL's name), after the handshake."""
+        return str(self._conn.get_cipher_name())
+
     def peer_chain(self) -> list[x509.Certificate]:
-        """The client's certificates as presented, leaf first (empty: none)."""
+        """The peer's certificates as presented, leaf first (empty: none)."""
         leaf = self._conn.get_peer_certificate(as_cryptography=True)
         if leaf is None:
             return []
-        # On the server side OpenSSL's peer chain leaves the leaf out.
+        # On the server side OpenSSL's peer chain leaves the leaf out (the client side's has it).
         rest = self._conn.get_peer_cert_chain(as_cryptography=True) or []
         return [leaf, *(c for c in rest if c != leaf)]
 

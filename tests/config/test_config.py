@@ -300,6 +300,7 @@ def test_keys_table_is_consistent() -> None:
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
         "standaloneEnabled", "group.", "weight.", "multiAddress.enabled",
         "multiAddress.reachabilityCheckEnabled", "multiAddress.reachabilityCheckTimeoutMs",
+        "sslQuorum", "portUnification", "sslQuorumReloadCertFiles",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (

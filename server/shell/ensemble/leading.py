@@ -148,7 +148,7 @@ class LeaderPump:
             )
         )
 
-    async def accept(self, stream: trio.SocketStream) -> None:
+    async def accept(self, stream: trio.abc.Stream) -> None:
         peer = self.peer
         link = peer.add_link(stream)
         self.leader.connected(link.link)

@@ -92,7 +92,7 @@ class QueueMeter:
 class Link:
     """A quorum-port connection's output: packets queued by the pump, sent by one task."""
 
-    def __init__(self, link: int, stream: trio.SocketStream) -> None:
+    def __init__(self, link: int, stream: trio.abc.Stream) -> None:
         self.link = link
         self.stream = stream
         self.out = bytearray()
@@ -134,7 +134,7 @@ class Link:
 
 
 async def read_link(
-    stream: trio.SocketStream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
+    stream: trio.abc.Stream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
 ) -> str:
     """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
     it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended."""
@@ -147,7 +147,7 @@ async def read_link(
         if not data:
             return "connection closed by the peer"
         try:
-            decoder.feed(data)
+            decoder.feed(data if isinstance(data, bytes) else bytes(data))
             while (ev := decoder.next_event()) is not None:
                 step(ev)
         except QuorumStreamError as e:

@@ -55,7 +55,7 @@ machine's, see :mod:`trizk.quorum.zab.leader`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.readonly import look_read_only
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
+from trizk.server.shell.quorumtls import QuorumTLS
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
 from trizk.storage.tree.javahash import JavaHashSet
@@ -133,6 +134,8 @@ class QuorumPeer:
         self.state = "looking"
         self.leader: Leader | None = None
         self.learner: Learner | None = None
+        #: quorum TLS on both ports (sslQuorum / portUnification), None: plain links
+        self.tls = QuorumTLS(spec.tls) if spec.tls is not None else None
         self.election = ElectionPort(
             spec.myid,
             spec.election_view(),
@@ -144,6 +147,7 @@ class QuorumPeer:
             multi_address=spec.multi_address,
             bind_tries=spec.election_bind_tries,
             clock=self.clock,
+            tls=self.tls,
         )
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
@@ -359,7 +363,7 @@ class QuorumPeer:
         self._kick = trio.Event()
 
     # ------------------------------------------------------------------ quorum links
-    def add_link(self, stream: trio.SocketStream) -> Link:
+    def add_link(self, stream: trio.abc.Stream) -> Link:
         """A new quorum-port connection (a leader's learner): numbered, and kept until
         :meth:`remove_link` or the role's end."""
         self._next_link += 1
@@ -411,7 +415,11 @@ class QuorumPeer:
             return "quorum port taken"
         role = self._pump = LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, role.accept, listeners)
+            accept: Callable[[trio.abc.Stream], Awaitable[None]] = role.accept
+            if self.tls is not None:  # UnifiedServerSocket: TLS or plain by the first bytes
+                # LearnerHandler's first reads: initLimit ticks
+                accept = self.tls.wrap_accept(accept, "quorum", spec.timing.init_ms / 1000)
+            nursery.start_soon(trio.serve_listeners, accept, listeners)
             nursery.start_soon(self._ticker, leader.tick)
             reason = await role.pump()
             nursery.cancel_scope.cancel()
@@ -432,6 +440,10 @@ class QuorumPeer:
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
         stream = await self._connect(spec.members[leader_sid].quorum_addrs)
+        if stream is not None and self.tls is not None:  # Learner.connectToLeader's handshake
+            stream = await self.tls.connect(
+                stream, f"leader {leader_sid}'s quorum port", spec.timing.init_ms / 1000
+            )
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
         link = Link(0, stream)
@@ -448,7 +460,7 @@ class QuorumPeer:
             await stream.aclose()
         return reason
 
-    async def _connect(self, addrs: Sequence[tuple[str, int]]) -> trio.SocketStream | None:
+    async def _connect(self, addrs: Sequence[tuple[str, int]]) -> trio.abc.Stream | None:
         """Learner.connectToLeader: retry every 100 ms within initLimit ticks (ZooKeeper gives
         up after 5 tries; the leader opens its quorum port only once it has won, so a follower
         deciding first would otherwise often go back to LOOKING)."""

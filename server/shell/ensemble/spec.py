@@ -19,6 +19,7 @@ from trizk.quorum.zab.zab import Quorum, Timing
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
+    from trizk.server.shell.quorumtls import QuorumTLSConfig
 
 __all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit"]
 
@@ -70,6 +71,8 @@ class EnsembleSpec:
     read_only_mode: bool = False
     #: ``localSessionsEnabled``: the read-only role creates local sessions
     local_sessions: bool = False
+    #: quorum TLS (``sslQuorum``, ``portUnification``, ``ssl.quorum.*``); None: plain links
+    tls: QuorumTLSConfig | None = None
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -100,6 +103,7 @@ class EnsembleSpec:
             election_bind_tries=_bind_tries(config),
             read_only_mode=config.read_only_mode,
             local_sessions=config.local_sessions_enabled,
+            tls=_quorum_tls(config),
         )
 
     @property
@@ -117,6 +121,18 @@ class EnsembleSpec:
 
     def election_view(self) -> ElectionView:
         return ElectionView(self.voters, self.config, self.verifier)
+
+
+def _quorum_tls(config: ServerConfig) -> QuorumTLSConfig | None:
+    from trizk.server.shell.quorumtls import QuorumTLSConfig
+
+    return QuorumTLSConfig.from_properties(
+        config.properties,
+        ssl_quorum=config.ssl_quorum,
+        port_unification=config.port_unification,
+        reload_cert_files=config.ssl_quorum_reload_cert_files,
+        zookeeper_version=config.zookeeper_version,
+    )
 
 
 def _bind_tries(config: ServerConfig) -> int:
