@@ -39,8 +39,12 @@ class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
     ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too), or the one a
     ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
-    default). Use as a context manager (every process stopped, every directory removed on
-    exit)."""
+    default). ``properties`` are system properties of every member (``-Dkey=value`` on a
+    ZooKeeper member's java command line, ``-D key=value`` on a trizk member's: what only a
+    system property sets, such as ``znode.container.checkIntervalMs``); ``env`` the
+    environment variables of one member's process (a preloaded libfaketime:
+    :mod:`trizk.compat.procs.clocksteps`). Use as a context manager (every process stopped,
+    every directory removed on exit)."""
 
     def __init__(
         self,
@@ -52,7 +56,11 @@ class ProcessEnsemble(MemberSet):
         lab: NetnsLab | None = None,
         links: bool = False,
         versions: Mapping[int, str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        env: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
+        #: system properties of every member
+        self.properties = dict(properties or {})
         #: the ZooKeeper release of each ``zookeeper`` member (servers.ZK_VERSIONS)
         self.versions = {sid: (versions or {}).get(sid, "3.8.0") for sid in kinds}
         #: the releases trizk members were asked to answer as
@@ -74,7 +82,13 @@ class ProcessEnsemble(MemberSet):
         # trizk.testing.linkproxy (``self.links.cut(1, 3)``, ``isolate``, ``partition``,
         # ``heal``)
         super().__init__(
-            kinds, observers=observers, addrs=addrs, base=BASE_CFG, extra=extra, links=links
+            kinds,
+            observers=observers,
+            addrs=addrs,
+            base=BASE_CFG,
+            extra=extra,
+            links=links,
+            env=env,
         )
         if start:
             try:
@@ -89,6 +103,11 @@ class ProcessEnsemble(MemberSet):
         cmd = _command(m.kind, m.cfg_path, m.workdir, version=self.versions[m.sid])
         if m.sid in self.trizk_versions:
             cmd += ["-D", f"trizk.zookeeperVersion={self.trizk_versions[m.sid]}"]
+        if m.kind == "zookeeper":
+            cmd[1:1] = [f"-D{k}={v}" for k, v in self.properties.items()]  # after "java"
+        else:
+            for k, v in self.properties.items():
+                cmd += ["-D", f"{k}={v}"]
         if m.kind == "zookeeper":
             # INFO: state changes and sync modes are logged (_command writes a WARN config)
             (m.workdir / "log4j.properties").write_text(LOG4J_INFO)
