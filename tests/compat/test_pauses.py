@@ -241,12 +241,13 @@ def pause_leader(kinds: dict[int, str]) -> dict[str, object]:
             finally:
                 os.kill(proc.pid, signal.SIGCONT)
             resumed = time.monotonic()
+            wait_until("the old leader following", lambda: ens.mode(old) == "follower", ens, 60)
+            rejoined = time.monotonic() - resumed
             try:
                 attempt.get(timeout=30)
             except Exception:  # refused or lost with the old role: either is fine
                 pass
             ens.wait_serving(60.0)
-            rejoined = time.monotonic() - resumed
             seen = set()
             old_epoch_txn = False
             for s in ens.members:
@@ -266,7 +267,7 @@ def pause_leader(kinds: dict[int, str]) -> dict[str, object]:
                 "new leader elected after s": round(elected, 2),
                 "new epoch": new_epoch > before,
                 "new leader kept": ens.leader() == new,
-                "old leader rejoined after s": round(rejoined, 2),
+                "old leader following after s": round(rejoined, 2),
                 "members agree on /old-epoch": len(seen) == 1,
                 "/old-epoch written": seen == {True},
                 "old-epoch txn committed": old_epoch_txn,
