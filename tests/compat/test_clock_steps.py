@@ -265,6 +265,7 @@ def run_steps(name: str, kinds: dict[int, str], tmp: Path) -> dict[str, object]:
     return out
 
 
+@pytest.mark.slow
 def test_wall_clock_steps_decide_as_zookeepers_members_do(tmp_path: Path) -> None:
     if any(k == "zookeeper" for n in CHOSEN for k in ENSEMBLES[n].values()):
         require_zookeeper()
