@@ -6,6 +6,8 @@
 #   kadmin.local, krb5kdc: trizk.testing.kdc starts a throwaway realm on loopback, never the
 #   system's services), krb5-user (kinit, klist) and libkrb5-dev (python-gssapi and pykerberos,
 #   the test extras, build against it);
+# * libfaketime (package faketime) for the wall-clock step tests: a member started with
+#   libfaketime preloaded has its wall clock stepped by the test (trizk.compat.procs.clocksteps);
 # * Apache ZooKeeper 3.9.3 from Debian trixie (libzookeeper-java, zookeeper, zookeeper-bin
 #   3.9.3-1+deb13u1), never installed into the system: `apt-get download` under a private apt
 #   state (own sources list, lists, cache and status file) and `dpkg-deb -x` into
@@ -81,6 +83,16 @@ else
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $KRB5_PACKAGES
     echo "kerberos: installed"
+fi
+
+# ---------------------------------------------------------------------------- libfaketime
+
+if dpkg-query -W -f='${Status}' faketime 2>/dev/null | grep -q "install ok installed"; then
+    echo "faketime: already installed"
+else
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends faketime
+    echo "faketime: installed"
 fi
 
 # ---------------------------------------------------------------------------- 3.9.3 (trixie)

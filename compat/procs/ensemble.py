@@ -39,8 +39,12 @@ class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
     ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too), or the one a
     ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
-    default); ``system_properties`` the ``-D`` properties of every member. Use as a context
-    manager (every process stopped, every directory removed on exit)."""
+    default); ``system_properties`` the ``-D`` properties of every member (``-Dkey=value`` on a
+    ZooKeeper member's java command line, ``-D key=value`` on a trizk member's: what only a
+    system property sets, such as ``znode.container.checkIntervalMs`` or
+    ``readonlymode.enabled``); ``env`` the environment variables of one member's process (a
+    preloaded libfaketime: :mod:`trizk.compat.procs.clocksteps`). Use as a context manager (every
+    process stopped, every directory removed on exit)."""
 
     def __init__(
         self,
@@ -53,6 +57,7 @@ class ProcessEnsemble(MemberSet):
         links: bool = False,
         versions: Mapping[int, str] | None = None,
         system_properties: Mapping[str, str] | None = None,
+        env: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         #: Java system properties of every member (``-Dkey=value``; a trizk member gets
         #: ``-D key=value``): what ZooKeeper reads only from the command line, such as
@@ -79,7 +84,13 @@ class ProcessEnsemble(MemberSet):
         # trizk.testing.linkproxy (``self.links.cut(1, 3)``, ``isolate``, ``partition``,
         # ``heal``)
         super().__init__(
-            kinds, observers=observers, addrs=addrs, base=BASE_CFG, extra=extra, links=links
+            kinds,
+            observers=observers,
+            addrs=addrs,
+            base=BASE_CFG,
+            extra=extra,
+            links=links,
+            env=env,
         )
         if start:
             try:

@@ -32,6 +32,7 @@ Invariants
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -93,13 +94,24 @@ def trizk_command(cfg_path: Path | str) -> list[str]:
 
 # ---------------------------------------------------------------------------- processes
 def spawn(
-    cmd: list[str], workdir: Path | str, log_path: Path | str, *, append: bool = True
+    cmd: list[str],
+    workdir: Path | str,
+    log_path: Path | str,
+    *,
+    append: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``cmd`` as a direct child in ``workdir``, stdin closed, stdout and stderr appended
-    to (or, without ``append``, written over) ``log_path``."""
+    to (or, without ``append``, written over) ``log_path``; ``env`` adds variables to ours (a
+    preloaded library such as libfaketime, JAVA_TOOL_OPTIONS)."""
     with open(log_path, "ab" if append else "wb") as log:
         return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=workdir
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=None if env is None else {**os.environ, **env},
         )
 
 
@@ -188,7 +200,8 @@ class MemberSet:
     own (:func:`member_cfg`), ``member_extra`` keys of one member's own after those (a member's
     secureClientPort); with ``links`` the members reach each other only through link
     proxies (served in a thread of their own unless ``serve_links`` is False: the caller then
-    runs ``links.serve`` in its own Trio loop). ``timeout`` bounds each stop and kill (s). The
+    runs ``links.serve`` in its own Trio loop); ``env`` environment variables of one member's
+    process (added to ours; read at each start). ``timeout`` bounds each stop and kill (s). The
     members are not started: :meth:`start` each. Use as a context manager (every process
     stopped, every directory removed on exit)."""
 
@@ -203,6 +216,7 @@ class MemberSet:
         member_extra: Mapping[int, Mapping[str, str]] | None = None,
         links: bool = False,
         serve_links: bool = True,
+        env: Mapping[int, Mapping[str, str]] | None = None,
         prefix: str = "trizk-ensemble-",
         base_dir: str | Path | None = None,
         timeout: float = 15.0,
@@ -210,6 +224,8 @@ class MemberSet:
         self.timeout = timeout
         self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=base_dir))
         self.members: dict[int, Member] = {}
+        #: sid -> environment variables added to that member's process at each start
+        self.env: dict[int, Mapping[str, str]] = dict(env or {})
         #: with ``links``, the proxies between the members (``links.cut(1, 3)``, ``isolate``,
         #: ``partition``, ``heal``)
         self.links: LinkNet | None = None
@@ -246,7 +262,7 @@ class MemberSet:
         m = self.members[sid]
         if self.running(sid):
             raise RuntimeError(f"member {sid} is running")
-        m.proc = spawn(self.command(m), m.workdir, m.log_path)
+        m.proc = spawn(self.command(m), m.workdir, m.log_path, env=self.env.get(sid))
 
     def kill(self, sid: int) -> None:
         """SIGKILL: no clean shutdown, as a crash."""
