@@ -57,6 +57,7 @@ from trizk.quorum.election.messages import (
     parse_initial_message,
 )
 from trizk.server.shell.clock import Clock
+from trizk.server.shell.quorumauth import QuorumAuth
 
 log = logging.getLogger("trizk.quorum.election.election")
 
@@ -281,8 +282,15 @@ class ElectionPort:
         multi_address: bool = False,
         bind_tries: int = ELECTION_BIND_TRIES,
         clock: Clock | None = None,
+        quorum_auth: QuorumAuth | None = None,
     ) -> None:
         self.myid = myid
+        #: quorum SASL (``quorum.auth.enableSasl``): each connection authenticates after the
+        #: initial message (QuorumCnxManager's authLearner / authServer)
+        self.quorum_auth = quorum_auth
+        if quorum_auth is not None:
+            # quorum.cnxn.threads.size: the connection threads that run the handshakes
+            max_handshakes = quorum_auth.max_handshakes
         #: the server's clock (None: Trio's)
         self.clock = clock
         self.view = view
@@ -451,12 +459,30 @@ class ElectionPort:
             self._connecting.discard(sid)
             await stream.aclose()
             return
+        rest = b""
+        auth = self.quorum_auth
+        if auth is not None and sid in self.view.voters:
+            # startConnection: authLearner.authenticate(sock, qps.hostname), voters only,
+            # before the challenge (a lower sid authenticates too, then drops the connection)
+            host, port = self.addresses[sid]
+            got = await auth.authenticate(
+                stream,
+                host,
+                self.handshake_timeout,
+                "election port",
+                f"server {sid} ({format_address(host, port)})",
+            )
+            if got is None:
+                self._connecting.discard(sid)
+                await stream.aclose()
+                return
+            rest = got
         self._connecting.discard(sid)
         if sid > self.myid:
             # "Have smaller server identifier, so dropping the connection"; they connect back
             await stream.aclose()
             return
-        await self._run_link(sid, stream, FrameDecoder(), b"")
+        await self._run_link(sid, stream, FrameDecoder(), rest)
 
     # ------------------------------------------------------------------ receiving
     async def _accepted(self, stream: trio.SocketStream) -> None:
@@ -467,6 +493,8 @@ class ElectionPort:
         self._handshakes += 1
         try:
             parsed = await self._read_initial(stream)
+            if parsed is not None and self.quorum_auth is not None:
+                parsed = await self._authenticate(stream, *parsed)
         finally:
             self._handshakes -= 1
         if parsed is None:
@@ -487,6 +515,25 @@ class ElectionPort:
             await stream.aclose()
             return
         await self._run_link(sid, stream, FrameDecoder(), rest)
+
+    async def _authenticate(
+        self, stream: trio.SocketStream, msg: InitialMessage, rest: bytes
+    ) -> tuple[InitialMessage, bytes] | None:
+        """handleConnection: ``authServer.authenticate`` after the initial message, whatever
+        the sid (a refused peer is not connected back to)."""
+        assert self.quorum_auth is not None
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"server {msg.sid} ({format_address(host, port)})"
+        except OSError:
+            peer = f"server {msg.sid}"
+        got = await self.quorum_auth.accept(
+            stream, rest, self.handshake_timeout, "election port", peer
+        )
+        if got is None:
+            await stream.aclose()
+            return None
+        return msg, got
 
     async def _read_initial(self, stream: trio.SocketStream) -> tuple[InitialMessage, bytes] | None:
         """The initial message (bounded in size and time) and the bytes read after it."""

@@ -148,7 +148,8 @@ class LeaderPump:
             )
         )
 
-    async def accept(self, stream: trio.SocketStream) -> None:
+    async def accept(self, stream: trio.SocketStream, first: bytes = b"") -> None:
+        """A learner's link (``first``: what it sent past quorum SASL's exchange)."""
         peer = self.peer
         link = peer.add_link(stream)
         self.leader.connected(link.link)
@@ -162,7 +163,7 @@ class LeaderPump:
             async with trio.open_nursery() as nursery:
                 # the link ends when either side does: the pump closing it, or the learner
                 nursery.start_soon(until_done, link.writer, nursery.cancel_scope)
-                reason = await read_link(stream, step, peer.kick)
+                reason = await read_link(stream, step, peer.kick, first)
                 log.info("quorum link %d ends: %s", link.link, reason)
                 link.close()
         finally:

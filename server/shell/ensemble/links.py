@@ -134,16 +134,23 @@ class Link:
 
 
 async def read_link(
-    stream: trio.SocketStream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
+    stream: trio.SocketStream,
+    step: Callable[[StreamEvent], None],
+    kick: Callable[[], None],
+    first: bytes = b"",
 ) -> str:
     """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
-    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended."""
+    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended.
+    ``first``: bytes of the stream already read (past quorum SASL's exchange)."""
     decoder = QuorumStreamDecoder()
     while True:
-        try:
-            data = await stream.receive_some(RECEIVE_SIZE)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            return f"connection broke: {e}"
+        if first:
+            data, first = first, b""
+        else:
+            try:
+                data = await stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                return f"connection broke: {e}"
         if not data:
             return "connection closed by the peer"
         try:

@@ -52,7 +52,7 @@ machine's, see :mod:`trizk.quorum.zab.leader`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,7 @@ class QuorumPeer:
             multi_address=spec.multi_address,
             bind_tries=spec.election_bind_tries,
             clock=self.clock,
+            quorum_auth=spec.quorum_auth,
         )
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
@@ -388,7 +389,7 @@ class QuorumPeer:
             return "quorum port taken"
         role = self._pump = LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, role.accept, listeners)
+            nursery.start_soon(trio.serve_listeners, self._learner_link(role), listeners)
             nursery.start_soon(self._ticker, leader.tick)
             reason = await role.pump()
             nursery.cancel_scope.cancel()
@@ -408,12 +409,30 @@ class QuorumPeer:
             now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
-        stream = await self._connect(spec.members[leader_sid].quorum_addrs)
+        addrs = spec.members[leader_sid].quorum_addrs
+        stream = await self._connect(addrs)
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
+        first = b""
+        auth = spec.quorum_auth
+        if auth is not None:
+            # Learner.connectToLeader: authLearner.authenticate(sock, leader's hostname)
+            got = await auth.authenticate(
+                stream,
+                addrs[0][0],
+                spec.timing.init_ms / 1000,
+                "quorum port",
+                f"leader {leader_sid} ({format_address(*addrs[0])})",
+            )
+            if got is None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return f"quorum SASL authentication with leader {leader_sid} failed"
+            first = got
         link = Link(0, stream)
         learner.connected(self.clock.now())
         role = self._pump = LearnerPump(self, learner, link)
+        role.first = first
         role.sync_started = self.clock.now()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
@@ -424,6 +443,31 @@ class QuorumPeer:
         with trio.CancelScope(shield=True):
             await stream.aclose()
         return reason
+
+    def _learner_link(
+        self, role: LeaderPump
+    ) -> Callable[[trio.SocketStream], Coroutine[Any, Any, None]]:
+        """The quorum port's handler: with quorum SASL, ``LearnerHandler``'s
+        ``authServer.authenticate`` first (initLimit ticks), then the learner's link."""
+        auth = self.spec.quorum_auth
+        if auth is None:
+            return role.accept
+        timeout = self.spec.timing.init_ms / 1000
+
+        async def accept(stream: trio.SocketStream) -> None:
+            try:
+                host, port = stream.socket.getpeername()[:2]
+                peer = format_address(host, port)
+            except OSError:
+                peer = "?"
+            first = await auth.accept(stream, b"", timeout, "quorum port", f"learner {peer}")
+            if first is None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return
+            await role.accept(stream, first)
+
+        return accept
 
     async def _connect(self, addrs: Sequence[tuple[str, int]]) -> trio.SocketStream | None:
         """Learner.connectToLeader: retry every 100 ms within initLimit ticks (ZooKeeper gives

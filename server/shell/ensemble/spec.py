@@ -16,9 +16,11 @@ from trizk.jute.javalang import get_integer
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.zab import Quorum, Timing
+from trizk.server.common import release
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
+    from trizk.server.shell.quorumauth import QuorumAuth
 
 __all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit"]
 
@@ -66,6 +68,8 @@ class EnsembleSpec:
     multi_address: bool = False
     #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
     election_bind_tries: int = 3
+    #: quorum SASL (``quorum.auth.enableSasl``: server/shell/quorumauth.py); None: off
+    quorum_auth: QuorumAuth | None = None
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -94,6 +98,7 @@ class EnsembleSpec:
             verifier=qv,
             multi_address=config.multi_address_enabled,
             election_bind_tries=_bind_tries(config),
+            quorum_auth=_quorum_auth(config),
         )
 
     @property
@@ -111,6 +116,20 @@ class EnsembleSpec:
 
     def election_view(self) -> ElectionView:
         return ElectionView(self.voters, self.config, self.verifier)
+
+
+def _quorum_auth(config: ServerConfig) -> QuorumAuth | None:
+    """The member's quorum SASL logins (reads the JAAS file and keytabs; JaasError)."""
+    from trizk.server.shell import quorumauth
+
+    qv = config.quorum
+    assert qv is not None
+    return quorumauth.load(
+        config.quorum_auth,
+        config.properties,
+        frozenset(m.addr.host for m in qv.members.values()),
+        zk39=release.is_39(config.zookeeper_version),
+    )
 
 
 def _bind_tries(config: ServerConfig) -> int:
