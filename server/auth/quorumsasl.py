@@ -48,10 +48,11 @@ section logs in with ``Krb5LoginModule``: the server accepts for its own princip
 asks a ticket for the service principal (its realm the learner's unless given, the host
 ``_HOST``-substituted) and sends its own principal as authorization id.
 
-Authorization (``SaslQuorumServerCallbackHandler.handleAuthorizeCallback``): the authorization
-id must equal the authentication id; a three-part id (``service/host@REALM``) must name a host
-of the ensemble's server lines. 3.9 (ZOOKEEPER-4608) skips the host check for DIGEST-MD5 and
-refuses Kerberos ids that are not three-part.
+Authorization (``SaslQuorumServerCallbackHandler.handleAuthorizeCallback`` as fixed for
+CVE-2023-44981, ZOOKEEPER-4753, which Debian's 3.8.0 carries and 3.9 has): the authorization
+id must equal the authentication id; under Kerberos (a section that is not DigestLoginModule
+only) it must have three parts, ``service/host@REALM``, whose host is one of the ensemble's
+server lines.
 
 Deviation: ZooKeeper's server, after 5 rounds without completing, sends ERROR and lets the
 connection through; trizk refuses it (no SASL mechanism here needs more than three rounds).
@@ -183,9 +184,7 @@ class QuorumServerLogin:
     acceptor: Callable[[], GssAcceptor] | None = None
     #: the host of every server line (``QuorumPeer.initialize``: ``qs.hostname``)
     authz_hosts: frozenset[str] = frozenset()
-    #: 3.9's handler (ZOOKEEPER-4608): no host check for DIGEST-MD5, Kerberos ids in 3 parts
-    zk39: bool = False
-    #: every login module of the section is DigestLoginModule (3.9's ``isDigestAuthn``)
+    #: every login module of the section is DigestLoginModule (``isDigestAuthn``)
     digest_only: bool = True
 
 
@@ -208,7 +207,6 @@ def logins_from_jaas(
     path: str,
     authz_hosts: frozenset[str],
     *,
-    zk39: bool = False,
     server_realm: str | None = None,
 ) -> tuple[QuorumServerLogin, QuorumLearnerLogin]:
     """Both sections of the JAAS file (``SaslQuorumAuthServer`` / ``SaslQuorumAuthLearner``
@@ -243,8 +241,7 @@ def logins_from_jaas(
             server_krb = server_krb or KerberosLogin.from_options(
                 settings.server_context, m.options
             )
-        if m.name == DIGEST_LOGIN_MODULE or not zk39:
-            # 3.8 reads user_* from every module of the section, 3.9 from DigestLoginModule's
+        if m.name == DIGEST_LOGIN_MODULE:
             for k, v in m.options.items():
                 if k.startswith("user_"):
                     users[k[len("user_") :]] = v
@@ -252,7 +249,6 @@ def logins_from_jaas(
         users=users,
         kerberos=server_krb,
         authz_hosts=authz_hosts,
-        zk39=zk39,
         digest_only=digest_only,
     )
     learner_krb: KerberosLogin | None = None
@@ -337,15 +333,13 @@ def _java_split(text: str) -> list[str]:
 def authorize(login: QuorumServerLogin, authentication_id: str, authorization_id: str) -> bool:
     """``SaslQuorumServerCallbackHandler.handleAuthorizeCallback``."""
     ok = authentication_id == authorization_id
-    if ok and (not login.zk39 or not login.digest_only):
+    if ok and not login.digest_only:
         parts = _java_split(authorization_id)
-        if len(parts) == 3:
-            ok = parts[1] in login.authz_hosts
-        elif login.zk39:
-            ok = False
+        ok = len(parts) == 3 and parts[1] in login.authz_hosts
         if not ok:
-            shown = authorization_id if login.zk39 else parts[1]
-            log.error("SASL authorization completed, %s is not authorized to connect", shown)
+            log.error(
+                "SASL authorization completed, %s is not authorized to connect", authorization_id
+            )
     if ok:
         log.info(
             "Successfully authenticated learner: authenticationID=%s;  authorizationID=%s.",

@@ -124,8 +124,6 @@ def load(
     settings: QuorumAuthSettings,
     properties: Mapping[str, str],
     authz_hosts: frozenset[str],
-    *,
-    zk39: bool = False,
 ) -> QuorumAuth | None:
     """The member's quorum SASL (None without ``quorum.auth.enableSasl``), or JaasError."""
     if not settings.enabled:
@@ -151,7 +149,6 @@ def load(
         settings,
         path,
         authz_hosts,
-        zk39=zk39,
         server_realm=properties.get("zookeeper.server.realm"),
     )
     if server.kerberos is not None or learner.kerberos is not None:

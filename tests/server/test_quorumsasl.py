@@ -172,21 +172,19 @@ def test_host_pattern() -> None:
 
 
 @pytest.mark.parametrize(
-    ("zk39", "digest_only", "authn", "authz", "ok"),
+    ("digest_only", "authn", "authz", "ok"),
     [
-        (False, True, "learner", "learner", True),
-        (False, True, "learner", "other", False),
-        (False, False, "zkquorum/localhost@R", "zkquorum/localhost@R", True),
-        (False, False, "zkquorum/otherhost@R", "zkquorum/otherhost@R", False),
-        (False, False, "zkquorum@R", "zkquorum@R", True),  # 3.8: not three parts, not checked
-        (True, False, "zkquorum@R", "zkquorum@R", False),  # 3.9: Kerberos ids in three parts
-        (True, True, "a/otherhost@R", "a/otherhost@R", True),  # 3.9: no host check for digest
+        (True, "learner", "learner", True),
+        (True, "learner", "other", False),
+        (True, "a/otherhost@R", "a/otherhost@R", True),  # no host check for DIGEST-MD5
+        (False, "zkquorum/localhost@R", "zkquorum/localhost@R", True),
+        (False, "zkquorum/otherhost@R", "zkquorum/otherhost@R", False),
+        (False, "zkquorum/localhost@R", "zkquorum/localhost@S", False),
+        (False, "zkquorum@R", "zkquorum@R", False),  # CVE-2023-44981: Kerberos ids in 3 parts
     ],
 )
-def test_authorization(zk39: bool, digest_only: bool, authn: str, authz: str, ok: bool) -> None:
-    login = QuorumServerLogin(
-        authz_hosts=frozenset({"localhost"}), zk39=zk39, digest_only=digest_only
-    )
+def test_authorization(digest_only: bool, authn: str, authz: str, ok: bool) -> None:
+    login = QuorumServerLogin(authz_hosts=frozenset({"localhost"}), digest_only=digest_only)
     assert authorize(login, authn, authz) is ok
 
 

@@ -16,7 +16,6 @@ from trizk.jute.javalang import get_integer
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.zab import Quorum, Timing
-from trizk.server.common import release
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
@@ -128,7 +127,6 @@ def _quorum_auth(config: ServerConfig) -> QuorumAuth | None:
         config.quorum_auth,
         config.properties,
         frozenset(m.addr.host for m in qv.members.values()),
-        zk39=release.is_39(config.zookeeper_version),
     )
 
 
