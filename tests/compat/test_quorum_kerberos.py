@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.compat.conftest import require_zookeeper
-from tests.compat.test_quorum_sasl import REQUIRED, SaslEnsemble
+from tests.compat.test_quorum_sasl import REQUIRED, SaslEnsemble, doc_blocks, doc_keys
 from tests.ensemble_helpers import assert_identical, client
 from trizk.testing.ports import free_port
 from trizk.testing.processes import Member
@@ -187,3 +187,24 @@ def test_missing_keytab_is_one_line(realm: tuple[kdcmod.LocalKdc, Path], tmp_pat
     assert proc.returncode != 0 and "Traceback" not in out, out
     errors = [ln for ln in out.splitlines() if "ERROR" in ln]
     assert len(errors) == 1 and "none.keytab does not exist" in errors[0], out
+
+
+def test_documented_example(realm: tuple[kdcmod.LocalKdc, Path]) -> None:
+    """docs/operations.md's Kerberos JAAS file (this realm's names and keytab) with its zoo.cfg
+    keys, in an ensemble of trizk members."""
+    kdc, keytab = realm
+    text = doc_blocks()["text"][1]
+    assert KRB5 in text
+    text = (
+        text.replace("/etc/zookeeper/quorum.keytab", str(keytab))
+        .replace("learner/zk1.example.com", "learner/127.0.0.1")
+        .replace("EXAMPLE.COM", kdc.realm)
+    )
+    members = {1: "trizk", 2: "trizk", 3: "trizk"}
+    with KerberosEnsemble(
+        members, {s: text for s in members}, kdc.krb5_conf, extra=doc_keys()
+    ) as ens:
+        for sid in members:
+            ens.start(sid)
+        _serve_and_write(ens, 3, "documented")
+        assert "QuorumLearner will use GSSAPI as SASL mechanism." in ens.log(1)

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -180,3 +182,45 @@ def test_rolling_enablement_on_a_mixed_ensemble(tmp_path: Path) -> None:
         for sid in kinds:
             assert "Successfully completed the authentication using SASL" in ens.log(sid)
         _check_no_traceback(ens)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def doc_blocks() -> dict[str, list[str]]:
+    """The fenced blocks of docs/operations.md's "Quorum SASL and Kerberos", by language."""
+    text = DOC.read_text()
+    section = text[text.index("### Quorum SASL and Kerberos") :]
+    section = section[: section.index("\n## ")]
+    blocks: dict[str, list[str]] = {}
+    for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
+        blocks.setdefault(lang, []).append(body)
+    return blocks
+
+
+def doc_keys() -> dict[str, str]:
+    keys = {}
+    for line in doc_blocks()["properties"][0].splitlines():
+        if line.strip() and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            keys[k.strip()] = v.strip()
+    return keys
+
+
+def test_documented_example() -> None:
+    """The zoo.cfg keys, DIGEST-MD5 JAAS file and command of docs/operations.md in a mixed
+    ensemble."""
+    require_zookeeper()
+    blocks = doc_blocks()
+    command = shlex.split(blocks["sh"][0])
+    assert command[:3] == ["trizk-server", "zoo.cfg", "-D"]
+    assert command[3].startswith("java.security.auth.login.config=")
+    kinds = {1: "zookeeper", 2: "trizk", 3: "trizk"}
+    digest = blocks["text"][0]
+    assert "DigestLoginModule" in digest
+    with SaslEnsemble(kinds, {s: digest for s in kinds}, extra=doc_keys()) as ens:
+        for sid in kinds:
+            ens.start(sid)
+        _write_and_check(ens, "documented")
+        for sid in kinds:
+            assert "Successfully completed the authentication using SASL" in ens.log(sid)
