@@ -78,9 +78,14 @@ class QuorumAuth:
             saslmod.random_nonce(),
             peer,
         )
-        return await self._run(
-            stream, machine, machine.start(), timeout, f"{where}: cannot authenticate to {peer}"
-        )
+        if self.learner.kerberos is not None and self.settings.learner_required:
+            # the first GSS step asks the KDC for a service ticket (blocking network I/O, the
+            # KDC's own timeouts): off the Trio thread; later steps are local computations
+            out = await trio.to_thread.run_sync(machine.start)
+        else:
+            out = machine.start()
+        what = f"{where}: cannot authenticate to {peer}"
+        return await self._run(stream, machine, out, timeout, what)
 
     async def _run(
         self,

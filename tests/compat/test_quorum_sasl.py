@@ -4,7 +4,7 @@
 
 * DIGEST-MD5 required everywhere: a mixed ensemble forms under a trizk leader and, after a
   SIGKILL of it under write load, under a ZooKeeper leader; no acknowledged write is lost, and
-  the killed member rejoins (authenticating to the Java leader);
+  the killed member rejoins (authenticating to the Java leader); with a 3.9.3 member too;
 * a member whose ``QuorumLearner`` password is wrong is refused by the trizk and the ZooKeeper
   member alike (ZooKeeper's "Failed to authenticate using SASL" beside trizk's one line, no
   traceback), and stays out while the other two serve;
@@ -90,10 +90,12 @@ def _check_no_traceback(ens: SaslEnsemble) -> None:
             assert "Traceback" not in ens.log(sid), ens.log(sid)[-3000:]
 
 
-def test_required_digest_mixed_ensemble_survives_leader_kill() -> None:
-    require_zookeeper()
+@pytest.mark.parametrize("release", ["3.8.0", "3.9.3"])
+def test_required_digest_mixed_ensemble_survives_leader_kill(release: str) -> None:
+    require_zookeeper(release)
     kinds = {1: "trizk", 2: "zookeeper", 3: "trizk"}
-    with SaslEnsemble(kinds, {s: jaas() for s in kinds}, extra=REQUIRED) as ens:
+    files = {s: jaas() for s in kinds}
+    with SaslEnsemble(kinds, files, extra=REQUIRED, versions={2: release}) as ens:
         for sid in kinds:
             ens.start(sid)
         ens.wait_leader(3)  # a trizk leader; followers: ZooKeeper 2, trizk 1

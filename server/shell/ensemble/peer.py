@@ -460,7 +460,7 @@ class QuorumPeer:
                 peer = format_address(host, port)
             except OSError:
                 peer = "?"
-            first = await auth.accept(stream, b"", timeout, "quorum port", f"learner {peer}")
+            first = await auth.accept(stream, b"", timeout, "quorum port", peer)
             if first is None:
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
