@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,7 @@ from tests.compat.conftest import require_zookeeper
 from tests.compat.test_ensembles import Writers
 from tests.ensemble_helpers import assert_identical, client
 from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.jute.records import LearnerInfo, QuorumPacket
 from trizk.testing.processes import Member
 
 pytestmark = pytest.mark.slow
@@ -84,6 +86,20 @@ class SaslEnsemble(ProcessEnsemble):
         return self.members[sid].log_path.read_text(errors="replace")
 
 
+def _unauthenticated_learner_refused(ens: SaslEnsemble, sid: int) -> None:
+    """A learner that sends FOLLOWERINFO without authenticating to member ``sid``'s quorum
+    port (its leader's) is refused: the connection is closed before any answer."""
+    a = ens.members[sid].addrs
+    info = QuorumPacket(11, 0, LearnerInfo(99, 0x10000, 0).encode(), None).encode()
+    with socket.create_connection((a.host, a.quorum_port), timeout=10) as sock:
+        sock.sendall(info)
+        sock.settimeout(10)
+        try:
+            assert sock.recv(4096) == b""  # closed, nothing sent (no LEADERINFO)
+        except ConnectionResetError:
+            pass
+
+
 def _check_no_traceback(ens: SaslEnsemble) -> None:
     for sid, m in ens.members.items():
         if m.kind == "trizk":
@@ -99,6 +115,9 @@ def test_required_digest_mixed_ensemble_survives_leader_kill(release: str) -> No
         for sid in kinds:
             ens.start(sid)
         ens.wait_leader(3)  # a trizk leader; followers: ZooKeeper 2, trizk 1
+        _unauthenticated_learner_refused(ens, 3)
+        assert "quorum SASL: quorum port refused 127.0.0.1:" in ens.log(3)
+        assert "Learner not trying to authenticate and authentication is required" in ens.log(3)
         w = Writers(ens)
         try:
             w.wait_for(100)
@@ -109,6 +128,8 @@ def test_required_digest_mixed_ensemble_survives_leader_kill(release: str) -> No
             w.finish()
         modes = ens.wait_serving()
         assert modes[2] == "leader", modes
+        _unauthenticated_learner_refused(ens, 2)  # ZooKeeper's LearnerHandler refuses it too
+        assert "Server failed to authenticate quorum learner" in ens.log(2)
         final = assert_identical(ens)
         assert [p for p in w.acked if "/" + p.lstrip("/") not in final] == []
         ens.start(3)  # rejoins, authenticating to the Java leader
