@@ -5,7 +5,10 @@ authorization rule of ``SaslQuorumServerCallbackHandler`` (3.8 and 3.9)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.seeds import examples
 from trizk.jute.records import QuorumAuthPacket
 from trizk.server.auth.quorumsasl import (
     MAGIC,
@@ -216,3 +219,24 @@ def test_jaas_sections() -> None:
             "f",
             frozenset(),
         )
+
+
+@given(st.lists(st.binary(max_size=40), max_size=8), st.booleans())
+@settings(max_examples=examples(200), deadline=None)
+def test_any_bytes_end_in_a_verdict_or_wait(chunks: list[bytes], required: bool) -> None:
+    """Whatever a peer sends, the server machine answers with packets and at most one
+    verdict, never an exception; a closed connection always ends it."""
+    srv = QuorumAuthServer(SERVER, required, "n" * 40)
+    magic = MAGIC.to_bytes(8, "big")
+    for i, chunk in enumerate(chunks):
+        data = magic + chunk if i == 0 else chunk
+        out = srv.data_received(data)
+        if out.verdict is not None:
+            break
+    else:
+        assert srv.connection_lost().verdict is (Verdict.REFUSE if required else Verdict.PASS)
+    lrn = learner()
+    lrn.start()
+    for chunk in chunks:
+        if lrn.data_received(magic + chunk).verdict is not None:
+            break
