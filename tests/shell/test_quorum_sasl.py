@@ -89,3 +89,20 @@ def test_enable_sasl_without_a_jaas_file_stops_the_start(tmp_path: Path) -> None
     config = config.replace(properties={"java.security.auth.login.config": str(jaas)})
     with pytest.raises(JaasError, match="section 'QuorumLearner' could not be found"):
         EnsembleSpec.from_config(config)
+
+
+@pytest.mark.slow
+def test_required_digest_with_an_observer(tmp_path: Path) -> None:
+    """An observer (the highest sid) authenticates to the voters on the election port (only
+    voters are authenticated to: ``getVotingView``) and to the leader on the quorum port."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    with Ensemble(
+        3,
+        observers=1,
+        properties=REQUIRED,
+        system_properties={"java.security.auth.login.config": str(jaas)},
+    ) as ens:
+        observer = ens.observers[0]
+        assert ens.mode_of(observer) == "observer"
+        _write(ens.hosts([observer]), "/through-the-observer")
