@@ -166,7 +166,10 @@ def test_wrong_credentials_are_refused_by_both_kinds(bad: str) -> None:
         assert java_lines and trizk_lines, ens.tails()
         # the same reason in both: the JDK's DigestMD5Server message
         assert any(mismatch in ln for ln in java_lines)
-        assert all(refused in ln and mismatch in ln for ln in trizk_lines), trizk_lines
+        # (under load an attempt may also end in a read timeout or EOF: the same line, that
+        # reason, as ZooKeeper's SocketTimeoutException / EOFException)
+        assert any(mismatch in ln for ln in trizk_lines), trizk_lines
+        assert all(refused in ln for ln in trizk_lines), trizk_lines
         if bad == "trizk":
             assert "quorum SASL: election port: cannot authenticate to server" in ens.log(3)
         _check_no_traceback(ens)
