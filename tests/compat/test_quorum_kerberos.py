@@ -39,14 +39,19 @@ pytest.importorskip("gssapi", reason="python-gssapi (pip install gssapi) is not 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 
 
-def jaas(keytab: Path, realm: str, learner: str = "learner/127.0.0.1") -> str:
+def jaas(
+    keytab: Path,
+    realm: str,
+    learner: str = "learner/127.0.0.1",
+    service: str = "zkquorum/localhost",
+) -> str:
     return f"""QuorumServer {{
     {KRB5} required
     useKeyTab=true
     keyTab="{keytab}"
     storeKey=true
     useTicketCache=false
-    principal="zkquorum/localhost@{realm}";
+    principal="{service}@{realm}";
 }};
 QuorumLearner {{
     {KRB5} required
@@ -82,6 +87,7 @@ def realm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[kdcmod.Loc
         for k, v in kdc.env().items():
             mp.setenv(k, v)
         kdc.add_principal("zkquorum/localhost", keytab)
+        kdc.add_principal("zkquorum/127.0.0.1", keytab)
         kdc.add_principal("learner/127.0.0.1", keytab)
         kdc.add_principal("learner/otherhost", keytab)
         yield kdc, keytab
@@ -100,14 +106,23 @@ def _serve_and_write(ens: SaslEnsemble, leader: int, name: str) -> None:
 
 
 @pytest.mark.parametrize("kinds", ["trizk", "mixed"])
-def test_quorum_kerberos(realm: tuple[kdcmod.LocalKdc, Path], kinds: str) -> None:
+@pytest.mark.parametrize("host", ["localhost", "_HOST"])
+def test_quorum_kerberos(realm: tuple[kdcmod.LocalKdc, Path], kinds: str, host: str) -> None:
+    """``localhost``: every member is ``zkquorum/localhost``, the default service principal;
+    ``_HOST``: each member serves as ``zkquorum/<its server line's host>`` and learners ask
+    for ``quorum.auth.kerberos.servicePrincipal=zkquorum/_HOST``."""
     kdc, keytab = realm
     members = {1: "trizk", 2: "trizk", 3: "trizk"}
     if kinds == "mixed":
         require_zookeeper()
         members[2] = "zookeeper"
-    files = {s: jaas(keytab, kdc.realm) for s in members}
-    with KerberosEnsemble(members, files, kdc.krb5_conf, extra=REQUIRED) as ens:
+    extra = dict(REQUIRED)
+    service = "zkquorum/localhost"
+    if host == "_HOST":
+        extra["quorum.auth.kerberos.servicePrincipal"] = "zkquorum/_HOST"
+        service = "zkquorum/127.0.0.1"
+    files = {s: jaas(keytab, kdc.realm, service=service) for s in members}
+    with KerberosEnsemble(members, files, kdc.krb5_conf, extra=extra) as ens:
         for sid in members:
             ens.start(sid)
         _serve_and_write(ens, 3, "under3")
