@@ -106,3 +106,44 @@ def test_required_digest_with_an_observer(tmp_path: Path) -> None:
         observer = ens.observers[0]
         assert ens.mode_of(observer) == "observer"
         _write(ens.hosts([observer]), "/through-the-observer")
+
+
+@pytest.mark.parametrize(
+    ("keys", "code", "message"),
+    [
+        # QuorumPeerConfig's IllegalArgumentException: an invalid config (exit 2)
+        (
+            {"quorum.auth.serverRequireSasl": "true"},
+            2,
+            "quorum.auth.enableSasl is disabled, so cannot enable quorum.auth.serverRequireSasl",
+        ),
+        ({"quorum.auth.enableSasl": "yes"}, 2, "Invalid option yes for quorum.auth.enableSasl"),
+        # enableSasl with no JAAS section to log in with: the start fails (exit 1)
+        (REQUIRED, 1, "section 'QuorumServer' could not be found"),
+    ],
+)
+def test_start_up_errors_are_one_line(
+    tmp_path: Path, keys: dict[str, str], code: int, message: str
+) -> None:
+    from tests.config.test_startup_errors import problems, run_server
+    from trizk.testing.ports import free_port
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "myid").write_text("1\n")
+    ports = [free_port() for _ in range(7)]
+    servers = "".join(
+        f"server.{i}=127.0.0.1:{ports[2 * i - 1]}:{ports[2 * i]}\n" for i in (1, 2, 3)
+    )
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(
+        f"tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir={data}\nclientPort={ports[0]}\n"
+        + servers
+        + "".join(f"{k}={v}\n" for k, v in keys.items())
+    )
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS.replace("QuorumServer", "Server"))
+    done = run_server(cfg, "-D", f"java.security.auth.login.config={jaas}")
+    assert done.returncode == code, done.stderr
+    (line,) = problems(done.stderr)
+    assert message in line, line
