@@ -453,10 +453,10 @@ class ServerConfig:
     #: ``multiAddress.reachabilityCheckEnabled`` (true) / ``...TimeoutMs`` (1000)
     multi_address_reachability_check: bool = True
     multi_address_timeout_ms: int = 1000
-    #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
-    warnings: tuple[str, ...] = ()
     #: the ``quorum.auth.*`` keys and ``quorum.cnxn.threads.size`` (quorum SASL)
     quorum_auth: QuorumAuthSettings = field(default_factory=QuorumAuthSettings)
+    #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
+    warnings: tuple[str, ...] = ()
 
     # -- constructors --------------------------------------------------------------------
 
@@ -909,39 +909,9 @@ def config_from_entries(
         multi_address_enabled=q.multi_address[0],
         multi_address_reachability_check=q.multi_address[1],
         multi_address_timeout_ms=q.multi_address[2],
-        warnings=q.warnings + tuple(value_warnings),
         quorum_auth=_quorum_auth(fields),
+        warnings=q.warnings + tuple(value_warnings),
     )
-
-
-def _quorum_auth(fields: Mapping[str, Entry]) -> QuorumAuthSettings:
-    """``QuorumPeerConfig.parseProperties``' ``quorum.auth.*`` keys and their checks."""
-
-    def flag(key: str) -> bool:
-        e = fields.get(key)
-        return False if e is None else _java_bool(e)
-
-    def text(key: str, default: str) -> str:
-        e = fields.get(key)
-        return default if e is None else e.value
-
-    threads = 0
-    e = fields.get("quorum.cnxn.threads.size")
-    if e is not None:
-        threads = _parse_int(e.value, _where(e), e.key, e.text)  # Integer.parseInt
-    settings = QuorumAuthSettings(
-        enabled=flag("quorum.auth.enableSasl"),
-        server_required=flag("quorum.auth.serverRequireSasl"),
-        learner_required=flag("quorum.auth.learnerRequireSasl"),
-        learner_context=text("quorum.auth.learner.saslLoginContext", LEARNER_CONTEXT),
-        server_context=text("quorum.auth.server.saslLoginContext", SERVER_CONTEXT),
-        service_principal=text("quorum.auth.kerberos.servicePrincipal", DEFAULT_SERVICE_PRINCIPAL),
-        cnxn_threads=threads_size(threads),
-    )
-    problem = settings.check()
-    if problem is not None:
-        raise ConfigError(None, problem)  # an IllegalArgumentException: no line number
-    return settings
 
 
 def _zookeeper_version(fields: Mapping[str, Entry], props: Mapping[str, str]) -> str:
@@ -1014,6 +984,36 @@ def _java_bool(e: Entry) -> bool:
     if e.value.lower() == "false":
         return False
     raise ConfigError(_where(e), f"Invalid option {e.value} for {e.key}. Choose 'true' or 'false.'")
+
+
+def _quorum_auth(fields: Mapping[str, Entry]) -> QuorumAuthSettings:
+    """``QuorumPeerConfig.parseProperties``' ``quorum.auth.*`` keys and their checks."""
+
+    def flag(key: str) -> bool:
+        e = fields.get(key)
+        return False if e is None else _java_bool(e)
+
+    def text(key: str, default: str) -> str:
+        e = fields.get(key)
+        return default if e is None else e.value
+
+    threads = 0
+    e = fields.get("quorum.cnxn.threads.size")
+    if e is not None:
+        threads = _parse_int(e.value, _where(e), e.key, e.text)  # Integer.parseInt
+    settings = QuorumAuthSettings(
+        enabled=flag("quorum.auth.enableSasl"),
+        server_required=flag("quorum.auth.serverRequireSasl"),
+        learner_required=flag("quorum.auth.learnerRequireSasl"),
+        learner_context=text("quorum.auth.learner.saslLoginContext", LEARNER_CONTEXT),
+        server_context=text("quorum.auth.server.saslLoginContext", SERVER_CONTEXT),
+        service_principal=text("quorum.auth.kerberos.servicePrincipal", DEFAULT_SERVICE_PRINCIPAL),
+        cnxn_threads=threads_size(threads),
+    )
+    problem = settings.check()
+    if problem is not None:
+        raise ConfigError(None, problem)  # an IllegalArgumentException: no line number
+    return settings
 
 
 def _parse_myid(text: str, path: Path) -> int:

@@ -56,8 +56,8 @@ from trizk.quorum.election.messages import (
     encode_initial_message_multi,
     parse_initial_message,
 )
+from trizk.server.shell import quorumauth
 from trizk.server.shell.clock import Clock
-from trizk.server.shell.quorumauth import QuorumAuth
 
 log = logging.getLogger("trizk.quorum.election.election")
 
@@ -281,8 +281,8 @@ class ElectionPort:
         all_addresses: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         multi_address: bool = False,
         bind_tries: int = ELECTION_BIND_TRIES,
+        quorum_auth: quorumauth.QuorumAuth | None = None,
         clock: Clock | None = None,
-        quorum_auth: QuorumAuth | None = None,
     ) -> None:
         self.myid = myid
         #: quorum SASL (``quorum.auth.enableSasl``): each connection authenticates after the

@@ -139,8 +139,8 @@ class QuorumPeer:
             all_addresses={sid: m.election_addrs for sid, m in spec.members.items()},
             multi_address=spec.multi_address,
             bind_tries=spec.election_bind_tries,
-            clock=self.clock,
             quorum_auth=spec.quorum_auth,
+            clock=self.clock,
         )
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None

@@ -57,6 +57,8 @@ class EnsembleSpec:
     listen_on_all_ips: bool = False
     #: ``cnxTimeout`` (ms): connecting to another member's election port
     connect_timeout_ms: int = 5000
+    #: quorum SASL (``quorum.auth.enableSasl``: server/shell/quorumauth.py); None: off
+    quorum_auth: QuorumAuth | None = None
     #: ``zookeeper.forceSnapshotSync``: a leader syncs every learner by SNAP
     force_snap_sync: bool = False
     #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
@@ -67,8 +69,6 @@ class EnsembleSpec:
     multi_address: bool = False
     #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
     election_bind_tries: int = 3
-    #: quorum SASL (``quorum.auth.enableSasl``: server/shell/quorumauth.py); None: off
-    quorum_auth: QuorumAuth | None = None
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -92,12 +92,12 @@ class EnsembleSpec:
             qv.to_string().encode(),
             listen_on_all_ips=config.quorum_listen_on_all_ips,
             connect_timeout_ms=config.cnx_timeout,
+            quorum_auth=_quorum_auth(config),
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
             ack_logging_frequency=config.ack_logging_frequency,
             verifier=qv,
             multi_address=config.multi_address_enabled,
             election_bind_tries=_bind_tries(config),
-            quorum_auth=_quorum_auth(config),
         )
 
     @property
