@@ -522,11 +522,7 @@ class ElectionPort:
         """handleConnection: ``authServer.authenticate`` after the initial message, whatever
         the sid (a refused peer is not connected back to)."""
         assert self.quorum_auth is not None
-        try:
-            host, port = stream.socket.getpeername()[:2]
-            peer = f"server {msg.sid} ({format_address(host, port)})"
-        except OSError:
-            peer = f"server {msg.sid}"
+        peer = f"server {msg.sid} ({quorumauth.peer_address(stream)})"
         got = await self.quorum_auth.accept(
             stream, rest, self.handshake_timeout, "election port", peer
         )

@@ -147,3 +147,22 @@ def test_start_up_errors_are_one_line(
     assert done.returncode == code, done.stderr
     (line,) = problems(done.stderr)
     assert message in line, line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("learner_required", [False, True])
+def test_rolling_steps_in_process(tmp_path: Path, learner_required: bool) -> None:
+    """``enableSasl=true`` with nothing required: no member authenticates, every server peeks
+    at the first 8 bytes and lets the learner through (the bytes read again by the link);
+    then ``learnerRequireSasl=true``: every member authenticates to servers that do not
+    require it."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    keys = {"quorum.auth.enableSasl": "true"}
+    if learner_required:
+        keys["quorum.auth.learnerRequireSasl"] = "true"
+    with Ensemble(
+        3, properties=keys, system_properties={"java.security.auth.login.config": str(jaas)}
+    ) as ens:
+        follower = next(s for s in ens.members if s != ens.leader())
+        _write(ens.hosts([follower]), "/rolling")

@@ -81,7 +81,7 @@ class RolePeer(Protocol):
         """Wait for the next :meth:`kick`."""
         ...
 
-    def add_link(self, stream: trio.SocketStream) -> Link:
+    def add_link(self, stream: trio.abc.Stream) -> Link:
         """A new quorum-port connection (a leader's learner), numbered."""
         ...
 

@@ -29,6 +29,7 @@ from trizk.quorum.zab.zabwire import (
     epoch_of,
 )
 from trizk.server.roles.leading import Leading
+from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.links import read_link, until_done
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
@@ -148,9 +149,20 @@ class LeaderPump:
             )
         )
 
-    async def accept(self, stream: trio.SocketStream, first: bytes = b"") -> None:
-        """A learner's link (``first``: what it sent past quorum SASL's exchange)."""
+    async def accept(self, stream: trio.abc.Stream) -> None:
         peer = self.peer
+        auth = peer.spec.quorum_auth
+        if auth is not None:
+            # LearnerHandler: authServer.authenticate before the first packet (initLimit ticks)
+            where = quorumauth.peer_address(stream)
+            timeout = peer.spec.timing.init_ms / 1000
+            first = await auth.accept(stream, b"", timeout, "quorum port", where)
+            if first is None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return
+            if first:  # a learner that did not authenticate: its first bytes were read
+                stream = quorumauth.ReplayStream(stream, first)
         link = peer.add_link(stream)
         self.leader.connected(link.link)
         clock = peer.clock
@@ -163,7 +175,7 @@ class LeaderPump:
             async with trio.open_nursery() as nursery:
                 # the link ends when either side does: the pump closing it, or the learner
                 nursery.start_soon(until_done, link.writer, nursery.cancel_scope)
-                reason = await read_link(stream, step, peer.kick, first)
+                reason = await read_link(stream, step, peer.kick)
                 log.info("quorum link %d ends: %s", link.link, reason)
                 link.close()
         finally:

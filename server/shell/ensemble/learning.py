@@ -36,8 +36,6 @@ class LearnerPump:
         self.role: Learning | None = None
         #: when the sync with the leader began (its link connected)
         self.sync_started = 0
-        #: what the leader sent past quorum SASL's exchange
-        self.first = b""
 
     async def reader(self) -> None:
         clock = self.peer.clock
@@ -45,7 +43,6 @@ class LearnerPump:
             self.link.stream,
             lambda ev: self.learner.step(ev, clock.now()),
             self.peer.kick,
-            self.first,
         )
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()

@@ -92,7 +92,7 @@ class QueueMeter:
 class Link:
     """A quorum-port connection's output: packets queued by the pump, sent by one task."""
 
-    def __init__(self, link: int, stream: trio.SocketStream) -> None:
+    def __init__(self, link: int, stream: trio.abc.Stream) -> None:
         self.link = link
         self.stream = stream
         self.out = bytearray()
@@ -134,27 +134,20 @@ class Link:
 
 
 async def read_link(
-    stream: trio.SocketStream,
-    step: Callable[[StreamEvent], None],
-    kick: Callable[[], None],
-    first: bytes = b"",
+    stream: trio.abc.Stream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
 ) -> str:
     """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
-    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended.
-    ``first``: bytes of the stream already read (past quorum SASL's exchange)."""
+    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended."""
     decoder = QuorumStreamDecoder()
     while True:
-        if first:
-            data, first = first, b""
-        else:
-            try:
-                data = await stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                return f"connection broke: {e}"
+        try:
+            data = await stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            return f"connection broke: {e}"
         if not data:
             return "connection closed by the peer"
         try:
-            decoder.feed(data)
+            decoder.feed(data if isinstance(data, bytes) else bytes(data))
             while (ev := decoder.next_event()) is not None:
                 step(ev)
         except QuorumStreamError as e:

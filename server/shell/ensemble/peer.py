@@ -52,7 +52,7 @@ machine's, see :mod:`trizk.quorum.zab.leader`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,7 @@ from trizk.server.common.metricregistry import (
 )
 from trizk.server.common.servermetrics import Summary
 from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.shell import quorumauth
 from trizk.server.shell.cnxmanager import ElectionPort, format_address, open_first_stream
 from trizk.server.shell.ensemble.hosts import PeerHost
 from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
@@ -337,7 +338,7 @@ class QuorumPeer:
         self._kick = trio.Event()
 
     # ------------------------------------------------------------------ quorum links
-    def add_link(self, stream: trio.SocketStream) -> Link:
+    def add_link(self, stream: trio.abc.Stream) -> Link:
         """A new quorum-port connection (a leader's learner): numbered, and kept until
         :meth:`remove_link` or the role's end."""
         self._next_link += 1
@@ -389,7 +390,7 @@ class QuorumPeer:
             return "quorum port taken"
         role = self._pump = LeaderPump(self, leader, committer)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, self._learner_link(role), listeners)
+            nursery.start_soon(trio.serve_listeners, role.accept, listeners)
             nursery.start_soon(self._ticker, leader.tick)
             reason = await role.pump()
             nursery.cancel_scope.cancel()
@@ -409,30 +410,30 @@ class QuorumPeer:
             now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
         )
-        addrs = spec.members[leader_sid].quorum_addrs
-        stream = await self._connect(addrs)
+        stream = await self._connect(spec.members[leader_sid].quorum_addrs)
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
-        first = b""
+        link_stream: trio.abc.Stream = stream
         auth = spec.quorum_auth
         if auth is not None:
-            # Learner.connectToLeader: authLearner.authenticate(sock, leader's hostname)
-            got = await auth.authenticate(
+            # Learner.connectToLeader: authLearner.authenticate(sock, the leader's hostname)
+            host, port = spec.members[leader_sid].quorum
+            first = await auth.authenticate(
                 stream,
-                addrs[0][0],
+                host,
                 spec.timing.init_ms / 1000,
                 "quorum port",
-                f"leader {leader_sid} ({format_address(*addrs[0])})",
+                f"leader {leader_sid} ({format_address(host, port)})",
             )
-            if got is None:
+            if first is None:
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
                 return f"quorum SASL authentication with leader {leader_sid} failed"
-            first = got
-        link = Link(0, stream)
+            if first:  # the leader never speaks first, but nothing read is dropped
+                link_stream = quorumauth.ReplayStream(stream, first)
+        link = Link(0, link_stream)
         learner.connected(self.clock.now())
         role = self._pump = LearnerPump(self, learner, link)
-        role.first = first
         role.sync_started = self.clock.now()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.writer)
@@ -443,31 +444,6 @@ class QuorumPeer:
         with trio.CancelScope(shield=True):
             await stream.aclose()
         return reason
-
-    def _learner_link(
-        self, role: LeaderPump
-    ) -> Callable[[trio.SocketStream], Coroutine[Any, Any, None]]:
-        """The quorum port's handler: with quorum SASL, ``LearnerHandler``'s
-        ``authServer.authenticate`` first (initLimit ticks), then the learner's link."""
-        auth = self.spec.quorum_auth
-        if auth is None:
-            return role.accept
-        timeout = self.spec.timing.init_ms / 1000
-
-        async def accept(stream: trio.SocketStream) -> None:
-            try:
-                host, port = stream.socket.getpeername()[:2]
-                peer = format_address(host, port)
-            except OSError:
-                peer = "?"
-            first = await auth.accept(stream, b"", timeout, "quorum port", peer)
-            if first is None:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
-                return
-            await role.accept(stream, first)
-
-        return accept
 
     async def _connect(self, addrs: Sequence[tuple[str, int]]) -> trio.SocketStream | None:
         """Learner.connectToLeader: retry every 100 ms within initLimit ticks (ZooKeeper gives
