@@ -285,12 +285,6 @@ class ElectionPort:
         clock: Clock | None = None,
     ) -> None:
         self.myid = myid
-        #: quorum SASL (``quorum.auth.enableSasl``): each connection authenticates after the
-        #: initial message (QuorumCnxManager's authLearner / authServer)
-        self.quorum_auth = quorum_auth
-        if quorum_auth is not None:
-            # quorum.cnxn.threads.size: the connection threads that run the handshakes
-            max_handshakes = quorum_auth.max_handshakes
         #: the server's clock (None: Trio's)
         self.clock = clock
         self.view = view
@@ -308,6 +302,12 @@ class ElectionPort:
         self.handshake_timeout = handshake_timeout
         self.listen_on_all_ips = listen_on_all_ips
         self.max_handshakes = max_handshakes
+        #: quorum SASL (``quorum.auth.enableSasl``): each connection authenticates after the
+        #: initial message (QuorumCnxManager's authLearner / authServer)
+        self.quorum_auth = quorum_auth
+        if quorum_auth is not None:
+            # quorum.cnxn.threads.size: the connection threads that run the handshakes
+            self.max_handshakes = quorum_auth.max_handshakes
         self._handshakes = 0
         self.decision: Decision | None = None
         self.port = 0

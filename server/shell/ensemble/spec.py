@@ -117,19 +117,6 @@ class EnsembleSpec:
         return ElectionView(self.voters, self.config, self.verifier)
 
 
-def _quorum_auth(config: ServerConfig) -> QuorumAuth | None:
-    """The member's quorum SASL logins (reads the JAAS file and keytabs; JaasError)."""
-    from trizk.server.shell import quorumauth
-
-    qv = config.quorum
-    assert qv is not None
-    return quorumauth.load(
-        config.quorum_auth,
-        config.properties,
-        frozenset(m.addr.host for m in qv.members.values()),
-    )
-
-
 def _bind_tries(config: ServerConfig) -> int:
     """``Integer.getInteger("zookeeper.electionPortBindRetry", 3)``; negative means 3."""
     tries = get_integer(config.properties, "zookeeper.electionPortBindRetry", 3)
@@ -141,3 +128,16 @@ def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
     divided by (voters - 1) in ensembles of more than two voters."""
     divisor = voters - 1 if voters > 2 else 1
     return max(global_outstanding_limit // divisor, 1)
+
+
+def _quorum_auth(config: ServerConfig) -> QuorumAuth | None:
+    """The member's quorum SASL logins (reads the JAAS file and keytabs; JaasError)."""
+    from trizk.server.shell import quorumauth
+
+    qv = config.quorum
+    assert qv is not None
+    return quorumauth.load(
+        config.quorum_auth,
+        config.properties,
+        frozenset(m.addr.host for m in qv.members.values()),
+    )
