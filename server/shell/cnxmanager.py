@@ -516,21 +516,6 @@ class ElectionPort:
             return
         await self._run_link(sid, stream, FrameDecoder(), rest)
 
-    async def _authenticate(
-        self, stream: trio.SocketStream, msg: InitialMessage, rest: bytes
-    ) -> tuple[InitialMessage, bytes] | None:
-        """handleConnection: ``authServer.authenticate`` after the initial message, whatever
-        the sid (a refused peer is not connected back to)."""
-        assert self.quorum_auth is not None
-        peer = f"server {msg.sid} ({quorumauth.peer_address(stream)})"
-        got = await self.quorum_auth.accept(
-            stream, rest, self.handshake_timeout, "election port", peer
-        )
-        if got is None:
-            await stream.aclose()
-            return None
-        return msg, got
-
     async def _read_initial(self, stream: trio.SocketStream) -> tuple[InitialMessage, bytes] | None:
         """The initial message (bounded in size and time) and the bytes read after it."""
         buf = bytearray()
@@ -576,6 +561,21 @@ class ElectionPort:
         old = self._links.pop(sid, None)
         if old is not None:
             old.cancel.cancel()
+
+    async def _authenticate(
+        self, stream: trio.abc.Stream, msg: InitialMessage, rest: bytes
+    ) -> tuple[InitialMessage, bytes] | None:
+        """handleConnection: ``authServer.authenticate`` after the initial message, whatever
+        the sid (a refused peer is not connected back to)."""
+        assert self.quorum_auth is not None
+        peer = f"server {msg.sid} ({quorumauth.peer_address(stream)})"
+        got = await self.quorum_auth.accept(
+            stream, rest, self.handshake_timeout, "election port", peer
+        )
+        if got is None:
+            await stream.aclose()
+            return None
+        return msg, got
 
     async def _guarded(self, link: _Link, work: Coroutine[Any, Any, None]) -> None:
         """Run one half of a link; its end (EOF, error, garbage) ends the whole link."""

@@ -16,10 +16,10 @@ from trizk.jute.javalang import get_integer
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.zab import Quorum, Timing
+from trizk.server.shell import quorumauth
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
-    from trizk.server.shell.quorumauth import QuorumAuth
 
 __all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit"]
 
@@ -58,7 +58,7 @@ class EnsembleSpec:
     #: ``cnxTimeout`` (ms): connecting to another member's election port
     connect_timeout_ms: int = 5000
     #: quorum SASL (``quorum.auth.enableSasl``: server/shell/quorumauth.py); None: off
-    quorum_auth: QuorumAuth | None = None
+    quorum_auth: quorumauth.QuorumAuth | None = None
     #: ``zookeeper.forceSnapshotSync``: a leader syncs every learner by SNAP
     force_snap_sync: bool = False
     #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
@@ -130,10 +130,8 @@ def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
     return max(global_outstanding_limit // divisor, 1)
 
 
-def _quorum_auth(config: ServerConfig) -> QuorumAuth | None:
+def _quorum_auth(config: ServerConfig) -> quorumauth.QuorumAuth | None:
     """The member's quorum SASL logins (reads the JAAS file and keytabs; JaasError)."""
-    from trizk.server.shell import quorumauth
-
     qv = config.quorum
     assert qv is not None
     return quorumauth.load(
