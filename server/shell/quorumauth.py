@@ -152,7 +152,11 @@ def peer_address(stream: trio.abc.Stream) -> str:
             except (OSError, ValueError, TypeError):
                 return "?"
             return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-        s = getattr(s, "transport_stream", None) or getattr(s, "stream", None)
+        # trio's SSLStream, TLS and replay wrappers: the stream they wrap
+        s = next(
+            (w for a in ("transport_stream", "transport", "stream") if (w := getattr(s, a, None))),
+            None,
+        )
         if s is None:
             break
     return "?"
