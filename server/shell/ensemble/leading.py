@@ -156,10 +156,14 @@ class LeaderPump:
             # LearnerHandler: authServer.authenticate before the first packet (initLimit ticks)
             where = quorumauth.peer_address(stream)
             timeout = peer.spec.timing.init_ms / 1000
-            first = await auth.accept(stream, b"", timeout, "quorum port", where)
+            first: bytes | None = None
+            try:
+                first = await auth.accept(stream, b"", timeout, "quorum port", where)
+            finally:
+                if first is None:  # refused, or the role ended meanwhile
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
             if first is None:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
                 return
             if first:  # a learner that did not authenticate: its first bytes were read
                 stream = quorumauth.ReplayStream(stream, first)

@@ -418,16 +418,20 @@ class QuorumPeer:
         if auth is not None:
             # Learner.connectToLeader: authLearner.authenticate(sock, the leader's hostname)
             host, port = spec.members[leader_sid].quorum
-            first = await auth.authenticate(
-                stream,
-                host,
-                spec.timing.init_ms / 1000,
-                "quorum port",
-                f"leader {leader_sid} ({format_address(host, port)})",
-            )
+            first: bytes | None = None
+            try:
+                first = await auth.authenticate(
+                    stream,
+                    host,
+                    spec.timing.init_ms / 1000,
+                    "quorum port",
+                    f"leader {leader_sid} ({format_address(host, port)})",
+                )
+            finally:
+                if first is None:  # refused, or the member is stopping
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
             if first is None:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
                 return f"quorum SASL authentication with leader {leader_sid} failed"
             if first:  # the leader never speaks first, but nothing read is dropped
                 link_stream = quorumauth.ReplayStream(stream, first)
