@@ -328,9 +328,17 @@ GSSAPI_MAX_BUFFER = 65536
 class GssapiServer:
     """One connection's SASL GSSAPI exchange (server side), as ``GssKrb5Server`` runs it."""
 
-    def __init__(self, config: SaslServerConfig, acceptor: GssAcceptor) -> None:
+    def __init__(
+        self,
+        config: SaslServerConfig,
+        acceptor: GssAcceptor,
+        authorize: Callable[[str, str], bool] | None = None,
+    ) -> None:
         self.config = config
         self.acceptor = acceptor
+        #: the AuthorizeCallback of another handler (quorum SASL: (authentication id,
+        #: authorization id) -> authorized); None: a client's, :func:`kerberos_authorized_id`
+        self.authorize = authorize
         self.stage = 0
         self.failed = False
         self.peer: str | None = None
@@ -398,6 +406,12 @@ class GssapiServer:
                 authzid = choice[4:].decode("utf-8")
             except UnicodeDecodeError:
                 raise SaslError("Cannot decode authzid") from None
+        if self.authorize is not None:
+            # GssKrb5Server.doHandshake2: the AuthorizeCallback decides
+            if not self.authorize(peer, authzid):
+                raise SaslError(f"{peer} is not authorized to connect as {authzid}")
+            self.authorization_id = authzid
+            return
         cfg = self.config
         self.authorization_id = kerberos_authorized_id(
             peer,
@@ -564,8 +578,12 @@ class DigestMD5Server:
         nonce: str,
         protocol: str = PROTOCOL,
         server_name: str = SERVER_NAME,
+        authorize: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.config = config
+        #: another handler's AuthorizeCallback ((user name, authorization id) -> authorized;
+        #: quorum SASL's); None: every user is authorized as its name
+        self.authorize = authorize
         self.nonce = nonce
         self.protocol = protocol
         self.server_name = server_name
@@ -684,6 +702,13 @@ class DigestMD5Server:
 
         if kd(b"AUTHENTICATE:" + digest_uri.encode(enc)) != client_response.lower():
             raise SaslError("DIGEST-MD5: digest response format violation. Mismatched response.")
+        if self.authorize is not None:
+            # DigestMD5Server: the AuthorizeCallback with (username, authzid or username)
+            wanted = username if authzid is None else authzid
+            if not self.authorize(username, wanted):
+                raise SaslError(f"DIGEST-MD5: {username} is not authorized to act as {wanted}")
+            self.authorization_id = wanted
+            return b"rspauth=" + kd(b":" + digest_uri.encode(enc))
         # AuthorizeCallback: authorized, as the (Kerberos short) name of the authentication id
         self.authorization_id = username
         return b"rspauth=" + kd(b":" + digest_uri.encode(enc))

@@ -115,6 +115,13 @@ from trizk.quorum.verifier import (
     java_host_string,
     parse_server,
 )
+from trizk.server.auth.quorumsasl import (
+    DEFAULT_SERVICE_PRINCIPAL,
+    LEARNER_CONTEXT,
+    SERVER_CONTEXT,
+    QuorumAuthSettings,
+    threads_size,
+)
 from trizk.server.common import release
 
 __all__ = [
@@ -294,13 +301,14 @@ KEYS: Mapping[str, KeySpec] = {
     "sslQuorum": KeySpec(_F),
     "portUnification": KeySpec(_F),
     "sslQuorumReloadCertFiles": KeySpec(_F),
-    "quorum.auth.enableSasl": KeySpec(_U, "false"),
-    "quorum.auth.serverRequireSasl": KeySpec(_U, "false"),
-    "quorum.auth.learnerRequireSasl": KeySpec(_U, "false"),
-    "quorum.auth.learner.saslLoginContext": KeySpec(_U),
-    "quorum.auth.server.saslLoginContext": KeySpec(_U),
-    "quorum.auth.kerberos.servicePrincipal": KeySpec(_U),
-    "quorum.cnxn.threads.size": KeySpec(_U),
+    # quorum SASL (server/auth/quorumsasl.py)
+    "quorum.auth.enableSasl": KeySpec(_F),
+    "quorum.auth.serverRequireSasl": KeySpec(_F),
+    "quorum.auth.learnerRequireSasl": KeySpec(_F),
+    "quorum.auth.learner.saslLoginContext": KeySpec(_F),
+    "quorum.auth.server.saslLoginContext": KeySpec(_F),
+    "quorum.auth.kerberos.servicePrincipal": KeySpec(_F),
+    "quorum.cnxn.threads.size": KeySpec(_F),
     "jvm.pause.info-threshold.ms": KeySpec(_U),
     "jvm.pause.warn-threshold.ms": KeySpec(_U),
     "jvm.pause.sleep.time.ms": KeySpec(_U),
@@ -456,6 +464,8 @@ class ServerConfig:
     ssl_quorum: bool = False
     port_unification: bool = False
     ssl_quorum_reload_cert_files: bool = False
+    #: the ``quorum.auth.*`` keys and ``quorum.cnxn.threads.size`` (quorum SASL)
+    quorum_auth: QuorumAuthSettings = field(default_factory=QuorumAuthSettings)
     #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
     warnings: tuple[str, ...] = ()
     #: ``-Dreadonlymode.enabled`` (a system property only): a member cut off from its quorum
@@ -921,6 +931,7 @@ def config_from_entries(
         ssl_quorum_reload_cert_files=javalang.parse_boolean(
             _field_text(fields, "sslQuorumReloadCertFiles")
         ),
+        quorum_auth=_quorum_auth(fields),
         warnings=q.warnings + tuple(value_warnings),
         read_only_mode=javalang.parse_boolean(props.get("readonlymode.enabled", "false")),
         local_sessions_enabled=_last_boolean(entries, "localSessionsEnabled"),
@@ -1002,6 +1013,36 @@ def _java_bool(e: Entry) -> bool:
     if e.value.lower() == "false":
         return False
     raise ConfigError(_where(e), f"Invalid option {e.value} for {e.key}. Choose 'true' or 'false.'")
+
+
+def _quorum_auth(fields: Mapping[str, Entry]) -> QuorumAuthSettings:
+    """``QuorumPeerConfig.parseProperties``' ``quorum.auth.*`` keys and their checks."""
+
+    def flag(key: str) -> bool:
+        e = fields.get(key)
+        return False if e is None else _java_bool(e)
+
+    def text(key: str, default: str) -> str:
+        e = fields.get(key)
+        return default if e is None else e.value
+
+    threads = 0
+    e = fields.get("quorum.cnxn.threads.size")
+    if e is not None:
+        threads = _parse_int(e.value, _where(e), e.key, e.text)  # Integer.parseInt
+    settings = QuorumAuthSettings(
+        enabled=flag("quorum.auth.enableSasl"),
+        server_required=flag("quorum.auth.serverRequireSasl"),
+        learner_required=flag("quorum.auth.learnerRequireSasl"),
+        learner_context=text("quorum.auth.learner.saslLoginContext", LEARNER_CONTEXT),
+        server_context=text("quorum.auth.server.saslLoginContext", SERVER_CONTEXT),
+        service_principal=text("quorum.auth.kerberos.servicePrincipal", DEFAULT_SERVICE_PRINCIPAL),
+        cnxn_threads=threads_size(threads),
+    )
+    problem = settings.check()
+    if problem is not None:
+        raise ConfigError(None, problem)  # an IllegalArgumentException: no line number
+    return settings
 
 
 def _parse_myid(text: str, path: Path) -> int:

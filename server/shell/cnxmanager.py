@@ -56,6 +56,7 @@ from trizk.quorum.election.messages import (
     encode_initial_message_multi,
     parse_initial_message,
 )
+from trizk.server.shell import quorumauth
 from trizk.server.shell.clock import Clock
 
 if TYPE_CHECKING:
@@ -283,6 +284,7 @@ class ElectionPort:
         all_addresses: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         multi_address: bool = False,
         bind_tries: int = ELECTION_BIND_TRIES,
+        quorum_auth: quorumauth.QuorumAuth | None = None,
         clock: Clock | None = None,
         tls: QuorumTLS | None = None,
     ) -> None:
@@ -306,6 +308,12 @@ class ElectionPort:
         self.handshake_timeout = handshake_timeout
         self.listen_on_all_ips = listen_on_all_ips
         self.max_handshakes = max_handshakes
+        #: quorum SASL (``quorum.auth.enableSasl``): each connection authenticates after the
+        #: initial message (QuorumCnxManager's authLearner / authServer)
+        self.quorum_auth = quorum_auth
+        if quorum_auth is not None:
+            # quorum.cnxn.threads.size: the connection threads that run the handshakes
+            self.max_handshakes = quorum_auth.max_handshakes
         self._handshakes = 0
         self.decision: Decision | None = None
         self.port = 0
@@ -463,12 +471,30 @@ class ElectionPort:
             self._connecting.discard(sid)
             await stream.aclose()
             return
+        rest = b""
+        auth = self.quorum_auth
+        if auth is not None and sid in self.view.voters:
+            # startConnection: authLearner.authenticate(sock, qps.hostname), voters only,
+            # before the challenge (a lower sid authenticates too, then drops the connection)
+            host, port = self.addresses[sid]
+            got = await auth.authenticate(
+                stream,
+                host,
+                self.handshake_timeout,
+                "election port",
+                f"server {sid} ({format_address(host, port)})",
+            )
+            if got is None:
+                self._connecting.discard(sid)
+                await stream.aclose()
+                return
+            rest = got
         self._connecting.discard(sid)
         if sid > self.myid:
             # "Have smaller server identifier, so dropping the connection"; they connect back
             await stream.aclose()
             return
-        await self._run_link(sid, stream, FrameDecoder(), b"")
+        await self._run_link(sid, stream, FrameDecoder(), rest)
 
     @property
     def _tls_timeout(self) -> float:
@@ -490,6 +516,8 @@ class ElectionPort:
                     return
                 stream = secured
             parsed = await self._read_initial(stream)
+            if parsed is not None and self.quorum_auth is not None:
+                parsed = await self._authenticate(stream, *parsed)
         finally:
             self._handshakes -= 1
         if parsed is None:
@@ -556,6 +584,21 @@ class ElectionPort:
         old = self._links.pop(sid, None)
         if old is not None:
             old.cancel.cancel()
+
+    async def _authenticate(
+        self, stream: trio.abc.Stream, msg: InitialMessage, rest: bytes
+    ) -> tuple[InitialMessage, bytes] | None:
+        """handleConnection: ``authServer.authenticate`` after the initial message, whatever
+        the sid (a refused peer is not connected back to)."""
+        assert self.quorum_auth is not None
+        peer = f"server {msg.sid} ({quorumauth.peer_address(stream)})"
+        got = await self.quorum_auth.accept(
+            stream, rest, self.handshake_timeout, "election port", peer
+        )
+        if got is None:
+            await stream.aclose()
+            return None
+        return msg, got
 
     async def _guarded(self, link: _Link, work: Coroutine[Any, Any, None]) -> None:
         """Run one half of a link; its end (EOF, error, garbage) ends the whole link."""

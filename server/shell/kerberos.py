@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from trizk.server.auth import sasl as saslmod
@@ -129,8 +129,25 @@ def login(
         f"server to authenticate itself properly: {krb.principal}: "
     )
     krb.service_and_host()  # a principal that is not service/host@REALM is refused now
+    acceptor = acceptor_factory(krb, properties, prefix)
+
+    rules = properties.get("zookeeper.security.auth_to_local", "DEFAULT").strip()
+    if rules != "DEFAULT":
+        # KerberosName.setConfiguration reads these rules; trizk applies DEFAULT only
+        log.warning(
+            "zookeeper.security.auth_to_local is not supported: sasl ids are derived with "
+            "the DEFAULT rule only (ignoring %r)",
+            rules,
+        )
+    return dataclasses.replace(config, acceptor=acceptor, default_realm=default_realm(properties))
+
+
+def _use_krb5_conf(properties: Mapping[str, str]) -> None:
     if properties.get("java.security.krb5.conf") and "KRB5_CONFIG" not in os.environ:
         os.environ["KRB5_CONFIG"] = properties["java.security.krb5.conf"]
+
+
+def _check_keytab(krb: saslmod.KerberosLogin, prefix: str) -> str:
     keytab = krb.key_tab
     if keytab is None:
         raise saslmod.JaasError(prefix + "no keyTab option in the JAAS section")
@@ -139,11 +156,23 @@ def login(
     if not os.access(keytab, os.R_OK):
         raise saslmod.JaasError(prefix + f"keyTab {keytab} is not readable")
     try:
-        import gssapi
+        import gssapi  # noqa: F401
     except ImportError:
         raise saslmod.JaasError(
             prefix + "python-gssapi is not installed (pip install gssapi)"
         ) from None
+    return keytab
+
+
+def acceptor_factory(
+    krb: saslmod.KerberosLogin, properties: Mapping[str, str], prefix: str
+) -> Callable[[], saslmod.GssAcceptor]:
+    """Accepting credentials for ``krb``'s principal from its keytab (``Krb5LoginModule``'s
+    login with ``storeKey=true``): a new acceptor per exchange, or JaasError (one line)."""
+    _use_krb5_conf(properties)
+    keytab = _check_keytab(krb, prefix)
+    import gssapi
+
     try:
         name = gssapi.Name(krb.principal, gssapi.NameType.kerberos_principal)
         creds = gssapi.Credentials(
@@ -158,16 +187,84 @@ def login(
     except _gss_errors() as e:
         raise saslmod.JaasError(prefix + _message(e)) from None
 
-    rules = properties.get("zookeeper.security.auth_to_local", "DEFAULT").strip()
-    if rules != "DEFAULT":
-        # KerberosName.setConfiguration reads these rules; trizk applies DEFAULT only
-        log.warning(
-            "zookeeper.security.auth_to_local is not supported: sasl ids are derived with "
-            "the DEFAULT rule only (ignoring %r)",
-            rules,
-        )
-
     def acceptor() -> saslmod.GssAcceptor:
         return _Acceptor(creds)
 
-    return dataclasses.replace(config, acceptor=acceptor, default_realm=default_realm(properties))
+    return acceptor
+
+
+class _Initiator:
+    """A quorum learner's :class:`~trizk.server.auth.quorumsasl.GssInitiator` over
+    ``gssapi.SecurityContext`` (no mutual authentication asked, as the JDK's GssKrb5Client)."""
+
+    def __init__(self, creds: Any, service: str, host: str) -> None:
+        import gssapi
+
+        self._errors = _gss_errors()
+        target = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
+        self._ctx = gssapi.SecurityContext(
+            name=target,
+            creds=creds,
+            usage="initiate",
+            mech=gssapi.OID.from_int_seq(KRB5_MECH_OID),
+            # no mutual authentication (the JDK's default), integrity and confidentiality
+            flags=gssapi.RequirementFlag.integrity | gssapi.RequirementFlag.confidentiality,
+        )
+        self._established = False
+
+    def step(self, token: bytes | None) -> bytes | None:
+        try:
+            out: bytes | None = self._ctx.step(token)
+            self._established = bool(self._ctx.complete)
+        except self._errors as e:
+            raise saslmod.GssError(_message(e)) from None
+        return out or None
+
+    @property
+    def established(self) -> bool:
+        return self._established
+
+    def wrap(self, data: bytes) -> bytes:
+        try:
+            return bytes(self._ctx.wrap(data, False).message)
+        except self._errors as e:
+            raise saslmod.GssError(_message(e)) from None
+
+    def unwrap(self, data: bytes) -> bytes:
+        try:
+            return bytes(self._ctx.unwrap(data).message)
+        except self._errors as e:
+            raise saslmod.GssError(_message(e)) from None
+
+
+def initiator_factory(
+    krb: saslmod.KerberosLogin, properties: Mapping[str, str], prefix: str
+) -> Callable[[str, str], Any]:
+    """Initiating credentials for ``krb``'s principal from its keytab (``Krb5LoginModule``
+    with ``useKeyTab=true``: the TGT is obtained at once, as Login does at start-up): a new
+    initiator per exchange ``(service, host)``, or JaasError (one line)."""
+    _use_krb5_conf(properties)
+    keytab = _check_keytab(krb, prefix)
+    import gssapi
+
+    try:
+        name = gssapi.Name(krb.principal, gssapi.NameType.kerberos_principal)
+        creds = gssapi.Credentials(
+            name=name,
+            usage="initiate",
+            mechs=[gssapi.OID.from_int_seq(KRB5_MECH_OID)],
+            # a memory cache of this process: the TGT from the keytab, renewed by MIT's
+            # library from the client keytab when it expires
+            store={
+                b"client_keytab": keytab.encode(),
+                b"ccache": f"MEMORY:trizk-quorum-{id(krb)}".encode(),
+            },
+        )
+        creds.lifetime  # noqa: B018 -- inquire: a TGT was obtained
+    except _gss_errors() as e:
+        raise saslmod.JaasError(prefix + _message(e)) from None
+
+    def initiator(service: str, host: str) -> _Initiator:
+        return _Initiator(creds, service, host)
+
+    return initiator

@@ -291,7 +291,10 @@ def test_metrics_provider_keys() -> None:
 
 
 def test_keys_table_is_consistent() -> None:
-    fields = {k for k, s in KEYS.items() if s.support is Support.FIELD}
+    # the quorum SASL keys (ServerConfig.quorum_auth) are checked in test_quorum_auth_keys
+    fields = {
+        k for k, s in KEYS.items() if s.support is Support.FIELD and not k.startswith("quorum.")
+    }
     assert fields == {
         "tickTime", "clientPort", "clientPortAddress", "dataDir", "dataLogDir",
         "maxClientCnxns", "minSessionTimeout", "maxSessionTimeout",
@@ -386,3 +389,34 @@ def test_load_config_reads_myid(tmp_path: Path) -> None:
     (tmp_path / "myid").write_text("x\n")
     with pytest.raises(ConfigError, match="serverid"):
         load_config(cfg)
+
+
+def test_quorum_auth_keys() -> None:
+    """``quorum.auth.*`` and ``quorum.cnxn.threads.size`` as QuorumPeerConfig reads them."""
+    assert {k for k in KEYS if k.startswith("quorum.")} == {
+        "quorum.auth.enableSasl", "quorum.auth.serverRequireSasl",
+        "quorum.auth.learnerRequireSasl", "quorum.auth.learner.saslLoginContext",
+        "quorum.auth.server.saslLoginContext", "quorum.auth.kerberos.servicePrincipal",
+        "quorum.cnxn.threads.size",
+    }  # fmt: skip
+    assert all(KEYS[k].support is Support.FIELD for k in KEYS if k.startswith("quorum."))
+    c = parse("")
+    assert not c.quorum_auth.enabled and c.quorum_auth.cnxn_threads == 20
+    c = parse(
+        "quorum.auth.enableSasl=TRUE\nquorum.auth.learnerRequireSasl=true\n"
+        "quorum.auth.serverRequireSasl=true\nquorum.auth.kerberos.servicePrincipal=zk/_HOST\n"
+        "quorum.auth.server.saslLoginContext=S\nquorum.auth.learner.saslLoginContext=L\n"
+        "quorum.cnxn.threads.size=50\n"
+    )
+    a = c.quorum_auth
+    assert (a.enabled, a.learner_required, a.server_required) == (True, True, True)
+    assert (a.service_principal, a.server_context, a.learner_context) == ("zk/_HOST", "S", "L")
+    assert a.cnxn_threads == 50 and c.unsupported == ()
+    assert "zookeeper.quorum.auth.enableSasl" not in c.properties
+    assert parse("quorum.cnxn.threads.size=5\n").quorum_auth.cnxn_threads == 20
+    with pytest.raises(ConfigError, match=r"Invalid option yes for quorum\.auth\.enableSasl"):
+        parse("quorum.auth.enableSasl=yes\n")
+    with pytest.raises(ConfigError, match="is disabled, so cannot enable"):
+        parse("quorum.auth.serverRequireSasl=true\n")
+    with pytest.raises(ConfigError, match="learnerRequireSasl is disabled"):
+        parse("quorum.auth.enableSasl=true\nquorum.auth.serverRequireSasl=true\n")

@@ -29,6 +29,7 @@ from trizk.quorum.zab.zabwire import (
     epoch_of,
 )
 from trizk.server.roles.leading import Leading
+from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.links import read_link, until_done
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
@@ -150,6 +151,22 @@ class LeaderPump:
 
     async def accept(self, stream: trio.abc.Stream) -> None:
         peer = self.peer
+        auth = peer.spec.quorum_auth
+        if auth is not None:
+            # LearnerHandler: authServer.authenticate before the first packet (initLimit ticks)
+            where = quorumauth.peer_address(stream)
+            timeout = peer.spec.timing.init_ms / 1000
+            first: bytes | None = None
+            try:
+                first = await auth.accept(stream, b"", timeout, "quorum port", where)
+            finally:
+                if first is None:  # refused, or the role ended meanwhile
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+            if first is None:
+                return
+            if first:  # a learner that did not authenticate: its first bytes were read
+                stream = quorumauth.ReplayStream(stream, first)
         link = peer.add_link(stream)
         self.leader.connected(link.link)
         clock = peer.clock

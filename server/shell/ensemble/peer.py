@@ -86,6 +86,7 @@ from trizk.server.common.metricregistry import (
 )
 from trizk.server.common.servermetrics import Summary
 from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.shell import quorumauth
 from trizk.server.shell.cnxmanager import ElectionPort, format_address, open_first_stream
 from trizk.server.shell.ensemble.hosts import PeerHost
 from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
@@ -146,6 +147,7 @@ class QuorumPeer:
             all_addresses={sid: m.election_addrs for sid, m in spec.members.items()},
             multi_address=spec.multi_address,
             bind_tries=spec.election_bind_tries,
+            quorum_auth=spec.quorum_auth,
             clock=self.clock,
             tls=self.tls,
         )
@@ -446,7 +448,29 @@ class QuorumPeer:
             )
         if stream is None:
             return f"cannot connect to leader {leader_sid}"
-        link = Link(0, stream)
+        link_stream: trio.abc.Stream = stream
+        auth = spec.quorum_auth
+        if auth is not None:
+            # Learner.connectToLeader: authLearner.authenticate(sock, the leader's hostname)
+            host, port = spec.members[leader_sid].quorum
+            first: bytes | None = None
+            try:
+                first = await auth.authenticate(
+                    stream,
+                    host,
+                    spec.timing.init_ms / 1000,
+                    "quorum port",
+                    f"leader {leader_sid} ({format_address(host, port)})",
+                )
+            finally:
+                if first is None:  # refused, or the member is stopping
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+            if first is None:
+                return f"quorum SASL authentication with leader {leader_sid} failed"
+            if first:  # the leader never speaks first, but nothing read is dropped
+                link_stream = quorumauth.ReplayStream(stream, first)
+        link = Link(0, link_stream)
         learner.connected(self.clock.now())
         role = self._pump = LearnerPump(self, learner, link)
         role.sync_started = self.clock.now()

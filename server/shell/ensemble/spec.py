@@ -16,6 +16,7 @@ from trizk.jute.javalang import get_integer
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.zab import Quorum, Timing
+from trizk.server.shell import quorumauth
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
@@ -57,6 +58,8 @@ class EnsembleSpec:
     listen_on_all_ips: bool = False
     #: ``cnxTimeout`` (ms): connecting to another member's election port
     connect_timeout_ms: int = 5000
+    #: quorum SASL (``quorum.auth.enableSasl``: server/shell/quorumauth.py); None: off
+    quorum_auth: quorumauth.QuorumAuth | None = None
     #: ``zookeeper.forceSnapshotSync``: a leader syncs every learner by SNAP
     force_snap_sync: bool = False
     #: ``zookeeper.leader.ackLoggingFrequency``: the leader samples ACK_LATENCY every n zxids
@@ -96,6 +99,7 @@ class EnsembleSpec:
             qv.to_string().encode(),
             listen_on_all_ips=config.quorum_listen_on_all_ips,
             connect_timeout_ms=config.cnx_timeout,
+            quorum_auth=_quorum_auth(config),
             force_snap_sync=config.flag("zookeeper.forceSnapshotSync"),
             ack_logging_frequency=config.ack_logging_frequency,
             verifier=qv,
@@ -146,3 +150,14 @@ def leader_outstanding_limit(global_outstanding_limit: int, voters: int) -> int:
     divided by (voters - 1) in ensembles of more than two voters."""
     divisor = voters - 1 if voters > 2 else 1
     return max(global_outstanding_limit // divisor, 1)
+
+
+def _quorum_auth(config: ServerConfig) -> quorumauth.QuorumAuth | None:
+    """The member's quorum SASL logins (reads the JAAS file and keytabs; JaasError)."""
+    qv = config.quorum
+    assert qv is not None
+    return quorumauth.load(
+        config.quorum_auth,
+        config.properties,
+        frozenset(m.addr.host for m in qv.members.values()),
+    )
