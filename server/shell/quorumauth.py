@@ -32,7 +32,7 @@ from trizk.server.auth.quorumsasl import (
     logins_from_jaas,
 )
 
-__all__ = ["QuorumAuth", "ReplayStream", "load", "peer_address"]
+__all__ = ["QuorumAuth", "load", "peer_address"]
 
 log = logging.getLogger("trizk.quorum.auth")
 
@@ -113,32 +113,6 @@ class QuorumAuth:
             log.error("quorum SASL: %s: %s; closing the connection", what, out.reason)
             return None
         return out.rest
-
-
-class ReplayStream(trio.abc.Stream):
-    """A stream whose first bytes were already read (the 8 bytes a server peeks at, as
-    ``QuorumAuth.nextPacketIsAuth``'s mark and reset): they are received again first."""
-
-    def __init__(self, stream: trio.abc.Stream, first: bytes) -> None:
-        self.stream = stream
-        self._first = first
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self._first:
-            n = len(self._first) if max_bytes is None else max_bytes
-            data, self._first = self._first[:n], self._first[n:]
-            await trio.lowlevel.checkpoint()
-            return data
-        return bytes(await self.stream.receive_some(max_bytes))
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.stream.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.stream.wait_send_all_might_not_block()
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
 
 
 def peer_address(stream: trio.abc.Stream) -> str:

@@ -75,6 +75,7 @@ from trizk.server.auth.certpath import (
     verify_peer_host,
 )
 from trizk.server.common import release
+from trizk.server.shell.streams import ReplayStream
 from trizk.server.shell.tls import (
     QUORUM_PREFIX,
     TLSConfigError,
@@ -87,7 +88,6 @@ from trizk.server.shell.tlsstream import OpenSSLServerStream
 __all__ = [
     "DEFAULT_CIPHERS",
     "DEFAULT_DETECTION_TIMEOUT_MS",
-    "PrependedStream",
     "QuorumTLS",
     "QuorumTLSConfig",
     "looks_like_tls",
@@ -294,31 +294,6 @@ class QuorumTLSConfig:
         )
 
 
-class PrependedStream(trio.abc.Stream):
-    """A plain connection whose first bytes were read to tell TLS from plain text
-    (``PrependableSocket.prependToInputStream``): they are received first."""
-
-    def __init__(self, transport: trio.abc.Stream, initial: bytes) -> None:
-        self.transport = transport
-        self._initial = initial
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        if self._initial:
-            n = len(self._initial) if max_bytes is None else max_bytes
-            data, self._initial = self._initial[:n], self._initial[n:]
-            return data
-        return await self.transport.receive_some(max_bytes)
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.transport.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.transport.wait_send_all_might_not_block()
-
-    async def aclose(self) -> None:
-        await self.transport.aclose()
-
-
 def _accept_any(conn: SSL.Connection, cert: object, errnum: int, depth: int, ok: int) -> bool:
     """The chain is judged after the handshake, by Java's rules (module docstring)."""
     return True
@@ -477,7 +452,7 @@ class QuorumTLS:
                         cfg.detection_timeout_ms)  # fmt: skip
         if not looks_like_tls(bytes(first)):
             if cfg.port_unification:
-                return PrependedStream(stream, bytes(first))
+                return ReplayStream(stream, bytes(first))
             log.warning("Blocked insecure connection attempt from /%s on the %s port", ip, port)
             await _close(stream)
             return None

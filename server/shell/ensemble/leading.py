@@ -33,6 +33,7 @@ from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.links import read_link, until_done
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
+from trizk.server.shell.streams import ReplayStream
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.formats import treeio, txnlog
@@ -166,7 +167,7 @@ class LeaderPump:
             if first is None:
                 return
             if first:  # a learner that did not authenticate: its first bytes were read
-                stream = quorumauth.ReplayStream(stream, first)
+                stream = ReplayStream(stream, first)
         link = peer.add_link(stream)
         self.leader.connected(link.link)
         clock = peer.clock

@@ -86,7 +86,6 @@ from trizk.server.common.metricregistry import (
 )
 from trizk.server.common.servermetrics import Summary
 from trizk.server.roles.factory import Role, RoleFactory
-from trizk.server.shell import quorumauth
 from trizk.server.shell.cnxmanager import ElectionPort, format_address, open_first_stream
 from trizk.server.shell.ensemble.hosts import PeerHost
 from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
@@ -96,6 +95,7 @@ from trizk.server.shell.ensemble.readonly import look_read_only
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.server.shell.quorumtls import QuorumTLS
+from trizk.server.shell.streams import ReplayStream
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
 from trizk.storage.tree.javahash import JavaHashSet
@@ -469,7 +469,7 @@ class QuorumPeer:
             if first is None:
                 return f"quorum SASL authentication with leader {leader_sid} failed"
             if first:  # the leader never speaks first, but nothing read is dropped
-                link_stream = quorumauth.ReplayStream(stream, first)
+                link_stream = ReplayStream(stream, first)
         link = Link(0, link_stream)
         learner.connected(self.clock.now())
         role = self._pump = LearnerPump(self, learner, link)
