@@ -66,6 +66,7 @@ import tempfile
 import threading
 import unittest
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,10 @@ START_TRIES = 2
 #: bound of the wait for a spare cluster's start, or for a terminated one's close (s); the
 #: ensemble bounds its own start by its start_timeout (30 s)
 SPARE_TIMEOUT = 60.0
+#: how many clusters are started ahead: two, as test classes of one or two tests are common
+#: (kazoo's test_client.py) and end before one spare is up; their starts mostly wait
+#: (elections, fsyncs), so two overlap well
+SPARES = 2
 
 READ_ONLY_REASON = (
     "trizk has no read-only mode yet (readonlymode.enabled): ZOOKEEPER_LOCAL_SESSION_RO=true"
@@ -406,9 +411,10 @@ class TrizkCluster:
     fresh cluster (``KazooTestCase.tearDownClass`` terminates it), but an ensemble's start
     (three members, an election, a quorum: seconds on a busy machine, where kazoo's harness
     sleeps 2 s after starting its JVMs) is not waited for: once a cluster serves, the next
-    one is made and started in a thread (a *spare*, on ports of its own) while the tests
-    run, and :meth:`terminate` hands the old one to a thread that closes it. The spare is
-    the cluster :meth:`start` takes next: never used before, as a cluster made then."""
+    ones (:data:`SPARES`) are made and started in threads (*spares*, on ports of their own)
+    while the tests run, and :meth:`terminate` hands the old one to a thread that closes it.
+    A spare is the cluster :meth:`start` takes next: never used before, as a cluster made
+    then."""
 
     def __init__(
         self,
@@ -432,8 +438,8 @@ class TrizkCluster:
         self._jaas_dir: str | None = None
         self._jaas_lock = threading.Lock()
         self._ensemble: Any = None
-        #: the next ensemble, made and started ahead (see the class docstring)
-        self._spare: _Spare | None = None
+        #: the next ensembles, made and started ahead (see the class docstring)
+        self._spares: deque[_Spare] = deque()
         #: threads closing terminated ensembles (joined by :meth:`close`)
         self._closing: list[threading.Thread] = []
         #: the harness's own session on the current ensemble (:meth:`make_path`)
@@ -508,17 +514,17 @@ class TrizkCluster:
         )
 
     def _take_spare(self) -> Any:
-        spare, self._spare = self._spare, None
-        if spare is None:
+        if not self._spares:
             return None
+        spare = self._spares.popleft()
         ens = spare.take()
         if ens is None:
             log.warning("the spare cluster did not start; making another one", exc_info=spare.error)
         return ens
 
-    def _make_spare(self) -> None:
-        if self._spare is None:
-            self._spare = _Spare(self._new_ensemble, SPARE_TIMEOUT)
+    def _make_spares(self) -> None:
+        while len(self._spares) < SPARES:
+            self._spares.append(_Spare(self._new_ensemble, SPARE_TIMEOUT))
 
     def _close_later(self, ens: Any) -> None:
         admin, self._admin = self._admin, None
@@ -572,7 +578,7 @@ class TrizkCluster:
                     if attempt == START_TRIES:
                         raise
                     log.warning("the cluster did not start; making another one", exc_info=True)
-            self._make_spare()  # the next test class's cluster
+            self._make_spares()  # the next test classes' clusters
             return
         for sid in ens.members:
             if not ens.running(sid):
@@ -596,9 +602,9 @@ class TrizkCluster:
         """:meth:`terminate`, close the spare, wait until every ensemble is closed, and
         delete the JAAS file."""
         self.terminate()
-        spare, self._spare = self._spare, None
-        if spare is not None and (ens := spare.take()) is not None:
-            ens.close()
+        while self._spares:
+            if (ens := self._spares.popleft().take()) is not None:
+                ens.close()
         for t in self._closing:
             t.join(SPARE_TIMEOUT)
         self._closing = []
