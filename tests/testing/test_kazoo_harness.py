@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock
@@ -24,6 +25,7 @@ from trizk.kazoo_harness import (
     KazooTestCase,
     KazooTestHarness,
     ManagedServer,
+    TrizkCluster,
     get_global_cluster,
 )
 from trizk.testing import mode_from_env
@@ -128,6 +130,39 @@ def test_cluster_is_shared_and_terminated(monkeypatch: pytest.MonkeyPatch) -> No
     cluster.start()  # made again after terminate, as kazoo's (the next test class)
     assert all(m.running for m in cluster)
     cluster.terminate()
+
+
+def test_each_class_gets_a_fresh_cluster_started_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After terminate (every KazooTestCase's tearDownClass) the next start takes a cluster
+    that was started ahead: another ensemble on other ports, none of the old one's nodes,
+    serving at once; close() closes the spares and waits for every ensemble to close."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    cluster = TrizkCluster()
+    try:
+        cluster.start()
+        first = cluster.ensemble()
+        old_ports = {m.client_port for m in cluster} | {m.secure_client_port for m in cluster}
+        cluster.make_path("/left-behind")
+        cluster.terminate()
+        assert not any(m.running for m in cluster)
+        cluster.start()
+        second = cluster.ensemble()
+        assert second is not first and all(m.running for m in cluster)
+        new_ports = {m.client_port for m in cluster} | {m.secure_client_port for m in cluster}
+        assert not old_ports & new_ports
+        zk = KazooClient(hosts=cluster[0].address + "," + cluster[2].address, timeout=10)
+        zk.start(timeout=30)
+        try:
+            zk.sync("/")
+            assert zk.exists("/left-behind") is None
+        finally:
+            zk.stop()
+            zk.close()
+    finally:
+        cluster.close()
+    assert not any(first.running(sid) for sid in first.members)  # closed in the background
+    assert not any(second.running(sid) for sid in second.members)
+    assert not cluster._spares and not any(t.is_alive() for t in cluster._closing)
 
 
 def test_zookeeper_settings_shape_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
