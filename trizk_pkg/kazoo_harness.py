@@ -39,8 +39,8 @@ The ``ZOOKEEPER_*`` variables kazoo's harness reads, as they apply to trizk:
   sets it.
 
 As kazoo's, every server has a TLS port (``secure_address``; the CA, server and client
-certificates are made once per process, as kazoo's are, and
-``cluster.get_ssl_client_configuration()`` gives the client's PEMs), the super digest
+certificates are made once per process, as kazoo's are, with EC keys (:class:`TLSMaterial`),
+and ``cluster.get_ssl_client_configuration()`` gives the client's PEMs), the super digest
 ``super:test`` and the SASL provider; the cluster is made on first use, shared, stopped by
 ``KazooTestCase.tearDownClass`` and at exit, and made again when its settings change.
 
@@ -51,6 +51,10 @@ Differences, on purpose:
   kazoo's harness it lingers until its timeout); ``lose_connection`` has the server close the
   client's connection (SUSPENDED, then CONNECTED to the same session). Both return, as kazoo's,
   once the client is CONNECTED again.
+* Speed: every test class still gets a fresh cluster, but it was started ahead, while the
+  previous classes ran (:class:`TrizkCluster`), and a terminated one is closed in the
+  background; a test's chroot is made through one session the cluster keeps rather than a
+  session per test (kazoo's health check).
 * What trizk cannot do yet is a skip with the reason, never an error: read-only mode (above)
   and dynamic reconfiguration (a test whose ``reconfig`` is answered ReconfigDisabledError:
   kazoo's harness runs ZooKeeper with ``reconfigEnabled=true``, trizk has no reconfig).
