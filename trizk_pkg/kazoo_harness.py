@@ -315,6 +315,19 @@ class ManagedMember:
         self._cluster = cluster
         self.sid = sid
         self.host = "127.0.0.1"
+        #: a start under way (:meth:`run`): the ensemble and the thread starting the member
+        self._starting: tuple[Any, threading.Thread] | None = None
+
+    def starting_in(self, ens: Any) -> threading.Thread | None:
+        """The thread starting this member in ``ens``, while it runs."""
+        s = self._starting
+        return s[1] if s is not None and s[0] is ens and s[1].is_alive() else None
+
+    def settle(self) -> None:
+        """Wait (bounded) until a start under way has finished."""
+        s, self._starting = self._starting, None
+        if s is not None:
+            s[1].join(SPARE_TIMEOUT)
 
     @property
     def _ensemble(self) -> Any:
@@ -338,19 +351,35 @@ class ManagedMember:
 
     @property
     def running(self) -> bool:
+        """As kazoo's: True from :meth:`run` on (its process was spawned), serving or not."""
         ens = self._cluster.started_ensemble()
-        return ens is not None and bool(ens.running(self.sid))
+        if ens is None:
+            return False
+        return self.starting_in(ens) is not None or bool(ens.running(self.sid))
 
     def run(self) -> None:
-        """Start the member (no wait, as kazoo's: clients find it once it serves)."""
+        """Start the member and return at once, as kazoo's (which spawns the JVM): the member
+        loads its data and rejoins the quorum in a thread of its own; clients find it once it
+        serves. (A member's restart took 1-3 s on a busy machine, kazoo's tests wait for
+        clients, not for ``run()``.)"""
         ens = self._cluster.started_ensemble()
         if ens is None:
             self._cluster.start()
-        elif not ens.running(self.sid):
-            ens.start_member(self.sid)
+        elif not self.running:
+
+            def start() -> None:
+                try:
+                    ens.start_member(self.sid)
+                except Exception:
+                    log.exception("member %d did not start", self.sid)
+
+            t = threading.Thread(target=start, name=f"trizk-kazoo-run-{self.sid}", daemon=True)
+            t.start()
+            self._starting = (ens, t)
 
     def stop(self) -> None:
         """Stop the member, keeping its data."""
+        self.settle()
         ens = self._cluster.started_ensemble()
         if ens is not None and ens.running(self.sid):
             ens.stop(self.sid)
@@ -532,8 +561,11 @@ class TrizkCluster:
 
     def _close_later(self, ens: Any) -> None:
         admin, self._admin = self._admin, None
+        starts = [t for m in self._servers if (t := m.starting_in(ens)) is not None]
 
         def close() -> None:
+            for t in starts:
+                t.join(SPARE_TIMEOUT)  # a member's start under way, then its close
             if admin is not None:
                 _stop_client(admin)
             ens.close()
@@ -584,6 +616,8 @@ class TrizkCluster:
                     log.warning("the cluster did not start; making another one", exc_info=True)
             self._make_spares()  # the next test classes' clusters
             return
+        for m in self._servers:
+            m.settle()
         for sid in ens.members:
             if not ens.running(sid):
                 ens.start_member(sid)
