@@ -165,6 +165,37 @@ def test_each_class_gets_a_fresh_cluster_started_ahead(monkeypatch: pytest.Monke
     assert not cluster._spares and not any(t.is_alive() for t in cluster._closing)
 
 
+def test_member_run_returns_at_once_and_the_member_rejoins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``cluster[i].run()`` is kazoo's spawn-and-return: the member counts as running at once,
+    rejoins in the background, and the cluster's start() waits until it serves."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    cluster = TrizkCluster()
+    try:
+        cluster.start()
+        cluster.make_path("/kept")
+        cluster[0].stop()
+        assert not cluster[0].running
+        cluster[0].run()
+        assert cluster[0].running  # as kazoo's: its process was spawned
+        cluster.start()  # waits for the start under way, then for a serving quorum
+        assert cluster.ensemble().running(1)
+        zk = KazooClient(hosts=cluster[0].address, timeout=10)
+        zk.start(timeout=30)
+        try:
+            zk.sync("/")
+            assert zk.exists("/kept") is not None
+        finally:
+            zk.stop()
+            zk.close()
+        cluster[1].stop()
+        cluster[1].run()
+        cluster.terminate()  # a start under way is waited for by the close
+    finally:
+        cluster.close()
+
+
 def test_zookeeper_settings_shape_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     """ZOOKEEPER_CLUSTER_SIZE=1 is a standalone server; a size with an observer start id an
     ensemble with observers; a change of settings makes the cluster again (as kazoo's)."""
