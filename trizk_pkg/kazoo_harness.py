@@ -42,8 +42,8 @@ The ``ZOOKEEPER_*`` variables kazoo's harness reads, as they apply to trizk:
   sets it.
 
 As kazoo's, every server has a TLS port (``secure_address``; the CA, server and client
-certificates are made once per process, as kazoo's are, and
-``cluster.get_ssl_client_configuration()`` gives the client's PEMs), the super digest
+certificates are made once per process, as kazoo's are, with EC keys (:class:`TLSMaterial`),
+and ``cluster.get_ssl_client_configuration()`` gives the client's PEMs), the super digest
 ``super:test`` and the SASL provider; the cluster is made on first use, shared, stopped by
 ``KazooTestCase.tearDownClass`` and at exit, and made again when its settings change.
 
@@ -54,6 +54,10 @@ Differences, on purpose:
   kazoo's harness it lingers until its timeout); ``lose_connection`` has the server close the
   client's connection (SUSPENDED, then CONNECTED to the same session). Both return, as kazoo's,
   once the client is CONNECTED again.
+* Speed: every test class still gets a fresh cluster, but it was started ahead, while the
+  previous classes ran (:class:`TrizkCluster`), and a terminated one is closed in the
+  background; a test's chroot is made through one session the cluster keeps rather than a
+  session per test (kazoo's health check).
 * What trizk cannot do yet is a skip with the reason, never an error: dynamic
   reconfiguration (a test whose ``reconfig`` is answered ReconfigDisabledError: kazoo's
   harness runs ZooKeeper with ``reconfigEnabled=true``, trizk has no reconfig).
@@ -69,13 +73,20 @@ import tempfile
 import threading
 import unittest
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, ReconfigDisabledError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    ReconfigDisabledError,
+    SessionExpiredError,
+)
 from kazoo.protocol.connection import _SESSION_EXPIRED
 from kazoo.protocol.states import KazooState
 
@@ -111,6 +122,13 @@ KAZOO_INIT_LIMIT = 4
 KAZOO_SYNC_LIMIT = 2
 #: how many times a cluster is made before its start failure is the test's (kazoo's: 5)
 START_TRIES = 2
+#: bound of the wait for a spare cluster's start, or for a terminated one's close (s); the
+#: ensemble bounds its own start by its start_timeout (30 s)
+SPARE_TIMEOUT = 60.0
+#: how many clusters are started ahead: two, as test classes of one or two tests are common
+#: (kazoo's test_client.py) and end before one spare is up; their starts mostly wait
+#: (elections, fsyncs), so two overlap well
+SPARES = 2
 
 #: kazoo's harness starts every server with -Dreadonlymode.enabled=true
 READ_ONLY_MODE = {"readonlymode.enabled": "true"}
@@ -126,8 +144,11 @@ GSSAPI_REASON = "trizk has no Kerberos (ZOOKEEPER_JAAS_AUTH=gssapi); it serves S
 class TLSMaterial:
     """kazoo's harness's certificates (``perform_ssl_certs_generation``): a CA
     (``ca.kazoo.org``), a server certificate (``localhost``) and a client certificate
-    (``client``) it signed, each RSA 2048 and valid for a day; as PEM files in ``directory``
-    (the server's key store holds its key and certificate, its trust store the CA)."""
+    (``client``) it signed, each valid for a day; as PEM files in ``directory`` (the server's
+    key store holds its key and certificate, its trust store the CA). Their keys are EC P-256
+    where kazoo's are RSA 2048: no kazoo test looks at the key type, and every member of
+    every cluster loads its key store when it starts -- an RSA key's load (its consistency
+    check) took a tenth of a second of the GIL per member on a busy machine."""
 
     directory: Path
     ca_cert: bytes
@@ -171,7 +192,7 @@ def _make_tls() -> TLSMaterial:
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     now = datetime.datetime.now(datetime.UTC)
@@ -180,7 +201,11 @@ def _make_tls() -> TLSMaterial:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
     def cert(
-        subject: str, serial: int, key: rsa.RSAPrivateKey, ca_key: rsa.RSAPrivateKey, ca: bool
+        subject: str,
+        serial: int,
+        key: ec.EllipticCurvePrivateKey,
+        ca_key: ec.EllipticCurvePrivateKey,
+        ca: bool,
     ) -> x509.Certificate:
         b = (
             x509.CertificateBuilder()
@@ -214,10 +239,10 @@ def _make_tls() -> TLSMaterial:
             )
         return b.sign(ca_key, hashes.SHA256())
 
-    def new_key() -> rsa.RSAPrivateKey:
-        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    def new_key() -> ec.EllipticCurvePrivateKey:
+        return ec.generate_private_key(ec.SECP256R1())
 
-    def key_pem(key: rsa.RSAPrivateKey) -> bytes:
+    def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
         return key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
@@ -287,11 +312,23 @@ class ManagedMember:
     ``ManagedZooKeeper`` attributes. ``stop()`` stops that member only (the others keep
     serving, as a quorum allows); ``run()`` starts it again on the same ports and data."""
 
-    def __init__(self, cluster: TrizkCluster, sid: int, secure_port: int) -> None:
+    def __init__(self, cluster: TrizkCluster, sid: int) -> None:
         self._cluster = cluster
         self.sid = sid
         self.host = "127.0.0.1"
-        self.secure_client_port = secure_port
+        #: a start under way (:meth:`run`): the ensemble and the thread starting the member
+        self._starting: tuple[Any, threading.Thread] | None = None
+
+    def starting_in(self, ens: Any) -> threading.Thread | None:
+        """The thread starting this member in ``ens``, while it runs."""
+        s = self._starting
+        return s[1] if s is not None and s[0] is ens and s[1].is_alive() else None
+
+    def settle(self) -> None:
+        """Wait (bounded) until a start under way has finished."""
+        s, self._starting = self._starting, None
+        if s is not None:
+            s[1].join(SPARE_TIMEOUT)
 
     @property
     def _ensemble(self) -> Any:
@@ -300,6 +337,10 @@ class ManagedMember:
     @property
     def client_port(self) -> int:
         return int(self._ensemble.port(self.sid))
+
+    @property
+    def secure_client_port(self) -> int:
+        return int(self._ensemble.member_cfg[self.sid]["secureClientPort"])
 
     @property
     def address(self) -> str:
@@ -311,19 +352,35 @@ class ManagedMember:
 
     @property
     def running(self) -> bool:
+        """As kazoo's: True from :meth:`run` on (its process was spawned), serving or not."""
         ens = self._cluster.started_ensemble()
-        return ens is not None and bool(ens.running(self.sid))
+        if ens is None:
+            return False
+        return self.starting_in(ens) is not None or bool(ens.running(self.sid))
 
     def run(self) -> None:
-        """Start the member (no wait, as kazoo's: clients find it once it serves)."""
+        """Start the member and return at once, as kazoo's (which spawns the JVM): the member
+        loads its data and rejoins the quorum in a thread of its own; clients find it once it
+        serves. (A member's restart took 1-3 s on a busy machine, kazoo's tests wait for
+        clients, not for ``run()``.)"""
         ens = self._cluster.started_ensemble()
         if ens is None:
             self._cluster.start()
-        elif not ens.running(self.sid):
-            ens.start_member(self.sid)
+        elif not self.running:
+
+            def start() -> None:
+                try:
+                    ens.start_member(self.sid)
+                except Exception:
+                    log.exception("member %d did not start", self.sid)
+
+            t = threading.Thread(target=start, name=f"trizk-kazoo-run-{self.sid}", daemon=True)
+            t.start()
+            self._starting = (ens, t)
 
     def stop(self) -> None:
         """Stop the member, keeping its data."""
+        self.settle()
         ens = self._cluster.started_ensemble()
         if ens is not None and ens.running(self.sid):
             ens.stop(self.sid)
@@ -349,12 +406,50 @@ class ManagedMember:
 
 
 # ------------------------------------------------------------------ the cluster
+class _Spare:
+    """An ensemble made and started in a thread of its own, so that it is serving before a
+    test class asks for a fresh cluster."""
+
+    def __init__(self, make: Callable[[], Any], timeout: float) -> None:
+        self._timeout = timeout
+        self._ensemble: Any = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(make,), name="trizk-kazoo-spare", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, make: Callable[[], Any]) -> None:
+        try:
+            ens = make()
+            ens.start()  # bounded by the ensemble's start_timeout; closes itself on failure
+            self._ensemble = ens
+        except BaseException as e:
+            self.error = e
+
+    def take(self) -> Any:
+        """The started ensemble (waits for it, bounded), or None if its start failed."""
+        self._thread.join(self._timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the spare cluster did not start in {self._timeout} s")
+        return self._ensemble
+
+
 class TrizkCluster:
     """kazoo's ``ZookeeperCluster`` on trizk: ``size`` members (one: a standalone server;
     more: an ensemble whose members from ``observer_start_id`` on are observers), run as
     ``mode`` says, with kazoo's super digest, SASL provider, TLS port, read-only mode,
     ``localSessionsEnabled`` as ``local_sessions`` says and, for ``jaas_auth == "digest"``,
-    its JAAS users. Started by :meth:`start` (again after :meth:`terminate`)."""
+    its JAAS users. Started by :meth:`start` (again after :meth:`terminate`).
+
+    Speed, with kazoo's semantics kept: as under kazoo's harness, every test class gets a
+    fresh cluster (``KazooTestCase.tearDownClass`` terminates it), but an ensemble's start
+    (three members, an election, a quorum: seconds on a busy machine, where kazoo's harness
+    sleeps 2 s after starting its JVMs) is not waited for: once a cluster serves, the next
+    ones (:data:`SPARES`) are made and started in threads (*spares*, on ports of their own)
+    while the tests run, and :meth:`terminate` hands the old one to a thread that closes it.
+    A spare is the cluster :meth:`start` takes next: never used before, as a cluster made
+    then."""
 
     def __init__(
         self,
@@ -377,8 +472,14 @@ class TrizkCluster:
                     f"ZOOKEEPER_OBSERVER_START_ID={observer_start_id}: no voting member left"
                 )
         self._jaas_dir: str | None = None
+        self._jaas_lock = threading.Lock()
         self._ensemble: Any = None
-        self._secure_ports = free_ports(size)
+        #: the next ensembles, made and started ahead (see the class docstring)
+        self._spares: deque[_Spare] = deque()
+        #: threads closing terminated ensembles (joined by :meth:`close`)
+        self._closing: list[threading.Thread] = []
+        #: the harness's own session on the current ensemble (:meth:`make_path`)
+        self._admin: KazooClient | None = None
         self._properties = {
             "DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
             "authProvider.1": SASL_PROVIDER,
@@ -389,64 +490,105 @@ class TrizkCluster:
         }
         self._servers: list[Any]
         if size == 1:
+            (secure_port,) = free_ports(1)
             self._servers = [
                 ManagedServer(
-                    self._secure_ports[0],
+                    secure_port,
                     mode=mode,
                     properties={
                         **self._properties,
-                        **tls_material().server_keys(self._secure_ports[0]),
+                        **tls_material().server_keys(secure_port),
                     },
                     system_properties=self._system_properties(),
                 )
             ]
         else:
-            self._servers = [
-                ManagedMember(self, sid, port)
-                for sid, port in enumerate(self._secure_ports, start=1)
-            ]
+            self._servers = [ManagedMember(self, sid) for sid in range(1, size + 1)]
 
     def _system_properties(self) -> dict[str, str]:
         """Read-only mode and the JAAS file (``ZOOKEEPER_JAAS_AUTH=digest``) as java's ``-D``
         names them."""
         if self.jaas_auth != "digest":
             return dict(READ_ONLY_MODE)
-        if self._jaas_dir is None:
-            self._jaas_dir = tempfile.mkdtemp(prefix="trizk-kazoo-jaas-")
-            with open(os.path.join(self._jaas_dir, "jaas.conf"), "w", encoding="utf-8") as f:
-                f.write(DIGEST_JAAS)
-        return {
-            **READ_ONLY_MODE,
-            "java.security.auth.login.config": os.path.join(self._jaas_dir, "jaas.conf"),
-        }
+        with self._jaas_lock:  # a spare is made in a thread of its own
+            if self._jaas_dir is None:
+                self._jaas_dir = tempfile.mkdtemp(prefix="trizk-kazoo-jaas-")
+                jaas = os.path.join(self._jaas_dir, "jaas.conf")
+                with open(jaas, "w", encoding="utf-8") as f:
+                    f.write(DIGEST_JAAS)
+            return {
+                **READ_ONLY_MODE,
+                "java.security.auth.login.config": os.path.join(self._jaas_dir, "jaas.conf"),
+            }
 
     # -- the ensemble behind a cluster of more than one member
     def ensemble(self) -> Any:
-        """The cluster's :class:`trizk.testing.Ensemble` (made, not started, on first use)."""
+        """The cluster's :class:`trizk.testing.Ensemble`: the spare, started, if one was made
+        (:meth:`start`), else made (not started) on first use."""
         if self.size == 1:
             raise TypeError("a cluster of one member is a standalone server, not an ensemble")
         if self._ensemble is None:
-            from trizk.testing.ensemble import Ensemble
-
-            tls = tls_material()
-            self._ensemble = Ensemble(
-                self.size - self.observers,
-                self.observers,
-                mode=self.mode,
-                # kazoo's harness's timing (tickTime 2000, initLimit 4, syncLimit 2): what
-                # its tests were written against, and a follower gives up on a leader only
-                # after 4 s -- the Ensemble's 1 s is too short for a suite of threads sharing
-                # the process (and a busy machine) with an in-process ensemble
-                tick_time=KAZOO_TICK_TIME,
-                init_limit=KAZOO_INIT_LIMIT,
-                sync_limit=KAZOO_SYNC_LIMIT,
-                properties=self._properties,
-                member_properties={
-                    m.sid: tls.server_keys(m.secure_client_port) for m in self._servers
-                },
-                system_properties=self._system_properties(),
-            )
+            self._ensemble = self._take_spare()
+        if self._ensemble is None:
+            self._ensemble = self._new_ensemble()
         return self._ensemble
+
+    def _new_ensemble(self) -> Any:
+        from trizk.testing.ensemble import Ensemble
+
+        tls = tls_material()
+        return Ensemble(
+            self.size - self.observers,
+            self.observers,
+            mode=self.mode,
+            # kazoo's harness's timing (tickTime 2000, initLimit 4, syncLimit 2): what
+            # its tests were written against, and a follower gives up on a leader only
+            # after 4 s -- the Ensemble's 1 s is too short for a suite of threads sharing
+            # the process (and a busy machine) with an in-process ensemble
+            tick_time=KAZOO_TICK_TIME,
+            init_limit=KAZOO_INIT_LIMIT,
+            sync_limit=KAZOO_SYNC_LIMIT,
+            properties=self._properties,
+            # every ensemble its own TLS ports: a spare serves beside the current one
+            member_properties={
+                m.sid: tls.server_keys(port)
+                for m, port in zip(self._servers, free_ports(self.size), strict=True)
+            },
+            system_properties=self._system_properties(),
+        )
+
+    def _take_spare(self) -> Any:
+        if not self._spares:
+            return None
+        spare = self._spares.popleft()
+        ens = spare.take()
+        if ens is None:
+            log.warning("the spare cluster did not start; making another one", exc_info=spare.error)
+        return ens
+
+    def _make_spares(self) -> None:
+        while len(self._spares) < SPARES:
+            self._spares.append(_Spare(self._new_ensemble, SPARE_TIMEOUT))
+
+    def _close_later(self, ens: Any) -> None:
+        admin, self._admin = self._admin, None
+        starts = [t for m in self._servers if (t := m.starting_in(ens)) is not None]
+
+        def close() -> None:
+            for t in starts:
+                t.join(SPARE_TIMEOUT)  # a member's start under way, then its close
+            if admin is not None:
+                _stop_client(admin)
+            ens.close()
+
+        self._in_background(close)
+
+    def _in_background(self, work: Callable[[], None]) -> None:
+        """``work`` (a close) in a thread of its own, joined by :meth:`close`."""
+        self._closing = [t for t in self._closing if t.is_alive()]
+        t = threading.Thread(target=work, name="trizk-kazoo-close", daemon=True)
+        t.start()
+        self._closing.append(t)
 
     def started_ensemble(self) -> Any:
         """The ensemble if it was started (and not terminated since), else None."""
@@ -472,8 +614,10 @@ class TrizkCluster:
         if ens is None:
             for attempt in range(1, START_TRIES + 1):
                 try:
-                    self.ensemble().start()  # every member, then wait for a quorum
-                    return
+                    ens = self.ensemble()  # the spare (serving) if there is one
+                    if ens.root is None:
+                        ens.start()  # every member, then wait for a quorum
+                    break
                 except Exception:
                     # a failed start closed the ensemble; as kazoo's harness ("nuking current
                     # cluster and making another one"), make another one
@@ -481,6 +625,10 @@ class TrizkCluster:
                     if attempt == START_TRIES:
                         raise
                     log.warning("the cluster did not start; making another one", exc_info=True)
+            self._make_spares()  # the next test classes' clusters
+            return
+        for m in self._servers:
+            m.settle()
         for sid in ens.members:
             if not ens.running(sid):
                 ens.start_member(sid)
@@ -497,11 +645,18 @@ class TrizkCluster:
             self._servers[0].close()
         elif self._ensemble is not None:
             ens, self._ensemble = self._ensemble, None
-            ens.close()
+            self._close_later(ens)  # its ports are its own: the next cluster need not wait
 
     def close(self) -> None:
-        """:meth:`terminate`, and delete the JAAS file."""
+        """:meth:`terminate`, close the spare, wait until every ensemble is closed, and
+        delete the JAAS file."""
         self.terminate()
+        while self._spares:
+            if (ens := self._spares.popleft().take()) is not None:
+                ens.close()
+        for t in self._closing:
+            t.join(SPARE_TIMEOUT)
+        self._closing = []
         if self._jaas_dir is not None:
             shutil.rmtree(self._jaas_dir, ignore_errors=True)
             self._jaas_dir = None
@@ -527,6 +682,40 @@ class TrizkCluster:
         }
 
     # -- what the harness asks of the servers themselves
+    def make_path(self, path: str) -> None:
+        """Create the empty node ``path`` (a test's chroot) before the test's client starts.
+        On an ensemble, through one session the cluster keeps for this (kazoo's harness opens
+        and closes a session per test for it, its health check: a session's open and close
+        are two Zab writes, and kazoo starts a connection thread per client); on a
+        standalone server, as :meth:`load`."""
+        if self.size == 1:
+            self._servers[0].load({path: None})
+            return
+        ens = self.ensemble()
+        if self._admin is not None and self._admin.state != KazooState.CONNECTED:
+            # its member was stopped: rather than wait out its reconnection back-off, a new one
+            old, self._admin = self._admin, None
+            self._in_background(lambda: _stop_client(old))
+        if self._admin is None:
+            admin = KazooClient(hosts=ens.connect_string, timeout=10)
+            admin.start(timeout=ens.start_timeout)
+            self._admin = admin
+        admin = self._admin
+        lost = False
+
+        def create() -> None:
+            nonlocal lost
+            try:
+                admin.create(path, b"", makepath=True)
+            except NodeExistsError:
+                if not lost:  # else the lost try created it
+                    raise
+            except (ConnectionLoss, SessionExpiredError):
+                lost = True
+                raise
+
+        admin.retry(create)
+
     def load(self, tree: dict[str, Any]) -> None:
         if self.size == 1:
             self._servers[0].load(tree)
@@ -631,7 +820,7 @@ class KazooTestHarness(unittest.TestCase):
         if not all(s.running for s in cluster):
             cluster.start()
         namespace = "/kazootests" + uuid.uuid4().hex
-        cluster.load({namespace: None})  # the chroot exists before the client starts
+        cluster.make_path(namespace)  # the chroot exists before the client starts
         servers = self.secure_servers if client_options.get("use_ssl") else self.servers
         self.hosts = servers + namespace
         self.client = self._get_client(**client_options)
@@ -641,13 +830,7 @@ class KazooTestHarness(unittest.TestCase):
     def teardown_zookeeper(self) -> None:
         """Stop and close every client the harness made (the cluster keeps running)."""
         while self._clients:
-            c = self._clients.pop()
-            try:
-                c.stop()
-            except KazooException:
-                log.exception("Failed stopping client %s", c)
-            finally:
-                c.close()
+            _stop_client(self._clients.pop())
         self.client = None
 
     def lose_connection(self, event_factory: Callable[[], Any]) -> None:
@@ -707,6 +890,15 @@ class KazooTestHarness(unittest.TestCase):
         if not safe.is_set():
             raise Exception("Failed to see client reconnect.")
         client.retry(client.get_async, "/")
+
+
+def _stop_client(c: KazooClient) -> None:
+    try:
+        c.stop()
+    except KazooException:
+        log.exception("Failed stopping client %s", c)
+    finally:
+        c.close()
 
 
 class KazooTestCase(KazooTestHarness):

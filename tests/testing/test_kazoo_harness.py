@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock
@@ -23,6 +24,7 @@ from trizk.kazoo_harness import (
     KazooTestCase,
     KazooTestHarness,
     ManagedServer,
+    TrizkCluster,
     get_global_cluster,
 )
 from trizk.testing import mode_from_env
@@ -127,6 +129,70 @@ def test_cluster_is_shared_and_terminated(monkeypatch: pytest.MonkeyPatch) -> No
     cluster.start()  # made again after terminate, as kazoo's (the next test class)
     assert all(m.running for m in cluster)
     cluster.terminate()
+
+
+def test_each_class_gets_a_fresh_cluster_started_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After terminate (every KazooTestCase's tearDownClass) the next start takes a cluster
+    that was started ahead: another ensemble on other ports, none of the old one's nodes,
+    serving at once; close() closes the spares and waits for every ensemble to close."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    cluster = TrizkCluster()
+    try:
+        cluster.start()
+        first = cluster.ensemble()
+        old_ports = {m.client_port for m in cluster} | {m.secure_client_port for m in cluster}
+        cluster.make_path("/left-behind")
+        cluster.terminate()
+        assert not any(m.running for m in cluster)
+        cluster.start()
+        second = cluster.ensemble()
+        assert second is not first and all(m.running for m in cluster)
+        new_ports = {m.client_port for m in cluster} | {m.secure_client_port for m in cluster}
+        assert not old_ports & new_ports
+        zk = KazooClient(hosts=cluster[0].address + "," + cluster[2].address, timeout=10)
+        zk.start(timeout=30)
+        try:
+            zk.sync("/")
+            assert zk.exists("/left-behind") is None
+        finally:
+            zk.stop()
+            zk.close()
+    finally:
+        cluster.close()
+    assert not any(first.running(sid) for sid in first.members)  # closed in the background
+    assert not any(second.running(sid) for sid in second.members)
+    assert not cluster._spares and not any(t.is_alive() for t in cluster._closing)
+
+
+def test_member_run_returns_at_once_and_the_member_rejoins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``cluster[i].run()`` is kazoo's spawn-and-return: the member counts as running at once,
+    rejoins in the background, and the cluster's start() waits until it serves."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    cluster = TrizkCluster()
+    try:
+        cluster.start()
+        cluster.make_path("/kept")
+        cluster[0].stop()
+        assert not cluster[0].running
+        cluster[0].run()
+        assert cluster[0].running  # as kazoo's: its process was spawned
+        cluster.start()  # waits for the start under way, then for a serving quorum
+        assert cluster.ensemble().running(1)
+        zk = KazooClient(hosts=cluster[0].address, timeout=10)
+        zk.start(timeout=30)
+        try:
+            zk.sync("/")
+            assert zk.exists("/kept") is not None
+        finally:
+            zk.stop()
+            zk.close()
+        cluster[1].stop()
+        cluster[1].run()
+        cluster.terminate()  # a start under way is waited for by the close
+    finally:
+        cluster.close()
 
 
 def test_zookeeper_settings_shape_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
