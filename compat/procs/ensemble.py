@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from trizk.compat.procs.javaquorum import LOG4J_INFO
 from trizk.compat.procs.netns import NetnsLab
-from trizk.compat.procs.servers import BASE_CFG, _command
+from trizk.compat.procs.servers import BASE_CFG, DEFAULT_VERSION, _command
 from trizk.testing.ports import MemberAddrs
 from trizk.testing.processes import Member, MemberSet
 
@@ -37,10 +37,10 @@ __all__ = ["ProcessEnsemble"]
 
 class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
-    ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too), or the one a
-    ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
-    default). Use as a context manager (every process stopped, every directory removed on
-    exit)."""
+    ZooKeeper release of a ``zookeeper`` member (default :data:`servers.DEFAULT_VERSION`,
+    3.9.3; "3.8.0" too), or the one a ``trizk`` member answers as (``-D
+    trizk.zookeeperVersion``; without an entry, trizk's default, the same 3.9.3). Use as a
+    context manager (every process stopped, every directory removed on exit)."""
 
     def __init__(
         self,
@@ -54,7 +54,7 @@ class ProcessEnsemble(MemberSet):
         versions: Mapping[int, str] | None = None,
     ) -> None:
         #: the ZooKeeper release of each ``zookeeper`` member (servers.ZK_VERSIONS)
-        self.versions = {sid: (versions or {}).get(sid, "3.8.0") for sid in kinds}
+        self.versions = {sid: (versions or {}).get(sid, DEFAULT_VERSION) for sid in kinds}
         #: the releases trizk members were asked to answer as
         self.trizk_versions = {
             sid: v for sid, v in (versions or {}).items() if kinds.get(sid) == "trizk"

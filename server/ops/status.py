@@ -82,7 +82,7 @@ NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 
 #: ``Version.getFullVersion()`` in ZooKeeper's shape ``<version>-<revision>, built on <date>``
 #: (3.8.0 prints ``3.8.0-5a02a05eddb59aee6ac762f7ea82e92a68eb9c0f, built on 2022-02-25 08:49
-#: UTC``) for trizk's default release; :func:`server_version` gives the configured one's.
+#: UTC``) for trizk's default release (3.9.3); :func:`server_version` gives the configured one's.
 #: Clients parse the leading ``\\d+(\\.\\d+)*`` (kazoo's ``server_version()``).
 FULL_VERSION = release.full_version(release.DEFAULT_RELEASE)
 
