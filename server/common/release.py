@@ -52,7 +52,8 @@ version strings                    ``3.8.0-trizk-...``          ``3.9.3-trizk-..
 =================================  ===========================  ===============================
 
 Not served: 3.9.3's AdminServer ``snapshot`` and ``restore`` commands (behind its
-authentication); the Prometheus ``/metrics`` page does not list 3.9.3's new metrics.
+authentication). Its metrics for them (four counters and ``restore_time``) are in mntr and, with
+the Prometheus provider, in ``/metrics``, at their idle values.
 
 Invariants
 ----------
