@@ -37,10 +37,10 @@ __all__ = ["ProcessEnsemble"]
 
 class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
-    ZooKeeper release of a ``zookeeper`` member (default :data:`servers.DEFAULT_VERSION`,
-    3.9.3; "3.8.0" too), or the one a ``trizk`` member answers as (``-D
-    trizk.zookeeperVersion``; without an entry, trizk's default, the same 3.9.3). Use as a
-    context manager (every process stopped, every directory removed on exit)."""
+    ZooKeeper release of a ``zookeeper`` member (default 3.9.3, as trizk's; 3.8.0 too), or the one a
+    ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
+    default). Use as a context manager (every process stopped, every directory removed on
+    exit)."""
 
     def __init__(
         self,
