@@ -8,7 +8,7 @@ Options::
 
     --oracle-vs-oracle    ZooKeeper against a second ZooKeeper (must report 0 differences:
                           the proof that the normaliser is fair)
-    --oracle VERSION      the ZooKeeper release to compare with, 3.8.0 (default) or 3.9.3;
+    --oracle VERSION      the ZooKeeper release to compare with, 3.9.3 (default) or 3.8.0;
                           trizk answers as the same release (trizk.zookeeperVersion)
     --ci                  only the fast subset marked "ci" in the scenario files
     -k NAME               only scenarios whose name contains NAME (repeatable)
@@ -24,7 +24,7 @@ Options::
 Conformance of any ZooKeeper server (:mod:`trizk.compat.oracle.conformance`; every scenario,
 random sequences and the wire fuzzer, then a feature-by-feature report)::
 
-    --oracle VERSION      the judge: Apache ZooKeeper 3.8.0 (default) or 3.9.3
+    --oracle VERSION      the judge: Apache ZooKeeper 3.9.3 (default) or 3.8.0
     --candidate HOST:PORT a server someone else runs (scenarios under chroots; those that need
                           a server of their own are skipped)
     --candidate-cmd CMD   a server this tool starts as often as needed: CMD names {cfg}, the
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sort-children", action="store_true")
     ap.add_argument("--no-cli", action="store_true")
     ap.add_argument("--show", action="store_true", help="print both normalised transcripts")
-    ap.add_argument("--oracle", default="3.8.0", choices=servers.ZK_VERSIONS)
+    ap.add_argument("--oracle", default=servers.DEFAULT_VERSION, choices=servers.ZK_VERSIONS)
     ap.add_argument("--candidate", metavar="HOST:PORT")
     ap.add_argument("--candidate-cmd", metavar="COMMAND")
     ap.add_argument("--candidate-template", metavar="FILE")

@@ -1,5 +1,6 @@
-"""ZooKeeper 3.8.0's metric families as its Prometheus provider registers them: the oracle the
-compat tests check trizk's ``/metrics`` against (Debian's ZooKeeper does not ship the provider).
+"""ZooKeeper 3.8.0's metric families as its Prometheus provider registers them, and what 3.9.3
+adds: the oracle the compat tests check trizk's ``/metrics`` against (Debian's ZooKeeper does not
+ship the provider).
 
 Taken from ZooKeeper 3.8.0's sources (tag release-3.8.0-1): ``ServerMetrics`` (``getCounter``,
 ``getSummary`` with its ``DetailLevel``, ``getSummarySet``, ``getCounterSet``),
@@ -187,6 +188,15 @@ QUORUM_GAUGES: tuple[str, ...] = (
     "synced_observers",
     "quorum_size",
 )
+#: What ZooKeeper 3.9.3's ``ServerMetrics`` adds to 3.8.0's (tag release-3.9.3; the metrics of
+#: its AdminServer's snapshot and restore commands). Its gauges are 3.8.0's.
+COUNTERS_39: tuple[str, ...] = (
+    "snapshot_error_count",
+    "snapshot_rate_limited_count",
+    "restore_error_count",
+    "restore_rate_limited_count",
+)
+SUMMARIES_39: dict[str, str] = {"restore_time": "BASIC"}
 QUANTILES: dict[str, tuple[str, ...]] = {"BASIC": ("0.5",), "ADVANCED": ("0.5", "0.9", "0.99")}
 #: simpleclient 0.9.0 ``StandardExports`` (exportJvmInfo=true): name -> type. The ``jvm_*``
 #: families (MemoryPoolsExports, GarbageCollectorExports, ThreadExports...) have no Python

@@ -1,8 +1,9 @@
-"""Wire-level differential fuzzer: the same mutated frames to Apache ZooKeeper 3.8 and trizk.
+"""Wire-level differential fuzzer: the same mutated frames to Apache ZooKeeper and trizk.
 
 ``python -m trizk.compat.oracle.wirefuzz [--seconds S | --cases N] [--seed K] [--oracle V]``
 (the long run: ``--seconds 300``; CI runs a few seconds of it, tests/compat/test_wirefuzz.py;
-``--oracle 3.9.3`` compares ZooKeeper 3.9.3 with trizk answering as 3.9.3).
+``--oracle 3.9.3``, the default, compares ZooKeeper 3.9.3 with trizk answering as 3.9.3,
+``--oracle 3.8.0`` the two at 3.8.0).
 
 Theory
 ------
@@ -70,7 +71,7 @@ from trizk.compat.oracle.normalise import normalise
 from trizk.compat.oracle.randomgen import BASE, VALID_PATHS, _op, shrink
 from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient, WireTimeout
 from trizk.compat.oracle.scenario import OPEN_ACL, Step, build_request
-from trizk.compat.procs.servers import ZK_VERSIONS
+from trizk.compat.procs.servers import DEFAULT_VERSION, ZK_VERSIONS, split_kind
 from trizk.jute import records as R
 from trizk.jute.codes import OpCode, Xid
 from trizk.jute.multi import encode_request
@@ -467,8 +468,12 @@ class Fuzzer:
         )
         self.bystanders: dict[int, Bystander] = {}
         self.races = 0  # cases whose differences are all a close racing replies
-        #: the oracle is ZooKeeper 3.9 (``zookeeper@3.9.3``): its own racy requests
-        self.zk39 = any(k.endswith("@3.9.3") for k in (left, right))
+        #: the oracle is ZooKeeper 3.9 (``zookeeper@3.9.3``, or ``zookeeper`` by default):
+        #: its own racy requests
+        self.zk39 = any(
+            base == "zookeeper" and (version or DEFAULT_VERSION) == "3.9.3"
+            for base, version in map(split_kind, (left, right))
+        )
 
     def _server(self, side: int) -> Endpoint:
         return self.pools[side].server(self.kinds[side], FUZZ_CFG)
@@ -597,8 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--oracle",
         choices=ZK_VERSIONS,
-        default=ZK_VERSIONS[0],
-        help="the ZooKeeper release (trizk answers as the same one)",
+        default=DEFAULT_VERSION,
+        help=f"the ZooKeeper release (default {DEFAULT_VERSION}; trizk answers as the same one)",
     )
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--max-findings", type=int, default=50)

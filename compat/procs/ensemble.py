@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from trizk.compat.procs.javaquorum import LOG4J_INFO
 from trizk.compat.procs.netns import NetnsLab
-from trizk.compat.procs.servers import BASE_CFG, _command
+from trizk.compat.procs.servers import BASE_CFG, DEFAULT_VERSION, _command
 from trizk.testing.ports import MemberAddrs
 from trizk.testing.processes import Member, MemberSet
 
@@ -37,7 +37,7 @@ __all__ = ["ProcessEnsemble"]
 
 class ProcessEnsemble(MemberSet):
     """Members ``kinds[sid]`` ("trizk" or "zookeeper"); observers by sid; ``versions[sid]`` the
-    ZooKeeper release of a ``zookeeper`` member (default 3.8.0; "3.9.3" too), or the one a
+    ZooKeeper release of a ``zookeeper`` member (default 3.9.3, as trizk's; 3.8.0 too), or the one a
     ``trizk`` member answers as (``-D trizk.zookeeperVersion``; without an entry, trizk's
     default); ``system_properties`` the ``-D`` properties of every member (``-Dkey=value`` on a
     ZooKeeper member's java command line, ``-D key=value`` on a trizk member's: what only a
@@ -64,7 +64,7 @@ class ProcessEnsemble(MemberSet):
         #: ``readonlymode.enabled``
         self.system_properties = dict(system_properties or {})
         #: the ZooKeeper release of each ``zookeeper`` member (servers.ZK_VERSIONS)
-        self.versions = {sid: (versions or {}).get(sid, "3.8.0") for sid in kinds}
+        self.versions = {sid: (versions or {}).get(sid, DEFAULT_VERSION) for sid in kinds}
         #: the releases trizk members were asked to answer as
         self.trizk_versions = {
             sid: v for sid, v in (versions or {}).items() if kinds.get(sid) == "trizk"

@@ -1,4 +1,4 @@
-"""Start Apache ZooKeeper 3.8 quorum members (for mixed-ensemble tests and golden captures).
+"""Start Apache ZooKeeper quorum members, 3.9.3 or 3.8.0 (mixed ensembles, golden captures).
 
 Theory
 ------
@@ -24,7 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from trizk.compat.procs.servers import BASE_CFG, Server, _command, zookeeper_available
+from trizk.compat.procs.servers import (
+    BASE_CFG,
+    DEFAULT_VERSION,
+    Server,
+    _command,
+    zookeeper_available,
+)
 from trizk.testing.ports import MemberAddrs, server_lines
 from trizk.testing.processes import Member, member_cfg, spawn
 
@@ -48,7 +54,7 @@ def start_java_member(
     sid: int,
     members: dict[int, MemberAddrs],
     extra: dict[str, str] | None = None,
-    version: str = "3.8.0",
+    version: str = DEFAULT_VERSION,
 ) -> Server:
     """Start the Java member ``sid`` of ``members`` (not waiting for anything), ZooKeeper
     ``version`` (:data:`trizk.compat.procs.servers.ZK_VERSIONS`)."""

@@ -2,8 +2,10 @@
 
 Theory
 ------
-Each server (Apache ZooKeeper via ``java``: kind ``zookeeper`` is 3.8.0, ``zookeeper-3.9.3`` the
-second oracle; trizk via ``python -m trizk.server``, or any command template) runs as a *direct*
+Each server (Apache ZooKeeper via ``java``: kind ``zookeeper`` is the default release,
+:data:`~trizk.compat.procs.servers.DEFAULT_VERSION` (3.9.3, the one trizk answers as by
+default), ``zookeeper-3.9.3`` and ``zookeeper-3.8.0`` name a release; trizk via ``python -m
+trizk.server``, or any command template) runs as a *direct*
 child process, so the PID we hold is the server's own PID and
 ``/proc/PID/stat`` / ``/proc/PID/status`` describe the server itself (CPU ticks, RSS), not a
 wrapper shell. Every server gets its own temp directory (dataDir, zoo.cfg, log4j config, log),
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from trizk.compat.procs.servers import ZK39_JARS
+from trizk.compat.procs.servers import DEFAULT_VERSION, ZK39_JARS
 from trizk.testing.ports import free_port
 from trizk.testing.probes import probe
 from trizk.testing.processes import cfg_text, poll_ready, spawn, stop_process
@@ -122,6 +124,8 @@ def zookeeper39_cmd(cfg: str, workdir: str) -> list[str]:
 
 def command_for(kind: str) -> object:
     if kind == "zookeeper":
+        kind = f"zookeeper-{DEFAULT_VERSION}"
+    if kind == "zookeeper-3.8.0":
         return zookeeper_cmd
     if kind == "zookeeper-3.9.3":
         return zookeeper39_cmd

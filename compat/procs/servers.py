@@ -6,13 +6,16 @@ Two kinds of server speak the ZooKeeper protocol here:
 
 * ``zookeeper`` — real Apache ZooKeeper, started with a java command line we build ourselves
   (``QuorumPeerMain zoo.cfg``; ``zkServer.sh`` insists on /etc paths), in one of two releases
-  (``version``): ``3.8.0``, Debian bookworm's package installed system-wide (the default), or
-  ``3.9.3``, Debian trixie's jars unpacked by ``compat/install-zookeeper.sh`` into
-  :data:`ZK39_DIR` and run on bookworm's Java 17 with bookworm's dependency jars
+  (``version``): ``3.8.0``, Debian bookworm's package installed system-wide, or ``3.9.3`` (the
+  default, :data:`DEFAULT_VERSION`: the release trizk answers as by default), Debian trixie's
+  jars unpacked by ``compat/install-zookeeper.sh`` into :data:`ZK39_DIR` and run on
+  bookworm's Java 17 with bookworm's dependency jars
   (``zookeeper-jute-3.9.3.jar`` first on the classpath: ``zookeeper-3.9.3.jar``'s manifest
   names bookworm's ``zookeeper-jute.jar``, the 3.8.0 one, which must not win);
 * ``trizk`` — ``sys.executable -m trizk.server zoo.cfg``, answering as the release ``version``
-  (the zoo.cfg key ``trizk.zookeeperVersion``, written only when asked for).
+  (the zoo.cfg key ``trizk.zookeeperVersion``, written only when asked for; without it trizk
+  answers as its default, the same :data:`DEFAULT_VERSION`, so that a ``zookeeper`` and a
+  ``trizk`` started without a version are always compared at one release).
 
 A kind may carry its release after ``@`` (``zookeeper@3.9.3``, ``trizk@3.9.3``): the compat
 runner and its server pools name a server by one string, so the oracle's release and the one
@@ -51,6 +54,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from trizk.server.common import release
 from trizk.testing.ports import free_port
 from trizk.testing.probes import handshake_ok
 from trizk.testing.processes import cfg_text, poll_ready, spawn, stop_process
@@ -70,8 +74,11 @@ ZK_NETTY_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resol
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 KINDS = ("zookeeper", "trizk")
 
-#: The ZooKeeper releases :func:`start` can run; the first is the default oracle.
+#: The ZooKeeper releases :func:`start` can run, oldest first.
 ZK_VERSIONS = ("3.8.0", "3.9.3")
+#: The oracle started without a version, and the release trizk answers as without one:
+#: trizk's default (:data:`trizk.server.common.release.DEFAULT_RELEASE`, the current line).
+DEFAULT_VERSION = release.DEFAULT_RELEASE
 #: Where ``compat/install-zookeeper.sh`` unpacks Debian trixie's ZooKeeper 3.9.3 packages
 #: (``TRIZK_ZK39_DIR`` overrides it, for the script and for us alike).
 ZK39_DIR = os.environ.get("TRIZK_ZK39_DIR", "/opt/trizk-oracles/zookeeper-3.9.3")
@@ -138,7 +145,7 @@ class ServerStartError(RuntimeError):
     pass
 
 
-def zookeeper_jars(version: str = "3.8.0") -> tuple[str, ...]:
+def zookeeper_jars(version: str = DEFAULT_VERSION) -> tuple[str, ...]:
     """The classpath of ZooKeeper ``version`` (one of :data:`ZK_VERSIONS`)."""
     if version == "3.8.0":
         return ZK_JARS
@@ -147,7 +154,7 @@ def zookeeper_jars(version: str = "3.8.0") -> tuple[str, ...]:
     raise ValueError(f"no ZooKeeper {version!r} here (only {', '.join(ZK_VERSIONS)})")
 
 
-def zookeeper_available(version: str = "3.8.0") -> bool:
+def zookeeper_available(version: str = DEFAULT_VERSION) -> bool:
     """Java and the jars of ZooKeeper ``version`` are installed (see install-zookeeper.sh)."""
     jars = zookeeper_jars(version)
     return all(os.path.exists(j) for j in jars) and shutil.which("java") is not None
@@ -187,8 +194,9 @@ class Server:
     proc: subprocess.Popen[bytes]
     cfg: dict[str, str] = field(default_factory=dict)
     keep_dir: bool = False
-    #: the ZooKeeper release of a ``zookeeper`` server (:data:`ZK_VERSIONS`)
-    version: str = "3.8.0"
+    #: the ZooKeeper release of a ``zookeeper`` server, or the one a ``trizk`` answers as
+    #: (:data:`ZK_VERSIONS`)
+    version: str = DEFAULT_VERSION
 
     host: str = "127.0.0.1"
 
@@ -232,7 +240,7 @@ def _command(
     cfg_path: Path,
     workdir: Path,
     heap: str = DEFAULT_HEAP,
-    version: str = "3.8.0",
+    version: str = DEFAULT_VERSION,
 ) -> list[str]:
     if kind == "zookeeper":
         extra = ZK_ADMIN_JARS + (ZK_NETTY_JARS if version == "3.8.0" else ())
@@ -271,7 +279,7 @@ def start(
     the oracle's, or the one trizk answers as; ``kind@version`` says the same)."""
     kind, version = split_kind(kind, version)
     if kind == "zookeeper":
-        version = version or ZK_VERSIONS[0]
+        version = version or DEFAULT_VERSION
         zookeeper_jars(version)  # an unknown version fails here, before any process
     elif version is not None:
         if version not in ZK_VERSIONS:
@@ -287,12 +295,12 @@ def start(
         cfg_path = workdir / "zoo.cfg"
         cfg_path.write_text(text)
         proc = spawn(
-            _command(kind, cfg_path, workdir, heap, version or ZK_VERSIONS[0]),
+            _command(kind, cfg_path, workdir, heap, version or DEFAULT_VERSION),
             workdir,
             workdir / "server.log",
         )
         cfg = dict(line.split("=", 1) for line in text.splitlines())
-        srv = Server(kind, port, workdir, proc, cfg, keep_dir, version or ZK_VERSIONS[0])
+        srv = Server(kind, port, workdir, proc, cfg, keep_dir, version or DEFAULT_VERSION)
         if poll_ready(proc, partial(handshake_ok, srv.host, port, timeout=2.0), ready_timeout):
             return srv
         last_err = (

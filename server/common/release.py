@@ -5,9 +5,10 @@ Theory
 A client or an operator can tell ZooKeeper releases apart: 3.9 changed a handful of answers
 on the wire (watch notifications carry the zxid of the write that fired them, ZOOKEEPER-4655;
 removeWatches/checkWatches know the persistent watcher types, ZOOKEEPER-4472; ...) and prints
-its own version in ``srvr``, ``envi``, mntr and the AdminServer. trizk answers as one release,
-chosen by the operator with ``trizk.zookeeperVersion`` (a zoo.cfg key of trizk's own, or the
-system property ``-D trizk.zookeeperVersion=``, which wins, as ``-D`` options do). The choice
+its own version in ``srvr``, ``envi``, mntr and the AdminServer. trizk answers as one release:
+3.9.3, the current release line, unless the operator picks 3.8.0 with
+``trizk.zookeeperVersion`` (a zoo.cfg key of trizk's own, or the system property
+``-D trizk.zookeeperVersion=``, which wins, as ``-D`` options do). The choice
 reaches the pure cores through :class:`~trizk.server.common.coreconfig.CoreConfig` and the
 operator's views through :class:`~trizk.server.config.zoocfg.ServerConfig`; each 3.9 behaviour
 asks :func:`is_39` at the one place it differs, with the ZooKeeper change that made it.
@@ -36,6 +37,8 @@ multi: null path, create flags     per-op errors / MARSHALLING  MARSHALLINGERROR
 no CreateMode has, TTL flags       ERROR with an empty body     zxid taken (whatever precedes)
 under create
 multi: a create's null ACL list    that op's INVALIDACL         MARSHALLINGERROR, no txn
+                                                                (unless an op before it, or
+                                                                its own flags, fail first)
 a write whose record does not      MARSHALLINGERROR, an error   MARSHALLINGERROR, no txn (the
 decode                             txn (a zxid taken)           reply has the last zxid)
 a client's deleteContainer         BADARGUMENTS (the path is    any empty node deleted, ACLs
@@ -49,7 +52,8 @@ version strings                    ``3.8.0-trizk-...``          ``3.9.3-trizk-..
 =================================  ===========================  ===============================
 
 Not served: 3.9.3's AdminServer ``snapshot`` and ``restore`` commands (behind its
-authentication); the Prometheus ``/metrics`` page does not list 3.9.3's new metrics.
+authentication). Its metrics for them (four counters and ``restore_time``) are in mntr and, with
+the Prometheus provider, in ``/metrics``, at their idle values.
 
 Invariants
 ----------
@@ -80,7 +84,7 @@ ZK380 = "3.8.0"
 ZK393 = "3.9.3"
 #: The releases trizk answers as, oldest first.
 RELEASES = (ZK380, ZK393)
-#: trizk's default (``trizk.ZOOKEEPER_VERSION``).
+#: trizk's default (``trizk.ZOOKEEPER_VERSION``): 3.9.3, the current release line.
 DEFAULT_RELEASE = trizk.ZOOKEEPER_VERSION
 #: The zoo.cfg key, and the system property of the same name.
 PROPERTY = "trizk.zookeeperVersion"

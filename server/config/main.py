@@ -126,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trizk-server",
         description=(
-            "An Apache ZooKeeper 3.8 compatible server. Without a config file: a development "
-            "server on 127.0.0.1:2181 with a temporary data directory."
+            "An Apache ZooKeeper 3.9 (and 3.8) compatible server. Without a config file: a"
+            " development server on 127.0.0.1:2181 with a temporary data directory."
         ),
     )
     p.add_argument("config", nargs="?", type=Path, help="zoo.cfg to read (as ZooKeeper does)")
@@ -215,12 +215,13 @@ def main(argv: Sequence[str] | None = None, *, serve: Serve | None = None) -> in
             config = config.replace(client_port=args.port)
         where = "(temporary, deleted at exit)" if temp_dir else "(kept)"
         log.info(
-            "trizk development server: %s, data in %s %s, tickTime %d, all four-letter words"
-            " enabled; pass a zoo.cfg for a configured server",
+            "trizk development server: %s, data in %s %s, tickTime %d, answering as ZooKeeper"
+            " %s, all four-letter words enabled; pass a zoo.cfg for a configured server",
             _address(config),
             config.data_dir,
             where,
             config.tick_time,
+            config.zookeeper_version,
         )
     else:
         overrides = {"dataDir": str(args.data_dir)} if args.data_dir is not None else None

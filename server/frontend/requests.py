@@ -91,15 +91,45 @@ def multi_fails_whole_39(ops: list[MultiOp]) -> bool:
 _CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER, OpCode.CREATETTL})
 
 
+#: The create ops 3.9's ``MultiOperationRecord.deserialize`` builds ``CreateOptions`` for (a
+#: createTTL op goes through ``Op.create(..., ttl)``, which takes a null ACL list).
+_OPTIONS_CREATES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATECONTAINER})
+
+
 def multi_without_txn_39(frame: bytes) -> bool:
     """True for a multi ZooKeeper 3.9 answers MARSHALLINGERROR without a txn and without a
-    body: it decodes, and a create op's ACL list is null (3.8: that op's INVALIDACL; measured
-    on the live 3.9.3: no zxid is taken)."""
-    try:
-        ops = parse_multi(frame, zk39=True)
-    except JuteDecodeError:
-        return False
-    return any(op in _CREATE_OPS and getattr(rec, "acl", ()) is None for op, rec in ops)
+    body: a create, create2 or createContainer op's ACL list is null (3.8: that op's
+    INVALIDACL). 3.9's ``MultiOperationRecord.deserialize`` reads the ops in order and, for
+    such a create, checks its flags (``CreateMode.fromFlag(flags, null)``: IOException) before
+    ``CreateOptions.Builder``'s ``requireNonNull(acl)`` (NullPointerException) and its TTL
+    (``validateTTL``: IllegalArgumentException); the prep processor sets a txn header (a zxid
+    taken, :func:`multi_fails_whole_39`) for an IOException, none for the NullPointerException
+    (measured on the live 3.9.3: no zxid is taken). So the first op that fails to read decides:
+    an op that does not decode, a create of unknown flags, a mix of read and write ops or a TTL
+    mode under a create before the null ACL list take a zxid; a null ACL list before them does
+    not."""
+    pos = _HEADER_LEN
+    kind: bool | None = None  # True: read ops
+    while True:
+        try:
+            typ, done, _err, rec, pos = multi.read_op(frame, pos, multi.REQUEST_RECORDS)
+        except JuteDecodeError:
+            return False
+        if done or rec is None:
+            return False
+        if typ in _OPTIONS_CREATES:
+            try:
+                mode = CreateMode(getattr(rec, "flags", 0))
+            except ValueError:
+                return False  # "invalid flag ... for create mode": IOException first
+            if getattr(rec, "acl", ()) is None:
+                return True
+            if mode.ttl:
+                return False  # validateTTL(mode, -1) fails building the CreateOptions
+        is_read = typ in multi.READ_KIND
+        if kind is not None and kind != is_read:
+            return False  # "Mixing different kind of ops"
+        kind = is_read
 
 
 def multi_without_txn(frame: bytes) -> bool:

@@ -82,7 +82,7 @@ NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 
 #: ``Version.getFullVersion()`` in ZooKeeper's shape ``<version>-<revision>, built on <date>``
 #: (3.8.0 prints ``3.8.0-5a02a05eddb59aee6ac762f7ea82e92a68eb9c0f, built on 2022-02-25 08:49
-#: UTC``) for trizk's default release; :func:`server_version` gives the configured one's.
+#: UTC``) for trizk's default release (3.9.3); :func:`server_version` gives the configured one's.
 #: Clients parse the leading ``\\d+(\\.\\d+)*`` (kazoo's ``server_version()``).
 FULL_VERSION = release.full_version(release.DEFAULT_RELEASE)
 
@@ -525,8 +525,12 @@ def _split_namespaced(pairs: Sequence[tuple[str, int]], suffix: str) -> list[tup
 
 def families(view: StatusView) -> list[Family]:
     """The ZooKeeper families in the registry's order (gauges, gauge sets, counters, counter
-    sets, summaries, summary sets), valued from the default provider's mntr values."""
+    sets, summaries, summary sets), valued from the default provider's mntr values. Answering
+    as 3.9.3, the counters and summaries 3.9's ``ServerMetrics`` adds (its AdminServer's
+    snapshot and restore commands: :data:`~registry.COUNTERS_39`, :data:`~registry.SUMMARIES_39`,
+    at their idle values, as in mntr) follow those of 3.8.0."""
     values = dict(mntr_values(view, provider_dump=False))
+    zk39 = release.is_39(view.config.zookeeper_version)
     out: list[Family] = []
     for m in registry.GAUGES:
         out.append(Family(m.name, "gauge", ((m.name, (), float(values.get(m.name, 0))),)))
@@ -536,7 +540,7 @@ def families(view: StatusView) -> list[Family]:
             for ns, v in _split_namespaced(view.quota_gauges, m.name)
         )
         out.append(Family(m.name, "gauge", samples))
-    for m in registry.COUNTERS:
+    for m in registry.COUNTERS + (registry.COUNTERS_39 if zk39 else ()):
         out.append(Family(m.name, "counter", ((m.name, (), float(values.get(m.name, 0))),)))
     for m in registry.COUNTER_SETS:
         samples = tuple(
@@ -545,7 +549,7 @@ def families(view: StatusView) -> list[Family]:
         )
         out.append(Family(m.name, "counter", samples))
     sm = view.server_metrics
-    for m in registry.SUMMARIES:
+    for m in registry.SUMMARIES + (registry.SUMMARIES_39 if zk39 else ()):
         count = float(values.get(f"cnt_{m.name}", 0))
         total = float(values.get(f"sum_{m.name}", 0))
         qs = sm.summary(m.name).quantiles(view.now_ms) if sm and m.measured else ()

@@ -33,6 +33,7 @@ reaches beyond its own connection.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import errno
 import functools
@@ -54,6 +55,7 @@ from trizk.jute.javalang import decode_int, get_integer
 from trizk.jute.primitives import reset_limits, set_max_buffer
 from trizk.server.auth import acl as aclmod
 from trizk.server.auth import sasl as saslmod
+from trizk.server.common import release
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
@@ -195,7 +197,12 @@ class TrizkServer:
         if config.secure_client_port:
             from trizk.server.shell import tls
 
-            self.tls_settings = tls.TLSSettings.from_properties(config.properties)
+            protocols = tls.client_port_protocols(
+                config.properties, release.is_39(config.zookeeper_version)
+            )
+            self.tls_settings = dataclasses.replace(
+                tls.TLSSettings.from_properties(config.properties), protocols=protocols
+            )
             self.tls = tls.server_context(self.tls_settings)
         self.per_ip_secure: Counter[str] = Counter()
         self.secure_port = config.secure_client_port

@@ -30,6 +30,15 @@ all with one :class:`TLSSettings` per prefix:
   validator, which fetches CRLs from the certificates' distribution points and asks OCSP
   responders over the network; trizk does neither and refuses to start when either is true
   rather than accept certificates ZooKeeper would check (:class:`TLSConfigError`).
+* Protocols of the client port (:func:`client_port_protocols`): ``ssl.enabledProtocols`` (a
+  comma-separated list) or else the one ``ssl.protocol`` names, by default ``TLSv1.2`` in 3.8.0
+  (``SSLContextAndOptions``: ``{sslContext.getProtocol()}``) and ``TLSv1.3`` in 3.9.3 on a JDK
+  that has it (``X509Util.defaultTlsProtocol()``; ``ClientX509Util``'s Netty server context
+  enables that one protocol). So a 3.8.0 server refuses a TLSv1.3-only client and a 3.9.3
+  server a TLSv1.2-only one (3.8's Java client, measured: "The client supported protocol
+  versions [TLSv1.2] are not accepted by server preferences [TLSv1.3]"). The context enables
+  the range from the lowest to the highest protocol named. The quorum and the AdminServer keep
+  TLSv1.2 and newer (:attr:`TLSSettings.protocols` empty).
 * Without a trust store the system's default CAs verify client certificates (the JVM's
   default trust managers), but the x509 provider then has no trust manager and refuses every
   certificate: ZooKeeper closes such a connection ("No trust manager available").
@@ -99,6 +108,8 @@ class TLSSettings:
     client_hostname_verification: bool = False
     crl: bool = False
     ocsp: bool = False
+    #: the protocols the listener enables (Java's names); empty: TLSv1.2 and newer
+    protocols: tuple[str, ...] = ()
 
     @classmethod
     def from_properties(
@@ -139,6 +150,34 @@ class TLSSettings:
             crl=crl,
             ocsp=ocsp,
         )
+
+
+#: Java's protocol names -> OpenSSL's versions
+_PROTOCOLS: dict[str, int] = {
+    "TLSv1": SSL.TLS1_VERSION,
+    "TLSv1.1": SSL.TLS1_1_VERSION,
+    "TLSv1.2": SSL.TLS1_2_VERSION,
+    "TLSv1.3": SSL.TLS1_3_VERSION,
+}
+
+
+def client_port_protocols(
+    props: Mapping[str, str], zk39: bool, prefix: str = CLIENT_PREFIX
+) -> tuple[str, ...]:
+    """The protocols ZooKeeper's secure client port enables (``ClientX509Util``'s Netty server
+    context): ``<prefix>enabledProtocols`` split at commas, else ``<prefix>protocol``, else the
+    release's default (3.8.0: TLSv1.2; 3.9.3: TLSv1.3, which Java 11+ has). An unknown name is
+    a :class:`TLSConfigError` naming the key (Java fails every handshake with it)."""
+    enabled = props.get(prefix + "enabledProtocols")
+    if enabled is not None:
+        key, names = prefix + "enabledProtocols", tuple(n.strip() for n in enabled.split(","))
+    else:
+        key = prefix + "protocol"
+        names = (props.get(key) or ("TLSv1.3" if zk39 else "TLSv1.2"),)
+    for name in names:
+        if name not in _PROTOCOLS:
+            raise TLSConfigError(f"{key}={name!r}: expected one of {', '.join(_PROTOCOLS)}")
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +261,12 @@ def server_context(settings: TLSSettings) -> ServerTLS:
     if key is None or settings.key_store is None:
         raise TLSConfigError(f"{settings.prefix}keyStore.location not specified")
     ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
-    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+    if settings.protocols:
+        versions = [_PROTOCOLS[p] for p in settings.protocols]
+        ctx.set_min_proto_version(min(versions))
+        ctx.set_max_proto_version(max(versions))
+    else:
+        ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
     try:
         ctx.use_privatekey(_signing_key(key.key_pem))
         ctx.use_certificate(key.chain[0])

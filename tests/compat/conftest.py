@@ -3,9 +3,11 @@
 Each fixture starts its server with :mod:`trizk.compat.procs.servers` (free loopback port, own temp
 directory, readiness = a real session handshake, stopped by PID). Without a ZooKeeper
 installation the tests are skipped, except under CI (``CI`` set), where a missing oracle is a
-failure: ``compat/install-zookeeper.sh`` is supposed to have installed it. ZooKeeper 3.9.3 (the
-second oracle, unpacked privately by the same script) has its own check:
-``require_zookeeper("3.9.3")`` and the ``needs_zookeeper39`` fixture.
+failure: ``compat/install-zookeeper.sh`` is supposed to have installed it. The default oracle is
+:data:`servers.DEFAULT_VERSION` (3.9.3, unpacked privately by the same script; trizk answers as
+it by default), checked by ``require_zookeeper()`` and the ``needs_zookeeper`` fixture; the
+other release has its own check: ``require_zookeeper("3.8.0")`` and ``needs_zookeeper38``
+(``needs_zookeeper39`` names 3.9.3 explicitly).
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ import pytest
 from trizk.compat.procs import servers
 
 
-def require_zookeeper(version: str = "3.8.0") -> None:
+def require_zookeeper(version: str = servers.DEFAULT_VERSION) -> None:
     if servers.zookeeper_available(version):
         return
     if os.environ.get("CI"):
         pytest.fail(f"ZooKeeper {version} is not installed: run compat/install-zookeeper.sh")
     if version == "3.8.0":
-        pytest.skip("ZooKeeper (Debian zookeeper package) is not installed")
+        pytest.skip("ZooKeeper 3.8.0 (Debian zookeeper package) is not installed")
     pytest.skip(
         f"ZooKeeper {version} is not installed (compat/install-zookeeper.sh unpacks it into "
         f"{servers.ZK39_DIR})"
@@ -32,24 +34,28 @@ def require_zookeeper(version: str = "3.8.0") -> None:
 
 
 def trizk_answers_as(version: str) -> bool:
-    """Whether trizk has the setting to answer as ZooKeeper ``version`` (3.8.0 is what it
-    answers as without one)."""
-    from trizk.server.common.coreconfig import CoreConfig
+    """Whether trizk has the setting to answer as ZooKeeper ``version``."""
+    from trizk.server.common import release
 
-    fields = getattr(CoreConfig, "__dataclass_fields__", {})
-    return version == "3.8.0" or "zookeeper_version" in fields
+    return version in release.RELEASES
 
 
 def require_trizk_version(version: str) -> None:
     """Skip a comparison of trizk with ZooKeeper ``version`` that needs trizk to answer as that
-    release, until trizk can (issue 27's version setting)."""
+    release, when it cannot."""
     if not trizk_answers_as(version):
-        pytest.skip("trizk version setting pending")
+        pytest.skip(f"trizk does not answer as ZooKeeper {version}")
 
 
 @pytest.fixture
 def needs_zookeeper() -> None:
+    """The default oracle (:data:`servers.DEFAULT_VERSION`)."""
     require_zookeeper()
+
+
+@pytest.fixture
+def needs_zookeeper38() -> None:
+    require_zookeeper("3.8.0")
 
 
 @pytest.fixture

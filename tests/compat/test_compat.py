@@ -9,6 +9,9 @@
   ``trizk_xfail`` in its data is a *strict* xfail: when trizk starts passing it, the test fails
   until the mark is removed, so no test here is unable to fail.
 
+* The oracle is ZooKeeper 3.9.3 (``servers.DEFAULT_VERSION``; trizk answers as it by default);
+  ``test_against_zookeeper38`` runs a subset against ZooKeeper 3.8.0 with trizk at 3.8.0.
+
 * Random mode: two short seeded runs of ZooKeeper against ZooKeeper (0 differences) and of
   trizk against ZooKeeper; and an injected difference (a tampered transcript) that must be
   found, shrunk to a few steps and reproduced on fresh servers.
@@ -186,16 +189,17 @@ def test_trizk_vs_oracle(sc: dict[str, Any], needs_zookeeper: None) -> None:
     assert not diffs, "\n".join(d.render("trizk", "zookeeper") for d in diffs)
 
 
-# ----------------------------------------------------------------------------- ZooKeeper 3.9.3
+# ----------------------------------------------------------------------------- ZooKeeper 3.8.0
 
-#: The CI scenarios also run against ZooKeeper 3.9.3: a representative subset, one or two per
+#: The CI scenarios run against the default oracle above (ZooKeeper 3.9.3, trizk at its default,
+#: 3.9.3) and against ZooKeeper 3.8.0 (trizk at 3.8.0): a representative subset, one or two per
 #: area (ACLs, plain ops and Stats, create modes, malformed multis, watches, session expiry, raw
-#: bytes and four-letter words), for CI time. No standalone check: 3.9.3 answers it
-#: UNIMPLEMENTED and closes the connection, and under load the close can win over the reply
-#: (seen with data_and_versions, 3.9.3 against 3.9.3).
-CI39 = (
+#: bytes and four-letter words), for CI time.
+OTHER_RELEASE = "3.8.0"
+CI38 = (
     "acl_digest",
     "stat_fields",
+    "data_and_versions",
     "create_modes",
     "malformed_multi",
     "child_watches",
@@ -203,41 +207,49 @@ CI39 = (
     "session_expiry",
     "raw_wire",
 )
-CI39_SCENARIOS = [sc for sc in CI_SCENARIOS if sc["name"] in CI39]
-_ORACLE39: dict[str, Any] = {}
+CI38_SCENARIOS = [sc for sc in CI_SCENARIOS if sc["name"] in CI38]
+_ORACLE38: dict[str, Any] = {}
 
 
-def _run39(kind: str, sc: dict[str, Any]) -> Any:
-    """``sc`` on a fresh server of ``kind`` answering as ZooKeeper 3.9.3, normalised."""
+def _run38(kind: str, sc: dict[str, Any]) -> Any:
+    """``sc`` on a fresh server of ``kind`` answering as ZooKeeper 3.8.0, normalised."""
     launch = (
-        conformance.oracle_launch("3.9.3")
+        conformance.oracle_launch(OTHER_RELEASE)
         if kind == "zookeeper"
-        else lambda k, cfg: servers.start(k, cfg, version="3.9.3")
+        else lambda k, cfg: servers.start(k, cfg, version=OTHER_RELEASE)
     )
     return normalise(conformance.FreshRunner(launch).run(kind, sc))
 
 
-def oracle39_transcript(sc: dict[str, Any]) -> Any:
-    if sc["name"] not in _ORACLE39:
-        _ORACLE39[sc["name"]] = _run39("zookeeper", sc)
-    return _ORACLE39[sc["name"]]
+def oracle38_transcript(sc: dict[str, Any]) -> Any:
+    if sc["name"] not in _ORACLE38:
+        _ORACLE38[sc["name"]] = _run38("zookeeper", sc)
+    return _ORACLE38[sc["name"]]
+
+
+def test_the_default_oracle_is_trizks_default() -> None:
+    """A ``zookeeper`` and a ``trizk`` started without a release are compared at one release:
+    trizk's default, the current line (issue 27)."""
+    from trizk.server.common import release
+
+    assert servers.DEFAULT_VERSION == release.DEFAULT_RELEASE == "3.9.3" != OTHER_RELEASE
 
 
 @pytest.mark.parametrize("kind", ["zookeeper", "trizk"])
 @pytest.mark.parametrize(
-    "sc", [pytest.param(sc, id=sc["name"], marks=_scenario_group(sc)) for sc in CI39_SCENARIOS]
+    "sc", [pytest.param(sc, id=sc["name"], marks=_scenario_group(sc)) for sc in CI38_SCENARIOS]
 )
-def test_against_zookeeper39(sc: dict[str, Any], kind: str, needs_zookeeper39: None) -> None:
-    """A second ZooKeeper 3.9.3 (the normaliser is fair to 3.9.3), and trizk answering as
-    3.9.3, against ZooKeeper 3.9.3."""
-    assert len(CI39_SCENARIOS) == len(CI39)
+def test_against_zookeeper38(sc: dict[str, Any], kind: str, needs_zookeeper38: None) -> None:
+    """A second ZooKeeper 3.8.0 (the normaliser is fair to 3.8.0), and trizk answering as
+    3.8.0, against ZooKeeper 3.8.0."""
+    assert len(CI38_SCENARIOS) == len(CI38)
     if kind == "trizk":
-        require_trizk_version("3.9.3")
-    want = oracle39_transcript(sc)
+        require_trizk_version(OTHER_RELEASE)
+    want = oracle38_transcript(sc)
     assert _replies(want) > 0
-    got = _run39(kind, sc)
+    got = _run38(kind, sc)
     diffs = compare.diff_transcripts(sc["name"], sc["steps"], got, want)
-    assert not diffs, "\n".join(d.render(kind, "zookeeper 3.9.3") for d in diffs)
+    assert not diffs, "\n".join(d.render(kind, "zookeeper 3.8.0") for d in diffs)
 
 
 def _check_fixture_server(srv: servers.Server) -> None:

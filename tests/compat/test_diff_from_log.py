@@ -3,7 +3,8 @@
 log), not by SNAP: trizk alone, and across kinds both ways round, beside ZooKeeper alone as
 the reference. Real processes started from zoo.cfg files (compat/procs/ensemble.py).
 
-A ZooKeeper 3.9.3 follower of a trizk leader is checked too.
+The ZooKeeper members are of the default release, 3.9.3; a ZooKeeper 3.8.0 follower of a trizk
+leader answering as 3.8.0 is checked too.
 
 The scene is set so that ZooKeeper's size rule allows the DIFF: ``preAllocSize=64`` (KiB;
 with the default 64 MiB every log file is 64 MiB long, ``File.length()`` counts the padding,
@@ -25,6 +26,7 @@ from kazoo.client import KazooClient
 
 from tests.compat.conftest import require_zookeeper
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
+from trizk.compat.procs import servers
 from trizk.compat.procs.ensemble import ProcessEnsemble
 from trizk.testing.probes import four_letter
 
@@ -44,12 +46,13 @@ EXTRA = {"preAllocSize": "64", "tickTime": "500"}
 KINDS = {
     "trizk": {1: "trizk", 2: "trizk", 3: "trizk"},
     "zookeeper-follower-of-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},
-    "zookeeper39-follower-of-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},
+    "zookeeper38-follower-of-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},
     "trizk-follower-of-zookeeper": {1: "trizk", 2: "zookeeper", 3: "zookeeper"},
     "zookeeper": {1: "zookeeper", 2: "zookeeper", 3: "zookeeper"},  # the reference
 }
-#: ZooKeeper releases other than 3.8.0, by case and sid
-VERSIONS = {"zookeeper39-follower-of-trizk": {1: "3.9.3"}}
+#: ZooKeeper releases other than the default (3.9.3), by case and sid: a 3.8.0 follower of a
+#: trizk leader answering as 3.8.0
+VERSIONS = {"zookeeper38-follower-of-trizk": {1: "3.8.0", 2: "3.8.0", 3: "3.8.0"}}
 
 
 def mntr(ens: ProcessEnsemble, sid: int) -> dict[str, str]:
@@ -87,7 +90,7 @@ def test_a_member_away_for_10000_txns_rejoins_by_diff_from_the_log(name: str) ->
     kinds, versions = KINDS[name], VERSIONS.get(name, {})
     for sid, kind in kinds.items():
         if kind == "zookeeper":
-            require_zookeeper(versions.get(sid, "3.8.0"))
+            require_zookeeper(versions.get(sid, servers.DEFAULT_VERSION))
     with ProcessEnsemble(kinds, extra=EXTRA, versions=versions) as ens:
         ens.wait_leader(LEADER)
         zk = client(ens.hosts([LEADER]))

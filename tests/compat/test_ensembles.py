@@ -1,5 +1,5 @@
 """Ensembles of real processes started from zoo.cfg files: trizk alone, and mixed with Apache
-ZooKeeper 3.8 members (compat/procs/ensemble.py), used through kazoo.
+ZooKeeper members (compat/procs/ensemble.py), used through kazoo.
 
 * trizk ensembles of 3 and 5: the leader is killed with SIGKILL under a write load spread over
   the members; writes resume (the time is reported), every acknowledged write is on every
@@ -9,7 +9,8 @@ ZooKeeper 3.8 members (compat/procs/ensemble.py), used through kazoo.
   member beside two trizk members, observers of either kind: writes through every member are
   seen with identical data and Stat through every other after ``sync``; the leader (of either
   kind) is killed and the ensemble carries on; the whole tree compared through every member.
-  ZooKeeper 3.8.0 members, and for a subset (``MIXED39``, ``REJOIN39``) 3.9.3 members too.
+  ZooKeeper 3.9.3 members (the default release), and for a subset (``MIXED38``, ``REJOIN38``)
+  3.8.0 members too; trizk members answer as the release of the ZooKeeper members.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.compat.conftest import require_zookeeper
 from tests.ensemble_helpers import DEADLINE, assert_identical, client
 from trizk.compat.oracle.rawclient import ConnectionClosed, RawClient
 from trizk.compat.procs.ensemble import ProcessEnsemble
-from trizk.compat.procs.servers import zookeeper_available
+from trizk.compat.procs.servers import DEFAULT_VERSION, zookeeper_available
 from trizk.jute import records as R
 from trizk.jute.codes import Code, OpCode
 from trizk.storage.tree.datatree import OPEN_ACL_UNSAFE
@@ -151,31 +152,32 @@ MIXED = {
 }
 
 
-#: The mixed ensembles CI also runs with ZooKeeper 3.9.3 members (a representative subset, for
-#: CI time: a 3.9.3 leader with a trizk follower, a trizk leader with a 3.9.3 follower). trizk
-#: answers clients as 3.8.0 meanwhile: these tests look at the replicated data, not at answers.
-MIXED39 = ("trizk-follower-in-zookeeper", "zookeeper-follower-of-trizk")
+#: The mixed ensembles CI also runs with ZooKeeper 3.8.0 members (a representative subset, for
+#: CI time: a 3.8.0 leader with a trizk follower, a trizk leader with a 3.8.0 follower), the
+#: trizk members answering as 3.8.0 too.
+MIXED38 = ("trizk-follower-in-zookeeper", "zookeeper-follower-of-trizk")
 
 
-def _releases(names: Iterable[str], with39: Iterable[str]) -> list[Any]:
-    """(name, ZooKeeper release) params: every name at 3.8.0 (ids unchanged), those of
-    ``with39`` at 3.9.3 too."""
+def _releases(names: Iterable[str], with38: Iterable[str]) -> list[Any]:
+    """(name, ZooKeeper release) params: every name at the default release, 3.9.3 (ids
+    unchanged), those of ``with38`` at 3.8.0 too."""
     out = []
     for name in names:
-        out.append(pytest.param(name, "3.8.0", id=name))
-        if name in with39:
-            out.append(pytest.param(name, "3.9.3", id=f"{name}-3.9.3"))
+        out.append(pytest.param(name, DEFAULT_VERSION, id=name))
+        if name in with38:
+            out.append(pytest.param(name, "3.8.0", id=f"{name}-3.8.0"))
     return out
 
 
 def _java_versions(kinds: Mapping[int, str], release: str) -> dict[int, str]:
-    """The release of every ZooKeeper member (and skip, or fail under CI, when it is absent)."""
+    """The release of every member: a ZooKeeper member's, the one a trizk member answers as
+    (and skip, or fail under CI, when that ZooKeeper is absent)."""
     require_zookeeper(release)
-    return {sid: release for sid, kind in kinds.items() if kind == "zookeeper"}
+    return dict.fromkeys(kinds, release)
 
 
 @pytest.mark.skipif(not zookeeper_available(), reason="Apache ZooKeeper is not installed")
-@pytest.mark.parametrize(("name", "release"), _releases(MIXED, MIXED39))
+@pytest.mark.parametrize(("name", "release"), _releases(MIXED, MIXED38))
 def test_mixed_ensemble(name: str, release: str) -> None:
     kinds, observers = MIXED[name]
     versions = _java_versions(kinds, release)
@@ -213,12 +215,12 @@ REJOIN = {
     "zookeeper-rejoins-trizk": {1: "zookeeper", 2: "trizk", 3: "trizk"},  # a trizk leader
     "trizk-rejoins-zookeeper": {1: "trizk", 2: "zookeeper", 3: "zookeeper"},  # a Java leader
 }
-#: with 3.9.3 too: a trizk leader syncs a 3.9.3 follower (a subset, for CI time)
-REJOIN39 = ("zookeeper-rejoins-trizk",)
+#: with 3.8.0 too: a trizk leader syncs a 3.8.0 follower (a subset, for CI time)
+REJOIN38 = ("zookeeper-rejoins-trizk",)
 
 
 @pytest.mark.skipif(not zookeeper_available(), reason="Apache ZooKeeper is not installed")
-@pytest.mark.parametrize(("name", "release"), _releases(REJOIN, REJOIN39))
+@pytest.mark.parametrize(("name", "release"), _releases(REJOIN, REJOIN38))
 def test_mixed_rejoin_by_diff_and_by_snap(name: str, release: str) -> None:
     """Member 1 (the other kind than the leader, 3) leaves and comes back after a few writes:
     by DIFF; then, with ``forceSnapshotSync`` on every member, by SNAP."""

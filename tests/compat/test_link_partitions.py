@@ -30,9 +30,9 @@ TRIZK = {1: "trizk", 2: "trizk", 3: "trizk"}
 MIXED = {1: "trizk", 2: "zookeeper", 3: "trizk"}
 
 
-def _needs(kinds: dict[int, str]) -> None:
-    if "zookeeper" in kinds.values() and not zookeeper_available():
-        pytest.skip("Apache ZooKeeper is not installed")
+def _needs(kinds: dict[int, str], release: str | None = None) -> None:
+    if "zookeeper" in kinds.values() and not zookeeper_available(*filter(None, [release])):
+        pytest.skip(f"Apache ZooKeeper {release or ''} is not installed")
 
 
 def _until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
@@ -43,10 +43,15 @@ def _until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> No
 
 
 @contextmanager
-def _ensemble(kinds: dict[int, str]) -> Iterator[tuple[ProcessEnsemble, LinkNet, int]]:
-    """A serving ensemble behind link proxies, its proxies and its leader."""
-    _needs(kinds)
-    with ProcessEnsemble(kinds, links=True) as ens:
+def _ensemble(
+    kinds: dict[int, str], release: str | None = None
+) -> Iterator[tuple[ProcessEnsemble, LinkNet, int]]:
+    """A serving ensemble behind link proxies, its proxies and its leader; ``release``: every
+    member's ZooKeeper release (the one trizk members answer as too), by default the default
+    one (3.9.3)."""
+    _needs(kinds, release)
+    versions = dict.fromkeys(kinds, release) if release else None
+    with ProcessEnsemble(kinds, links=True, versions=versions) as ens:
         assert ens.links is not None
         ens.wait_serving(DEADLINE)
         leader = ens.leader()
@@ -87,9 +92,17 @@ def test_follower_cut_from_the_leader_only_stops_serving_and_rejoins() -> None:
         assert ens.leader() == leader
 
 
-@pytest.mark.parametrize("kinds", [TRIZK, MIXED], ids=["3-trizk", "mixed"])
-def test_isolated_leader_stops_majority_elects_heal_agrees(kinds: dict[int, str]) -> None:
-    with _ensemble(kinds) as (ens, links, old):
+@pytest.mark.parametrize(
+    ("kinds", "release"),
+    [(TRIZK, None), (MIXED, None), (MIXED, "3.8.0")],
+    ids=["3-trizk", "mixed", "mixed-3.8.0"],
+)
+def test_isolated_leader_stops_majority_elects_heal_agrees(
+    kinds: dict[int, str], release: str | None
+) -> None:
+    """``mixed``: a ZooKeeper 3.9.3 member (the default release) beside trizk members;
+    ``mixed-3.8.0``: ZooKeeper 3.8.0 and trizk at 3.8.0."""
+    with _ensemble(kinds, release) as (ens, links, old):
         majority = [s for s in kinds if s != old]
         _write(ens, list(kinds), "/before")
         links.isolate(old)

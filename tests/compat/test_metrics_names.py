@@ -1,7 +1,8 @@
-"""trizk's Prometheus ``/metrics`` against ZooKeeper 3.8.0's metric families as its sources
-register them (:mod:`trizk.compat.capture.zookeeper_metrics`; Debian's ZooKeeper does not ship the
-provider, so there is no live oracle): every family, type, label and quantile; nothing extra;
-values equal to what mntr (the same statistics) prints in the same state."""
+"""trizk's Prometheus ``/metrics`` against ZooKeeper's metric families as its sources register
+them (3.8.0's, and the five more of 3.9.3, trizk answering as each release;
+:mod:`trizk.compat.capture.zookeeper_metrics`; Debian's ZooKeeper does not ship the provider, so
+there is no live oracle): every family, type, label and quantile; nothing extra; values equal
+to what mntr (the same statistics) prints in the same state."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 
+import pytest
 from kazoo.client import KazooClient
 
 from trizk.compat.capture import zookeeper_metrics as zkm
@@ -47,12 +49,20 @@ def _parse(
     return helps, types, samples
 
 
-def _expected_types() -> dict[str, str]:
+def _expected_types(version: str) -> dict[str, str]:
     want = {n: "gauge" for n in (*zkm.GAUGES, *zkm.GAUGE_SETS)}
-    want.update({n: "counter" for n in (*zkm.COUNTERS, *zkm.COUNTER_SETS)})
-    want.update({n: "summary" for n in (*zkm.SUMMARIES, *zkm.SUMMARY_SETS)})
+    want.update({n: "counter" for n in (*_counters(version), *zkm.COUNTER_SETS)})
+    want.update({n: "summary" for n in (*_summaries(version), *zkm.SUMMARY_SETS)})
     want.update(zkm.PROCESS)
     return want
+
+
+def _counters(version: str) -> tuple[str, ...]:
+    return zkm.COUNTERS + (zkm.COUNTERS_39 if version == "3.9.3" else ())
+
+
+def _summaries(version: str) -> dict[str, str]:
+    return {**zkm.SUMMARIES, **(zkm.SUMMARIES_39 if version == "3.9.3" else {})}
 
 
 def _fourlw(srv: servers.Server, word: str) -> str:
@@ -60,8 +70,11 @@ def _fourlw(srv: servers.Server, word: str) -> str:
 
 
 @contextlib.contextmanager
-def prometheus_trizk(extra: dict[str, str]) -> Iterator[tuple[servers.Server, int]]:
-    """A trizk process with the Prometheus provider on a free loopback port: (server, port)."""
+def prometheus_trizk(
+    extra: dict[str, str], version: str | None = None
+) -> Iterator[tuple[servers.Server, int]]:
+    """A trizk process with the Prometheus provider on a free loopback port, answering as
+    ``version`` (default: trizk's): (server, port)."""
     port = free_port()
     cfg = {
         "metricsProvider.className": status.PROMETHEUS_PROVIDER,
@@ -69,12 +82,13 @@ def prometheus_trizk(extra: dict[str, str]) -> Iterator[tuple[servers.Server, in
         "metricsProvider.httpPort": str(port),
         **extra,
     }
-    with servers.running("trizk", cfg) as srv:
+    with servers.running("trizk", cfg, version=version) as srv:
         yield srv, port
 
 
-def test_metrics_families_are_zookeepers() -> None:
-    with prometheus_trizk({"enforceQuota": "true"}) as (srv, port):
+@pytest.mark.parametrize("version", ["3.8.0", "3.9.3"])
+def test_metrics_families_are_zookeepers(version: str) -> None:
+    with prometheus_trizk({"enforceQuota": "true"}, version) as (srv, port):
         zk = KazooClient(hosts=srv.address, timeout=10)
         zk.start(timeout=20)
         try:
@@ -97,7 +111,7 @@ def test_metrics_families_are_zookeepers() -> None:
             zk.close()
 
     helps, types, samples = _parse(text)
-    assert types == _expected_types()
+    assert types == _expected_types(version)
     for name in types:
         if name not in zkm.PROCESS:
             assert helps[name] == name  # PrometheusMetricsProvider: build(name, name)
@@ -106,9 +120,9 @@ def test_metrics_families_are_zookeepers() -> None:
         family = re.sub(r"_(count|sum)$", "", name) if name not in types else name
         assert family in types, name
         by_family[family].append((name, labels, value))
-    for name in (*zkm.GAUGES, *zkm.COUNTERS):
+    for name in (*zkm.GAUGES, *_counters(version)):
         assert [(n, lab) for n, lab, _ in by_family[name]] == [(name, {})], name
-    for name, level in zkm.SUMMARIES.items():
+    for name, level in _summaries(version).items():
         got = by_family[name]
         quantiles = tuple(lab["quantile"] for n, lab, _ in got if n == name)
         assert quantiles == zkm.QUANTILES[level], name

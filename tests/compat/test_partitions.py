@@ -47,13 +47,21 @@ def _write(ens: ProcessEnsemble, sids: list[int], path: str) -> None:
         ({1: "trizk", 2: "trizk", 3: "trizk"}, "leader"),
         ({i: "trizk" for i in range(1, 6)}, "leader+1"),
         ({1: "trizk", 2: "zookeeper", 3: "trizk"}, "leader"),
+        ({1: "trizk", 2: "zookeeper", 3: "trizk"}, "leader@3.8.0"),
     ],
-    ids=["3-trizk", "5-trizk", "mixed"],
+    ids=["3-trizk", "5-trizk", "mixed", "mixed-3.8.0"],
 )
 def test_minority_stops_majority_carries_on_heal_agrees(kinds: dict[int, str], cut: str) -> None:
-    if "zookeeper" in kinds.values() and not zookeeper_available():
-        pytest.skip("Apache ZooKeeper is not installed")
-    with netns.NetnsLab(len(kinds)) as lab, ProcessEnsemble(kinds, lab=lab) as ens:
+    """``mixed``: a ZooKeeper member of the default release (3.9.3); ``mixed-3.8.0``: every
+    member at 3.8.0 (ZooKeeper 3.8.0, trizk answering as 3.8.0)."""
+    cut, _, release = cut.partition("@")
+    if "zookeeper" in kinds.values() and not zookeeper_available(*filter(None, [release])):
+        pytest.skip(f"Apache ZooKeeper {release} is not installed")
+    versions = dict.fromkeys(kinds, release) if release else None
+    with (
+        netns.NetnsLab(len(kinds)) as lab,
+        ProcessEnsemble(kinds, lab=lab, versions=versions) as ens,
+    ):
         ens.wait_serving()
         leader = ens.leader()
         assert leader is not None

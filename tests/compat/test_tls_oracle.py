@@ -111,7 +111,9 @@ def test_client_certificates_judged_as_zookeeper(suite: Path) -> None:
     assert _judgements("trizk", suite) == zk
 
 
-def _zkcli_tls(port: int, suite: Path, *command: str) -> str:
+def _zkcli_tls(port: int, suite: Path, *command: str, protocol: str | None = None) -> str:
+    """zkCli.sh (3.8.0's) over TLS; ``protocol``: its ``zookeeper.ssl.protocol`` (its default
+    is TLSv1.2, the only protocol it then offers)."""
     flags = [
         "-XX:TieredStopAtLevel=1",
         "-XX:+UseSerialGC",
@@ -123,6 +125,7 @@ def _zkcli_tls(port: int, suite: Path, *command: str) -> str:
         "-Dzookeeper.ssl.trustStore.password=password",
         # the suite's server certificate names zookeeper.apache.org, not 127.0.0.1
         "-Dzookeeper.ssl.hostnameVerification=false",
+        *([f"-Dzookeeper.ssl.protocol={protocol}"] if protocol else []),
     ]
     # zkCli.sh's own command line (ZooKeeperMain), with the Netty jars Debian's zkEnv.sh
     # classpath leaves out (servers.ZK_NETTY_JARS)
@@ -146,12 +149,20 @@ def _zkcli_tls(port: int, suite: Path, *command: str) -> str:
     return done.stdout + done.stderr
 
 
-def test_zkcli_over_tls(suite: Path) -> None:
-    require_zookeeper()
+@pytest.mark.parametrize("version", ["3.9.3", "3.8.0"])
+def test_zkcli_over_tls(suite: Path, version: str) -> None:
+    """ZooKeeper and trizk of one release, the same zkCli. The secure port enables one
+    protocol (``ClientX509Util``): TLSv1.2 in 3.8.0, TLSv1.3 in 3.9.3, which refuses 3.8's
+    client unless it is told ``zookeeper.ssl.protocol=TLSv1.3``."""
+    require_zookeeper(version)
+    protocol = "TLSv1.3" if version == "3.9.3" else None
     for kind in ("zookeeper", "trizk"):
         port = free_port()
-        with servers.running(kind, _cfg(suite, port)):
-            created = _zkcli_tls(port, suite, "create", "/tls", "over-tls")
-            read = _zkcli_tls(port, suite, "get", "/tls")
+        with servers.running(kind, _cfg(suite, port), version=version):
+            if protocol:
+                refused = _zkcli_tls(port, suite, "create", "/tls12", "x")
+                assert "ConnectionLoss" in refused and "Created" not in refused, (kind, refused)
+            created = _zkcli_tls(port, suite, "create", "/tls", "over-tls", protocol=protocol)
+            read = _zkcli_tls(port, suite, "get", "/tls", protocol=protocol)
         assert "Created /tls" in created, (kind, created[-2000:])
         assert "over-tls" in read, (kind, read[-2000:])

@@ -59,10 +59,10 @@ def test_unknown_version_is_refused() -> None:
         servers.start("zookeeper", version="3.7.1")
 
 
-def test_both_releases_run_side_by_side(needs_zookeeper: None, needs_zookeeper39: None) -> None:
+def test_both_releases_run_side_by_side(needs_zookeeper38: None, needs_zookeeper39: None) -> None:
     with (
-        servers.running("zookeeper", version="3.9.3") as new,
-        servers.running("zookeeper") as old,
+        servers.running("zookeeper") as new,  # the default release
+        servers.running("zookeeper", version="3.8.0") as old,
     ):
         assert new.version == "3.9.3" and old.version == "3.8.0"
         for srv, release in ((new, "3.9.3"), (old, "3.8.0")):
@@ -223,9 +223,9 @@ def test_zookeeper_starts_on_trizks_data_dir(
         shutil.rmtree(tz.workdir, ignore_errors=True)
 
 
-def test_mixed_ensemble_with_393_members(needs_zookeeper: None, needs_zookeeper39: None) -> None:
+def test_mixed_ensemble_with_393_members(needs_zookeeper38: None, needs_zookeeper39: None) -> None:
     kinds = {1: "zookeeper", 2: "trizk", 3: "zookeeper", 4: "zookeeper"}
-    with ProcessEnsemble(kinds, observers=(4,), versions={1: "3.9.3", 4: "3.9.3"}) as ens:
+    with ProcessEnsemble(kinds, observers=(4,), versions={1: "3.9.3", 3: "3.8.0"}) as ens:
         assert ens.versions[1] == "3.9.3" and ens.versions[3] == "3.8.0"
         ens.wait_leader(3)
         assert four_letter(ens.port(1), "srvr").startswith("Zookeeper version: 3.9.3-")

@@ -321,13 +321,14 @@ def test_subprocess_development_server_serves_and_stops_on_sigterm(tmp_path: Pat
     proc = start(["--port", str(port)], tmp_path)
     try:
         wait_until_serving(proc, port)
-        assert ask(port, b"srvr").startswith(b"Zookeeper version: 3.8.")
-        assert b"zookeeper.version=3.8." in ask(port, b"envi")  # all 4lw enabled in dev mode
+        assert ask(port, b"srvr").startswith(b"Zookeeper version: 3.9.3-")
+        assert b"zookeeper.version=3.9.3-" in ask(port, b"envi")  # all 4lw enabled in dev mode
     finally:
         rc, err = stop(proc)
     assert rc == 0, err
     first = err.splitlines()[0]
     assert f"trizk development server: 127.0.0.1:{port}, data in " in first
+    assert "answering as ZooKeeper 3.9.3," in first  # the default release (issue 27)
     data_dir = first.split("data in ", 1)[1].split(" (temporary", 1)[0]
     assert not Path(data_dir).exists()  # the temporary data dir is removed at exit
 

@@ -17,7 +17,8 @@ CFG = "dataDir=/tmp/zk\nclientPort=2181\n"
 
 
 def test_default_and_both_releases() -> None:
-    assert parse_config(CFG).zookeeper_version == release.DEFAULT_RELEASE == "3.8.0"
+    # the default is the current release line (issue 27)
+    assert parse_config(CFG).zookeeper_version == release.DEFAULT_RELEASE == "3.9.3"
     for v in release.RELEASES:
         assert parse_config(CFG + f"trizk.zookeeperVersion = {v}\n").zookeeper_version == v
     # -D wins over the file, as every -D option does
@@ -41,8 +42,9 @@ def test_unknown_release_is_an_error_naming_the_key(bad: str) -> None:
 
 
 def test_core_config_follows_it() -> None:
-    assert not CoreConfig().zk39
+    assert CoreConfig().zk39
     assert CoreConfig(zookeeper_version="3.9.3").zk39
+    assert not CoreConfig(zookeeper_version="3.8.0").zk39
 
 
 def _view(tmp_path: Path, version: str) -> status.SimpleView:
@@ -76,7 +78,8 @@ def test_snapshot_trailer_follows_the_release(tmp_path: Path) -> None:
             ServerConfig.create(tmp_path, clientPort=2181, **keys)
         )
 
-    assert not settings().last_zxid_trailer  # 3.8.0 writes none
+    assert settings().last_zxid_trailer  # the default release, 3.9.3
+    assert not settings(**{release.PROPERTY: "3.8.0"}).last_zxid_trailer  # 3.8.0 writes none
     v39 = {release.PROPERTY: "3.9.3"}
     assert settings(**v39).last_zxid_trailer  # 3.9: on by default
     off = {**v39, "serializeLastProcessedZxid.enabled": "false"}

@@ -5,7 +5,8 @@ bytes. Each test reads the *values* back out of a golden answer, builds a FourLe
 them and requires ``respond()`` to reproduce the answer byte for byte. So line order, spacing,
 number formats and separators are pinned exactly, while values (ports, session ids, dates,
 latencies) may differ between captures. The only normalisation is the version string: trizk
-prints its own ``FULL_VERSION`` in ZooKeeper's shape.
+prints its own in ZooKeeper's shape. The views answer as 3.8.0 (``trizk.zookeeperVersion``, the
+release of the goldens; the default, 3.9.3, is compared with the live 3.9.3 in tests/compat).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 from kazoo.client import KazooClient
 
+from trizk.server.common import release
 from trizk.server.config.zoocfg import FOUR_LETTER_WORDS, ServerConfig, parse_whitelist
 from trizk.server.ops import status
 from trizk.server.ops.fourlw import (
@@ -39,12 +41,14 @@ from trizk.server.ops.status import (
 
 DATA = Path(__file__).parents[1] / "data" / "fourlw"
 ZK_VERSION = re.compile(r"3\.8\.0-\$\{mvngit\.commit\.id\}, built on [0-9-]+ [0-9:]+ UTC")
+#: trizk's version string answering as the goldens' release
+GOLDEN_VERSION = release.full_version(release.ZK380)
 
 
 def golden(name: str) -> str:
     """A golden answer with ZooKeeper's build string replaced by trizk's."""
     text = (DATA / f"{name}.txt").read_bytes().decode()
-    normalised, n = ZK_VERSION.subn(FULL_VERSION, text)
+    normalised, n = ZK_VERSION.subn(GOLDEN_VERSION, text)
     assert n <= 1
     return normalised
 
@@ -56,6 +60,8 @@ def assert_same(actual: bytes, expected: str) -> None:
 
 
 def config(**keys: str | int) -> ServerConfig:
+    """A configuration answering as the goldens' release, 3.8.0."""
+    keys.setdefault(release.PROPERTY, release.ZK380)
     return ServerConfig.create("/tmp/zk", clientPort=2181, **keys)
 
 
@@ -300,6 +306,7 @@ def test_conf() -> None:
         "/tmp/h4lw/data",
         clientPort=int(values["clientPort"]),
         tickTime=int(values["tickTime"]),
+        **{release.PROPERTY: release.ZK380},
     )
     assert (cfg.min_session_timeout, cfg.max_session_timeout) == (4000, 40000)
     v = view(
@@ -324,7 +331,7 @@ def test_dirs() -> None:
 def test_envi() -> None:
     expected = golden("fresh_envi")
     lines = expected.strip().split("\n")
-    assert lines[:2] == ["Environment:", f"zookeeper.version={FULL_VERSION}"]
+    assert lines[:2] == ["Environment:", f"zookeeper.version={GOLDEN_VERSION}"]
     env = [tuple(line.split("=", 1)) for line in lines[2:]]
     assert_same(respond("envi", view(environment=env)), expected)
 
@@ -337,12 +344,14 @@ def test_envi_from_this_process_has_zookeepers_keys_in_order() -> None:
 
 def test_kazoo_server_version_parses_envi() -> None:
     # kazoo's own parser (KazooClient.server_version) over trizk's envi answer.
-    text = respond("envi", view(environment=status.process_environment())).decode()
+    default = ServerConfig.create("/tmp/zk", clientPort=2181)  # the default release
+    v = view(config=default, environment=status.process_environment())
+    text = respond("envi", v).decode()
     assert len(text.encode()) < 8192  # kazoo reads the answer with one recv(8192)
     fake = SimpleNamespace(command=lambda cmd=b"ruok": text)
     version = KazooClient.server_version(fake)
     assert version == tuple(int(x) for x in FULL_VERSION.split("-")[0].split("."))
-    assert version[:2] == (3, 8)
+    assert version[:2] == (3, 9)  # the default release, 3.9.3
 
 
 def _mntr_case(name: str) -> tuple[str, SimpleView]:
@@ -403,7 +412,7 @@ def test_mntr_idle_server_needs_no_metrics() -> None:
         "max_client_response_size",
         "min_client_response_size",
     }
-    given = {"version": FULL_VERSION, "server_state": "standalone", "znode_count": "5"}
+    given = {"version": GOLDEN_VERSION, "server_state": "standalone", "znode_count": "5"}
     given["approximate_data_size"] = "44"
     for line in lines[:-1]:
         key, value = line.split("\t")

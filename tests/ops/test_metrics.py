@@ -68,6 +68,33 @@ def test_families_from_the_view(tmp_path: Path) -> None:
     assert fams["read_per_namespace"].samples == ()
 
 
+def test_families_of_the_release(tmp_path: Path) -> None:
+    """Answering as 3.9.3 (the default), /metrics has the counters and the summary 3.9's
+    ServerMetrics adds for the AdminServer's snapshot and restore commands (mntr has them
+    too); answering as 3.8.0 it has none of them."""
+    names39 = {"restore_error_count", "snapshot_rate_limited_count", "snapshot_error_count"}
+    names39 |= {"restore_rate_limited_count", "restore_time"}
+    fams = {f.name: f for f in status.families(_view(tmp_path))}
+    assert names39 <= set(fams)
+    assert fams["snapshot_error_count"].type == "counter"
+    assert fams["snapshot_error_count"].samples == (("snapshot_error_count", (), 0.0),)
+    restore = fams["restore_time"]  # DetailLevel.BASIC: one quantile, NaN while idle
+    assert restore.type == "summary"
+    assert [s[0] for s in restore.samples] == [
+        "restore_time",
+        "restore_time_count",
+        "restore_time_sum",
+    ]
+    assert math.isnan(restore.samples[0][2]) and restore.samples[1][2] == 0.0
+    mntr = fourlw.respond("mntr", _view(tmp_path)).decode().splitlines()
+    assert "zk_restore_error_count\t0.0" in mntr and 'zk_restore_time{quantile="0.5"}\tNaN' in mntr
+    cfg = ServerConfig.create(
+        tmp_path, clientPort=2181, **PROM, **{"trizk.zookeeperVersion": "3.8.0"}
+    )
+    fams38 = {f.name for f in status.families(status.SimpleView(config=cfg))}
+    assert not names39 & fams38 and len(fams38) == len(fams) - len(names39)
+
+
 def test_mntr_changes_shape_with_the_provider(tmp_path: Path) -> None:
     v = _view(tmp_path, node_count=5)
     lines = fourlw.respond("mntr", v).decode().splitlines()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from trizk.server.common import metricregistry as registry
 from trizk.server.common.servermetrics import ServerMetrics, Summary, SummarySet
 from trizk.server.config.zoocfg import ServerConfig
@@ -77,15 +79,20 @@ def test_mntr_order_and_the_summary_sets_order() -> None:
     )
 
 
-def test_families_follow_the_registry(tmp_path: Path) -> None:
-    view = status.SimpleView(config=ServerConfig.create(tmp_path, clientPort=2181))
-    fams = status.families(view)
+@pytest.mark.parametrize("version", ["3.9.3", "3.8.0"])
+def test_families_follow_the_registry(tmp_path: Path, version: str) -> None:
+    """(3.9.3, the default, adds its counters and summary after 3.8.0's.)"""
+    cfg = ServerConfig.create(tmp_path, clientPort=2181, **{"trizk.zookeeperVersion": version})
+    fams = status.families(status.SimpleView(config=cfg))
+    zk39 = version == "3.9.3"
     rows = (
         *registry.GAUGES,
         *registry.GAUGE_SETS,
         *registry.COUNTERS,
+        *(registry.COUNTERS_39 if zk39 else ()),
         *registry.COUNTER_SETS,
         *registry.SUMMARIES,
+        *(registry.SUMMARIES_39 if zk39 else ()),
         *registry.SUMMARY_SETS,
     )
     assert [f.name for f in fams] == [m.name for m in rows]

@@ -31,7 +31,10 @@ Determinism
   while it is cut happen while the client is provably away.
 * Every expected value was checked against Apache ZooKeeper 3.8 (Debian): run this module with
   ``TRIZK_KAZOO_ORACLE=zookeeper`` to point the same tests at a real ZooKeeper started by
-  ``trizk.compat.procs.servers``.
+  ``trizk.compat.procs.servers``. So the servers answer as 3.8.0 (:data:`RELEASE`, pinned:
+  trizk's default is 3.9.3, which changed watch removal by type, ZOOKEEPER-4472, and a
+  persistent watch beside a one-shot one, 4466; ``compat/scenarios/zookeeper39.json`` checks
+  those against both releases).
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ from trizk.compat.procs import servers
 
 DEADLINE = 10.0
 ORACLE = os.environ.get("TRIZK_KAZOO_ORACLE", "") == "zookeeper"
+#: the ZooKeeper release of the servers (trizk's ``trizk.zookeeperVersion``)
+RELEASE = "3.8.0"
+PINNED = {"trizk.zookeeperVersion": RELEASE}
 
 # Watcher.Event.EventType / KeeperState / ZooDefs.AddWatchModes / WatcherType / CreateMode
 CREATED, DELETED, CHANGED, CHILD = 1, 2, 3, 4
@@ -86,23 +92,25 @@ _STAT = struct.Struct("!qqqqiiiqiiq")
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest) -> Iterator[str]:
+def server(tmp_path: Path) -> Iterator[str]:
     """host:port of a server with the default config (extended types off)."""
     if ORACLE:
-        with servers.running("zookeeper") as zk:
+        with servers.running("zookeeper", version=RELEASE) as zk:
             yield zk.address
-    else:
-        yield request.getfixturevalue("trizk_server").hosts
+        return
+    srv = ThreadedServer(make_config(tmp_path, **PINNED)).start()
+    yield srv.hosts
+    srv.stop()
 
 
 @pytest.fixture
 def ext_server(tmp_path: Path) -> Iterator[str]:
     """host:port of a server with extendedTypesEnabled=true (TTL nodes)."""
     if ORACLE:
-        with servers.running("zookeeper", {"extendedTypesEnabled": "true"}) as zk:
+        with servers.running("zookeeper", {"extendedTypesEnabled": "true"}, version=RELEASE) as zk:
             yield zk.address
         return
-    srv = ThreadedServer(make_config(tmp_path, extendedTypesEnabled="true")).start()
+    srv = ThreadedServer(make_config(tmp_path, extendedTypesEnabled="true", **PINNED)).start()
     yield srv.hosts
     srv.stop()
 
@@ -841,13 +849,15 @@ def test_watches_not_carried_over_without_set_watches(
 
 
 @pytest.fixture
-def fast_server(request: pytest.FixtureRequest) -> Iterator[str]:
+def fast_server(tmp_path: Path) -> Iterator[str]:
     """A server whose 2 s maximum session timeout (20 ticks) lets a test wait for an expiry."""
     if ORACLE:
-        with servers.running("zookeeper", {"maxSessionTimeout": "2000"}) as zk:
+        with servers.running("zookeeper", {"maxSessionTimeout": "2000"}, version=RELEASE) as zk:
             yield zk.address
-    else:
-        yield request.getfixturevalue("fast_trizk_server").hosts
+        return
+    srv = ThreadedServer(make_config(tmp_path, tickTime=100, **PINNED)).start()
+    yield srv.hosts
+    srv.stop()
 
 
 def test_session_expired_while_away(fast_server: str, kazoo: Any) -> None:

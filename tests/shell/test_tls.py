@@ -351,3 +351,64 @@ def test_store_settings_errors_name_the_key(tmp_path: Path, pki: PKI) -> None:
         tls.TLSSettings.from_properties(
             {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.ocsp": "true"}
         )
+
+
+# ---------------------------------------------------------------------------- protocols
+
+
+def test_client_port_protocols_follow_the_release() -> None:
+    """``ClientX509Util``'s Netty server context enables one protocol: ssl.protocol, by
+    default TLSv1.2 in 3.8.0 and TLSv1.3 in 3.9.3; ssl.enabledProtocols wins."""
+    assert tls.client_port_protocols({}, zk39=False) == ("TLSv1.2",)
+    assert tls.client_port_protocols({}, zk39=True) == ("TLSv1.3",)
+    proto = {"zookeeper.ssl.protocol": "TLSv1.2"}
+    assert tls.client_port_protocols(proto, zk39=True) == ("TLSv1.2",)
+    both = {**proto, "zookeeper.ssl.enabledProtocols": "TLSv1.3, TLSv1.2"}
+    assert tls.client_port_protocols(both, zk39=False) == ("TLSv1.3", "TLSv1.2")
+    with pytest.raises(tls.TLSConfigError, match=r"zookeeper\.ssl\.protocol='SSLv3'"):
+        tls.client_port_protocols({"zookeeper.ssl.protocol": "SSLv3"}, zk39=True)
+
+
+def _handshakes(srv: ThreadedServer, pki: PKI, version: ssl.TLSVersion) -> bool:
+    """Whether a client offering only ``version`` (with a certificate) completes a request."""
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    ctx.minimum_version = ctx.maximum_version = version
+    ctx.load_cert_chain(str(pki.client_cert), str(pki.client_key))
+    raw = socket.create_connection(("127.0.0.1", _secure_port(srv)), timeout=10)
+    try:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            # a ConnectRequest (protocolVersion 0, timeout 30 s, no session, a 16-byte password)
+            body = bytes(4) + bytes(8) + (30000).to_bytes(4, "big") + bytes(8)
+            body += (16).to_bytes(4, "big") + bytes(16)
+            s.sendall(len(body).to_bytes(4, "big") + body)
+            return len(s.recv(4)) == 4  # the ConnectResponse's length
+    except (ssl.SSLError, OSError):
+        return False
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize(
+    ("keys", "accepted"),
+    [
+        ({}, {ssl.TLSVersion.TLSv1_3}),  # the default release, 3.9.3
+        ({"trizk.zookeeperVersion": "3.8.0"}, {ssl.TLSVersion.TLSv1_2}),
+        ({"ssl.protocol": "TLSv1.2"}, {ssl.TLSVersion.TLSv1_2}),
+        (
+            {"ssl.enabledProtocols": "TLSv1.2,TLSv1.3"},
+            {ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3},
+        ),
+    ],
+    ids=["3.9.3", "3.8.0", "protocol", "enabledProtocols"],
+)
+def test_secure_port_enables_the_releases_protocol(
+    tmp_path: Path, pki: PKI, keys: dict[str, str], accepted: set[ssl.TLSVersion]
+) -> None:
+    """As measured: ZooKeeper 3.9.3 refuses 3.8's Java client (TLSv1.2 only), "The client
+    supported protocol versions [TLSv1.2] are not accepted by server preferences [TLSv1.3]"."""
+    srv = ThreadedServer(_config(tmp_path, pki, **keys)).start()
+    try:
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            assert _handshakes(srv, pki, version) == (version in accepted), version
+    finally:
+        srv.stop()
