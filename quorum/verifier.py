@@ -568,6 +568,18 @@ class QuorumVerifier:
 
     __hash__ = None  # type: ignore[assignment]  # QuorumMaj.hashCode is "not designed"
 
+    def with_version(self, version: int) -> QuorumVerifier:
+        """This configuration at another version: ``configFromString(toString())`` then
+        ``setVersion`` (``Leader.lead``), so a member whose client address came from its own
+        ``clientPort`` loses it as in ZooKeeper."""
+        text = self.to_string()
+        body = text[: text.rfind("version=")]
+        return parse_config_string(
+            body + "version=" + format(version & 0xFFFFFFFFFFFFFFFF, "x"),
+            standalone_enabled=False,
+            multi_address=any(m.more for m in self._members.values()),
+        )
+
     def java_equals(self, other: QuorumVerifier) -> bool:
         """``QuorumMaj.equals``: equal versions, *or* the same members (FastLeaderElection and
         processReconfig compare configs this way)."""

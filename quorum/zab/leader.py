@@ -91,6 +91,7 @@ from enum import Enum, auto
 
 from trizk.jute.primitives import JuteDecodeError
 from trizk.jute.records import LearnerInfo, QuorumPacket
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.zab import (
     Entry,
     LearnerType,
@@ -223,6 +224,7 @@ class Leader(ReadyOutbox):
         commit_log_count: int = COMMIT_LOG_COUNT,
         force_snap: bool = False,
         config_version: int = 0,
+        bump_config: QuorumVerifier | None = None,
         ack_logging_frequency: int = 1000,
         max_learner_requests: int | None = None,
         max_learner_request_bytes: int | None = None,
@@ -241,6 +243,12 @@ class Leader(ReadyOutbox):
         self.txnlog = txnlog
         self.force_snap = force_snap
         self.config_version = config_version
+        #: reconfig enabled, and the committed and last seen configurations are both the
+        #: initial one (version 0): once the epoch is decided it becomes this configuration at
+        #: version epoch<<32, sent with NEWLEADER (``Leader.lead``, ZOOKEEPER-1783)
+        self.bump_config = bump_config
+        #: NEWLEADER's data: the last seen configuration's string
+        self.newleader_config = quorum.config
         #: ``zookeeper.leader.ackLoggingFrequency`` (<= 0: no ACK sampled)
         self.ack_logging_frequency = ack_logging_frequency
         self.state = ServerState.LEADING
@@ -447,6 +455,13 @@ class Leader(ReadyOutbox):
             self.accepted_epoch = self.epoch
             self._rd.accepted_epoch = self.epoch
             self.last_proposed = make_zxid(self.epoch, 0)
+            if self.bump_config is not None:
+                # Leader.lead: the initial config takes the version of NEWLEADER's zxid, so
+                # that it wins over configs never established; it becomes the last seen
+                # config before any NEWLEADER leaves (activated once established)
+                bumped = self.bump_config.with_version(self.last_proposed).to_string().encode()
+                self.newleader_config = bumped
+                self._rd.last_seen_config = bumped
 
     def _on_epoch_durable(self) -> None:
         for h in self._links.values():
@@ -658,7 +673,7 @@ class Leader(ReadyOutbox):
                         p.acks.discard(h.sid)
                         self._send(h, packet(P.PROPOSAL, z, p.entry.data))
         h.forwarding = True
-        self._send(h, packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.quorum.config))
+        self._send(h, packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.newleader_config))
         h.newleader_sent = True
         h.phase = _Phase.WAIT_NEWLEADER_ACK
 

@@ -377,6 +377,8 @@ class Learner(ReadyOutbox):
             raise ZabError(f"NEWLEADER {zxid_hex(qp.zxid)} is not of epoch {self.new_epoch}")
         if qp.data is not None and len(qp.data) > 1:
             self.leader_config = qp.data
+            # Learner.syncWithLeader: setLastSeenQuorumVerifier(qv, true) at NEWLEADER
+            self._rd.last_seen_config = qp.data
         if self.sync_mode is not SyncMode.DIFF:
             self._rd.take_snapshot = True
         self.current_epoch = self.new_epoch

@@ -226,6 +226,11 @@ class Ready:
     #: sampled ACKs of outstanding proposals (``Leader.processAck``: every
     #: ``zookeeper.leader.ackLoggingFrequency``-th zxid): (sid, the proposal's entry)
     acks: list[tuple[int, bytes]] = field(default_factory=list)
+    # ---- dynamic reconfig -> the member's configuration
+    #: a config string proposed but not activated, to keep as the last seen configuration
+    #: (``QuorumPeer.setLastSeenQuorumVerifier(qv, true)``: the ``.dynamic.next`` file): the
+    #: leader's version-bumped config (ZOOKEEPER-1783), a learner's NEWLEADER config
+    last_seen_config: bytes | None = None
 
     def __bool__(self) -> bool:
         return bool(
@@ -247,6 +252,7 @@ class Ready:
             or self.revalidated
             or self.synced
             or self.acks
+            or self.last_seen_config is not None
         )
 
 

@@ -357,6 +357,10 @@ class ElectionPort:
     def update_peer_epoch(self, epoch: int) -> None:
         self.election.update_peer_epoch(epoch)
 
+    def set_view(self, view: ElectionView) -> None:
+        """A configuration was activated (dynamic reconfig): notifications carry it now."""
+        self.view = self.election.view = view
+
     # ------------------------------------------------------------------ driving the machine
     def _now(self) -> int:
         clock = self.clock

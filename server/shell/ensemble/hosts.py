@@ -113,3 +113,12 @@ class RolePeer(Protocol):
     def init_config(self) -> None:
         """/zookeeper/config shows this member's view of the ensemble."""
         ...
+
+    def see_config(self, data: bytes) -> None:
+        """A configuration proposed, not activated: the last seen one (reconfig enabled)."""
+        ...
+
+    def process_reconfig(self, data: bytes | None) -> None:
+        """Activate a configuration (the last seen one when ``data`` is None), then
+        /zookeeper/config shows the committed one."""
+        ...

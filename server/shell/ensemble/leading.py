@@ -210,6 +210,8 @@ class LeaderPump:
                     if link is not None:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
+                if rd.last_seen_config is not None:
+                    peer.see_config(rd.last_seen_config)
                 await peer.persist(plan)
                 peer.advance_durable()  # earlier appends first: ACKs in zxid order
                 now, wall = clock.now(), clock.wall()
@@ -277,6 +279,7 @@ class LeaderPump:
     def _establish(self, zxid: int, now: int, wall: int) -> None:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""
         peer = self.peer
+        peer.process_reconfig(None)  # Leader.startZkServer
         role = self.role = peer.roles.leading(self.committer, zxid, now, wall)
         peer.serve(role, zxid, now)
         self.established_at = now

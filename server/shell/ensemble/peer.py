@@ -58,6 +58,7 @@ from typing import Any
 
 import trio
 
+from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState as ElectionState
 from trizk.quorum.zab.applier import (
     AcceptedEpoch,
@@ -73,7 +74,7 @@ from trizk.quorum.zab.applier import (
 )
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zab import Entry, LearnerType
+from trizk.quorum.zab.zab import Entry, LearnerType, Quorum
 from trizk.quorum.zab.zabwire import epoch_of
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.metricregistry import (
@@ -88,6 +89,7 @@ from trizk.server.shell.ensemble.hosts import PeerHost
 from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
 from trizk.server.shell.ensemble.learning import LearnerPump
 from trizk.server.shell.ensemble.links import Link, QueueMeter
+from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.storage.disk import epochs as epochfiles
@@ -126,6 +128,20 @@ class QuorumPeer:
         assert self.persistence.replica is not None, "load() first"
         self.replica: Replica = self.persistence.replica
         self.epoch_dir: Path = self.persistence.settings.snap_dir
+        #: the committed and last seen configurations, with reconfig enabled (None: the
+        #: static configuration of ``spec`` for good)
+        self.configs: MemberConfigs | None = None
+        if spec.reconfig_enabled and spec.verifier is not None:
+            self.configs = MemberConfigs(
+                spec.myid,
+                spec.verifier,
+                reconfig_enabled=True,
+                config_file=spec.config_file,
+                last_seen=spec.last_seen,
+                standalone_enabled=spec.standalone_enabled,
+                multi_address=spec.multi_address,
+            )
+            self.configs.start()
         self.state = "looking"
         self.leader: Leader | None = None
         self.learner: Learner | None = None
@@ -261,8 +277,36 @@ class QuorumPeer:
 
     def init_config(self) -> None:
         """``QuorumPeer.initConfigInZKDatabase``: /zookeeper/config shows this member's view of
-        the ensemble (at start-up and after every sync, reconfig being off)."""
-        self.replica.tree.set_config(self.spec.config, self.clock.wall())
+        the ensemble (its committed configuration; mzxid its version) at start-up, after every
+        sync and after every activation."""
+        configs = self.configs
+        if configs is None:
+            self.replica.tree.set_config(self.spec.config, self.clock.wall())
+        else:
+            data, version = configs.committed_bytes, configs.committed.version
+            self.replica.tree.set_config(data, self.clock.wall(), version)
+
+    # ------------------------------------------------------------------ dynamic reconfig
+    def see_config(self, data: bytes) -> None:
+        """``setLastSeenQuorumVerifier(qv, true)`` (reconfig enabled: the ``.next`` file)."""
+        if self.configs is not None:
+            self.configs.see(data)
+
+    def process_reconfig(self, data: bytes | None) -> None:
+        """``QuorumPeer.processReconfig`` when a leader is established (its last seen
+        configuration, ``data`` None) or a learner gets UPTODATE (NEWLEADER's ``data``):
+        activate it, then ``/zookeeper/config`` shows the committed configuration."""
+        configs = self.configs
+        if configs is not None:
+            qv = configs.last_seen if data is None else configs.parse(data)
+            if qv is not None and configs.activate(qv) is not None:
+                committed = configs.committed
+                # notifications carry the new configuration; a later learner may not be
+                # ahead of this leader's
+                self.election.set_view(ElectionView.from_verifier(committed))
+                if self.leader is not None:
+                    self.leader.config_version = committed.version
+        self.init_config()
 
     def kick(self) -> None:
         self._kick.set()
@@ -353,9 +397,14 @@ class QuorumPeer:
     # ------------------------------------------------------------------ leading
     async def _lead(self, ep: epochfiles.Epochs) -> str:
         spec = self.spec
+        configs = self.configs
+        quorum = spec.quorum()
+        if configs is not None:
+            # NEWLEADER carries the last seen configuration (Leader.getQuorumVerifierBytes)
+            quorum = Quorum(quorum.voters, quorum.contains_quorum, configs.last_seen_bytes)
         leader = self.leader = Leader(
             sid=spec.myid,
-            quorum=spec.quorum(),
+            quorum=quorum,
             timing=spec.timing,
             accepted_epoch=ep.accepted,
             current_epoch=ep.current,
@@ -365,6 +414,8 @@ class QuorumPeer:
             txnlog=self.persistence.txnlog_source(),
             force_snap=spec.force_snap_sync,
             ack_logging_frequency=spec.ack_logging_frequency,
+            config_version=configs.committed.version if configs is not None else 0,
+            bump_config=configs.bump_candidate() if configs is not None else None,
         )
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         # QuorumPeer: the quorum port on each configured address, or every address with
@@ -407,6 +458,7 @@ class QuorumPeer:
             last_logged_zxid=self.replica.last_zxid,
             now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
+            config_version=self.configs.committed.version if self.configs is not None else 0,
         )
         stream = await self._connect(spec.members[leader_sid].quorum_addrs)
         if stream is None:

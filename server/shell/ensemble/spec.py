@@ -66,6 +66,14 @@ class EnsembleSpec:
     multi_address: bool = False
     #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
     election_bind_tries: int = 3
+    #: ``reconfigEnabled``: configurations change and are written (:mod:`.reconfig`)
+    reconfig_enabled: bool = False
+    #: the zoo.cfg the member was started from (a reconfig-enabled member rewrites it)
+    config_file: str | None = None
+    #: ``<zoo.cfg>.dynamic.next``: a configuration seen, not activated
+    last_seen: QuorumVerifier | None = None
+    #: ``standaloneEnabled`` (how a peer's config string is checked)
+    standalone_enabled: bool = True
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -94,6 +102,10 @@ class EnsembleSpec:
             verifier=qv,
             multi_address=config.multi_address_enabled,
             election_bind_tries=_bind_tries(config),
+            reconfig_enabled=config.reconfig_enabled,
+            config_file=config.config_file,
+            last_seen=config.last_seen_quorum,
+            standalone_enabled=config.standalone_enabled,
         )
 
     @property
