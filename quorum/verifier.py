@@ -574,9 +574,8 @@ class QuorumVerifier:
         ``clientPort`` loses it as in ZooKeeper."""
         text = self.to_string()
         body = text[: text.rfind("version=")]
-        return parse_config_string(
-            body + "version=" + format(version & 0xFFFFFFFFFFFFFFFF, "x"),
-            standalone_enabled=False,
+        return QuorumVerifier.from_properties(
+            _config_string_entries(body + "version=" + format(version & 0xFFFFFFFFFFFFFFFF, "x")),
             multi_address=any(m.more for m in self._members.values()),
         )
 
@@ -720,12 +719,17 @@ class QuorumHierarchical(QuorumVerifier):
 
 
 def parse_config_string(
-    text: str, *, standalone_enabled: bool = True, multi_address: bool = False
+    text: str,
+    *,
+    standalone_enabled: bool = True,
+    multi_address: bool = False,
+    check_members: bool = True,
 ) -> QuorumVerifier:
     """``QuorumPeer.configFromString``: a peer's config string → a :class:`QuorumVerifier`.
 
     Properties grammar, only ``server.N`` and ``version`` keys (``parseDynamicConfig`` with
-    ``configBackwardCompatibilityMode=false``), then its participant/observer counts checks.
+    ``configBackwardCompatibilityMode=false``), then its participant/observer counts checks
+    (unless ``check_members`` is false).
     Raises only :class:`QuorumConfigError`, whatever ``text`` holds."""
     if len(text) > MAX_CONFIG_STRING:
         raise QuorumConfigError(f"config string of {len(text)} characters is too long")
@@ -737,7 +741,8 @@ def parse_config_string(
     if sum(1 for k, _ in entries if k.startswith("server.")) > MAX_MEMBERS:
         raise QuorumConfigError(f"more than {MAX_MEMBERS} members")
     qv = QuorumVerifier.from_properties(entries, multi_address=multi_address)
-    check_counts(qv, standalone_enabled=standalone_enabled)
+    if check_members:
+        check_counts(qv, standalone_enabled=standalone_enabled)
     return qv
 
 
