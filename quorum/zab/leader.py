@@ -319,6 +319,20 @@ class Leader(ReadyOutbox):
             if h.phase is not _Phase.WAIT_INFO
         ]
 
+    def quorum_synced(self, qv: QuorumVerifier) -> bool:
+        """``Leader.isQuorumSynced``: this leader (if a voter of ``qv``) and the synced
+        forwarding followers that are voters of ``qv`` contain a quorum of ``qv``."""
+        ids = {self.sid} if self.sid in qv.voting_members else set()
+        for h in self._links.values():
+            if (
+                h.forwarding
+                and h.learner_type is LearnerType.PARTICIPANT
+                and self._synced(h)
+                and h.sid in qv.voting_members
+            ):
+                ids.add(h.sid)
+        return qv.contains_quorum(ids)
+
     @property
     def pending_syncs(self) -> int:
         return sum(len(v) for v in self._pending_syncs.values())

@@ -357,9 +357,16 @@ class ElectionPort:
     def update_peer_epoch(self, epoch: int) -> None:
         self.election.update_peer_epoch(epoch)
 
-    def set_view(self, view: ElectionView) -> None:
-        """A configuration was activated (dynamic reconfig): notifications carry it now."""
+    def set_view(
+        self, view: ElectionView, addresses: Mapping[int, Sequence[tuple[str, int]]]
+    ) -> None:
+        """A configuration was activated (dynamic reconfig): notifications carry it now, and
+        its members' election addresses (``addresses``: every address of each) are known."""
         self.view = self.election.view = view
+        for sid, addrs in addresses.items():
+            if addrs:
+                self.addresses[sid] = addrs[0]
+                self.all_addresses[sid] = tuple(addrs)
 
     # ------------------------------------------------------------------ driving the machine
     def _now(self) -> int:

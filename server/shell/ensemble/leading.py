@@ -63,7 +63,7 @@ class ZabCommitter:
         _, low, high = self.sizes
         self.sizes = (n, n if low < 0 else min(low, n), max(high, n))
         self.inflight[p.hdr.zxid] = p
-        if not self.leader.propose(p.hdr.zxid, data):
+        if not self.leader.propose(p.hdr.zxid, data, p.config):
             log.warning("proposal %#x not taken: the leader stepped down", p.hdr.zxid)
         self.kick()
 
@@ -239,6 +239,10 @@ class LeaderPump:
                     made = txn_time(data)
                     if made is not None and wall >= made:
                         metrics.ack_latency.add(str(sid), wall - made)
+                for a in rd.activated:
+                    # Leader.tryToCommit of a reconfig: processReconfig (a leader that
+                    # designated another one commits nothing more; its followers leave)
+                    peer.process_reconfig(a.config, a.leader)
                 if rd.serving is not None:
                     self._establish(rd.serving, now, wall)
                 if self.role is not None:
@@ -281,6 +285,8 @@ class LeaderPump:
         peer = self.peer
         peer.process_reconfig(None)  # Leader.startZkServer
         role = self.role = peer.roles.leading(self.committer, zxid, now, wall)
+        if peer.configs is not None:
+            role.sequencer.leader_config = peer.leader_config
         peer.serve(role, zxid, now)
         self.established_at = now
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)

@@ -86,6 +86,10 @@ class LearnerPump:
                                 metrics.commit_propagation_latency.add(wall - p.hdr.time)
                     # the role's sink (not serving until synced): apply, answer
                     peer.role.commit(batch, now)
+                for a in rd.activated:
+                    # Follower/Observer.processPacket COMMITANDACTIVATE / INFORMANDACTIVATE
+                    if peer.process_reconfig(a.config, a.leader):
+                        self.learner.reconfigured("changes proposed in reconfig")
                 if rd.serving is not None:
                     self._serve(rd.serving, wall)
                 role = self.role

@@ -51,6 +51,7 @@ machine's, see :mod:`trizk.quorum.zab.leader`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,6 +61,8 @@ import trio
 
 from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState as ElectionState
+from trizk.quorum.reconfig import LeaderConfigView
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.applier import (
     AcceptedEpoch,
     CurrentEpoch,
@@ -90,7 +93,7 @@ from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
 from trizk.server.shell.ensemble.learning import LearnerPump
 from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.reconfig import MemberConfigs
-from trizk.server.shell.ensemble.spec import EnsembleSpec
+from trizk.server.shell.ensemble.spec import EnsembleSpec, members_of
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
@@ -292,21 +295,65 @@ class QuorumPeer:
         if self.configs is not None:
             self.configs.see(data)
 
-    def process_reconfig(self, data: bytes | None) -> None:
-        """``QuorumPeer.processReconfig`` when a leader is established (its last seen
-        configuration, ``data`` None) or a learner gets UPTODATE (NEWLEADER's ``data``):
-        activate it, then ``/zookeeper/config`` shows the committed configuration."""
+    def process_reconfig(self, data: bytes | None, designated: int | None = None) -> bool:
+        """``QuorumPeer.processReconfig``: activate a configuration -- a leader's last seen
+        one when it is established (``data`` None), NEWLEADER's at a learner's UPTODATE, a
+        committed reconfig's (``designated``: its designated leader) -- then
+        ``/zookeeper/config`` shows the committed configuration. True when this member's
+        role or leader changes with it (a learner's role then ends)."""
         configs = self.configs
+        major = False
         if configs is not None:
             qv = configs.last_seen if data is None else configs.parse(data)
-            if qv is not None and configs.activate(qv) is not None:
-                committed = configs.committed
-                # notifications carry the new configuration; a later learner may not be
-                # ahead of this leader's
-                self.election.set_view(ElectionView.from_verifier(committed))
-                if self.leader is not None:
-                    self.leader.config_version = committed.version
+            prev = configs.activate(qv) if qv is not None else None
+            if prev is not None:
+                major = self._activated(prev, designated)
         self.init_config()
+        return major
+
+    def _activated(self, prev: QuorumVerifier, designated: int | None) -> bool:
+        """The committed configuration changed from ``prev``: the member's view of its
+        ensemble follows; whether its role or its leader changes (``updateLearnerType``,
+        ``updateVote``)."""
+        configs = self.configs
+        assert configs is not None
+        new = configs.committed
+        was_observer = self.spec.observer
+        self.spec = dataclasses.replace(
+            self.spec, members=members_of(new), verifier=new, config=configs.committed_bytes
+        )
+        self.election.set_view(
+            ElectionView.from_verifier(new),
+            {sid: m.election_addrs for sid, m in self.spec.members.items()},
+        )
+        leader = self.leader
+        if leader is not None:
+            leader.verifier = new
+            if leader.last_seen is None or leader.last_seen.version < new.version:
+                leader.last_seen = new
+            leader.config_version = new.version
+        if prev.java_equals(new):
+            return False  # a new version of the same members
+        role_change = self.spec.observer != was_observer
+        if designated is not None:
+            current = self.learner.leader if self.learner is not None else self.spec.myid
+            return role_change or designated != current
+        return role_change
+
+    def leader_config(self) -> LeaderConfigView:
+        """What a reconfig's prep needs of this leader (its configurations, its synced
+        followers)."""
+        leader, configs = self.leader, self.configs
+        assert leader is not None and configs is not None
+        seen = leader.last_seen or configs.last_seen
+        committed = leader.verifier or configs.committed
+        return LeaderConfigView(
+            seen,
+            committed.version,
+            leader.quorum_synced,
+            configs.standalone_enabled,
+            configs.multi_address,
+        )
 
     def kick(self) -> None:
         self._kick.set()
@@ -403,6 +450,7 @@ class QuorumPeer:
             # NEWLEADER carries the last seen configuration (Leader.getQuorumVerifierBytes)
             quorum = Quorum(quorum.voters, quorum.contains_quorum, configs.last_seen_bytes)
         leader = self.leader = Leader(
+            verifier=configs.committed if configs is not None else None,
             sid=spec.myid,
             quorum=quorum,
             timing=spec.timing,
@@ -417,6 +465,8 @@ class QuorumPeer:
             config_version=configs.committed.version if configs is not None else 0,
             bump_config=configs.bump_candidate() if configs is not None else None,
         )
+        if configs is not None:
+            leader.last_seen = configs.last_seen
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         # QuorumPeer: the quorum port on each configured address, or every address with
         # quorumListenOnAllIPs

@@ -20,7 +20,7 @@ from trizk.quorum.zab.zab import Quorum, Timing
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
 
-__all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit"]
+__all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit", "members_of"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,20 @@ class Member:
     @property
     def election_addrs(self) -> tuple[tuple[str, int], ...]:
         return (self.election, *(e for _, e in self.more))
+
+
+def members_of(qv: QuorumVerifier) -> dict[int, Member]:
+    """The members of a configuration, as the shell reaches them."""
+    return {
+        sid: Member(
+            sid,
+            (m.addr.host, m.addr.port),
+            (m.election_addr.host, m.election_addr.port),
+            observer=m.is_observer,
+            more=tuple(((q.host, q.port), (e.host, e.port)) for q, e in m.more),
+        )
+        for sid, m in qv.members.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -80,16 +94,7 @@ class EnsembleSpec:
         """The ensemble a quorum member's zoo.cfg describes (``server.N`` lines, myid)."""
         qv = config.quorum
         assert qv is not None and config.my_id is not None, "not a quorum configuration"
-        members = {
-            sid: Member(
-                sid,
-                (m.addr.host, m.addr.port),
-                (m.election_addr.host, m.election_addr.port),
-                observer=m.is_observer,
-                more=tuple(((q.host, q.port), (e.host, e.port)) for q, e in m.more),
-            )
-            for sid, m in qv.members.items()
-        }
+        members = members_of(qv)
         return cls(
             config.my_id,
             members,
@@ -114,7 +119,10 @@ class EnsembleSpec:
 
     @property
     def observer(self) -> bool:
-        return self.members[self.myid].observer
+        """An observer of the configuration (a member a reconfig removed is a non-voting
+        participant)."""
+        m = self.members.get(self.myid)
+        return m is not None and m.observer
 
     def quorum(self) -> Quorum:
         if self.verifier is None:
