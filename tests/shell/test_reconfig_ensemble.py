@@ -2,7 +2,7 @@
 with ``reconfigEnabled=true``), driven by kazoo's ``client.reconfig`` as the super user:
 
 * refusals: no super → NOAUTH; a stale ``from_config`` → BADVERSION; a bad joiner →
-  BADARGUMENTS;
+  BADARGUMENTS; an observer that never starts added and removed (kazoo's TestReconfig);
 * a follower removed (it stays up as a non-voting follower), a write, the follower added back;
 * the leader removed: the remaining two go on with a leader of theirs (the designated one, or
   one they elect), and take writes;
@@ -16,6 +16,7 @@ ZooKeeper members too.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -130,7 +131,30 @@ def run_scenario(ens: MemberSet) -> dict[str, Any]:
             zk.reconfig(joining=None, leaving=str(follower), new_members=None, from_config=5)
         with pytest.raises(BadArgumentsError):
             zk.reconfig(joining="server.9=127.0.0.1:1", leaving=None, new_members=None)
+        with pytest.raises(BadArgumentsError):
+            zk.reconfig(joining="some thing", leaving=None, new_members=None)
         out["refusals"] = "ok"
+
+        # kazoo's TestReconfig.test_add_remove_observer: an observer that never comes
+        held = [socket.socket() for _ in range(3)]
+        try:
+            for h in held:
+                h.bind(("", 0))
+            p1, p2, p3 = (h.getsockname()[1] for h in held)
+            joining = f"server.100=0.0.0.0:{p1}:{p2}:observer;0.0.0.0:{p3}"
+            data, _ = zk.reconfig(joining=joining, leaving=None, new_members=None)
+            assert joining.encode() in data
+            data, _ = zk.reconfig(joining=None, leaving="100", new_members=None)
+            assert joining.encode() not in data
+            version = int(data.decode().split("\n")[-1].split("=")[1], 16)
+            with pytest.raises(BadVersionError):
+                zk.reconfig(
+                    joining=joining, leaving=None, new_members=None, from_config=version + 1
+                )
+        finally:
+            for h in held:
+                h.close()
+        agree(ens, sids, set(lines.values()))
 
         # a follower leaves and comes back
         text = reconfig(zk, joining=None, leaving=str(follower), new_members=None)
