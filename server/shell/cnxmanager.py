@@ -312,6 +312,9 @@ class ElectionPort:
         self._wake = trio.Event()
         self._decided = trio.Event()
         self._nursery: trio.Nursery | None = None
+        #: called with every notification's config string before the notification is handled
+        #: (dynamic reconfig: a LOOKING member adopts a newer configuration)
+        self.on_config: Callable[[bytes], None] | None = None
 
     # ------------------------------------------------------------------ public
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -589,6 +592,8 @@ class ElectionPort:
                     log.warning("election %d: skipping a notification of %d: %s",
                                 self.myid, link.sid, e)  # fmt: skip
                     continue
+                if note.config and self.on_config is not None:
+                    self.on_config(note.config)  # FastLeaderElection's WorkerReceiver
                 self._apply(self.election.on_notification(self._now(), link.sid, note))
             if bad is not None:
                 raise bad

@@ -207,3 +207,47 @@ def test_reconfig_on_a_trizk_ensemble() -> None:
         seen = run_scenario(ens)
         assert seen["refusals"] == "ok" and seen["final version"]
         assert seen["final lines"] == sorted(line(ens, s) for s in ens.members)
+
+
+@pytest.mark.slow
+def test_members_join_and_catch_up_with_the_configuration() -> None:
+    """Member 4 is not in the others' zoo.cfg: started with every line (its own included) it
+    follows as a non-voter until ``-add`` makes it a voter. Member 2, down during a reconfig,
+    hears of the newer configuration while LOOKING and activates it (FastLeaderElection's
+    processReconfig), then syncs."""
+    kinds = {1: "trizk", 2: "trizk", 3: "trizk", 4: "trizk"}
+    with MemberSet(kinds, base=BASE, extra=EXTRA) as ens:
+        for s in (1, 2, 3):
+            cfg = ens.members[s].cfg_path
+            cfg.write_text(
+                "".join(x for x in cfg.read_text().splitlines(True) if "server.4=" not in x)
+            )
+            ens.start(s)
+        ens.wait_serving(TIMEOUT)
+        lines = {s: line(ens, s) for s in kinds}
+        zk = client(ens, [1, 2, 3])
+        try:
+            ens.start(4)
+            assert ens.wait_serving(TIMEOUT)[4] == "follower"  # a non-voting follower
+            reconfig(zk, joining=lines[4], leaving=None, new_members=None)
+            agree(ens, [1, 2, 3, 4], set(lines.values()))
+            zk.retry(zk.create, "/with-4", b"4")
+            follower = next(s for s in (1, 2) if ens.mode(s) == "follower")
+            ens.stop(follower)
+            text = reconfig(
+                zk,
+                joining=None,
+                leaving=None,
+                new_members=",".join(lines.values()),
+            )
+            ens.start(follower)
+            ens.wait_serving(TIMEOUT)
+            agree(ens, list(kinds), set(lines.values()))
+            assert config_of(ens, follower) == text
+            assert "Received version" in ens.members[follower].log_path.read_text()
+            cfg = ens.members[follower].cfg_path.read_text()
+            version = text.splitlines()[-1].split("=")[1]
+            assert f"zoo.cfg.dynamic.{version}\n" in cfg
+        finally:
+            zk.stop()
+            zk.close()

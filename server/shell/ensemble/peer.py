@@ -160,6 +160,8 @@ class QuorumPeer:
             bind_tries=spec.election_bind_tries,
             clock=self.clock,
         )
+        if self.configs is not None:
+            self.election.on_config = self._notified_config
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
@@ -339,6 +341,23 @@ class QuorumPeer:
             current = self.learner.leader if self.learner is not None else self.spec.myid
             return role_change or designated != current
         return role_change
+
+    def _notified_config(self, data: bytes) -> None:
+        """``FastLeaderElection.WorkerReceiver``: a LOOKING member that hears of a newer
+        configuration activates it (``processReconfig(rqv, null, null, false)``); the
+        election goes on with the new view."""
+        configs = self.configs
+        if configs is None or self.state != "looking" or data == configs.committed_bytes:
+            return
+        qv = configs.parse(data)
+        if qv is not None and qv.version > configs.committed.version:
+            log.info(
+                "%s Received version: %x my version: %x",
+                self.spec.myid,
+                qv.version,
+                configs.committed.version,
+            )
+            self.process_reconfig(data)
 
     def leader_config(self) -> LeaderConfigView:
         """What a reconfig's prep needs of this leader (its configurations, its synced
