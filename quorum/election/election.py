@@ -98,6 +98,9 @@ class VerifierLike(QuorumPredicate, Protocol):
     @property
     def voting_members(self) -> Mapping[int, object]: ...
 
+    @property
+    def observing_members(self) -> Mapping[int, object]: ...
+
     def to_string(self) -> str: ...
 
 
@@ -112,11 +115,20 @@ class ElectionView:
     #: the verifier's quorum test and weights (hierarchical quorums); None: a majority of
     #: ``voters``, each of weight 1
     verifier: QuorumPredicate | None = None
+    #: the observers of the configuration; None: every non-voter is one (a static config).
+    #: With dynamic reconfig a member in neither set is a non-voting *participant*
+    #: (``QuorumPeer.updateLearnerType``): it decides FOLLOWING, not OBSERVING
+    observers: frozenset[int] | None = None
 
     @classmethod
     def from_verifier(cls, qv: VerifierLike) -> ElectionView:
         """The voters of ``qv``, its ``toString`` (sent as UTF-8, as buildMsg), its quorums."""
-        return cls(frozenset(qv.voting_members), qv.to_string().encode("utf-8"), qv)
+        return cls(
+            frozenset(qv.voting_members),
+            qv.to_string().encode("utf-8"),
+            qv,
+            frozenset(qv.observing_members),
+        )
 
     def quorum(self, acks: Iterable[int]) -> bool:
         """``containsQuorum`` over the voters among ``acks`` (SyncedLearnerTracker)."""
@@ -242,7 +254,11 @@ class FastLeaderElection:
                 out.sends.append(Send(sid, note))
 
     def _learning_state(self) -> ServerState:
-        return ServerState.FOLLOWING if self.participant else ServerState.OBSERVING
+        # learningState(): by the learner type, which only the observers' lines make OBSERVER
+        observers = self.view.observers
+        if self.participant or (observers is not None and self.myid not in observers):
+            return ServerState.FOLLOWING
+        return ServerState.OBSERVING
 
     def _decide(self, leader: int, zxid: int, epoch: int, peer_epoch: int, out: Output) -> None:
         state = ServerState.LEADING if leader == self.myid else self._learning_state()

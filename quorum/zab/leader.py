@@ -91,7 +91,9 @@ from enum import Enum, auto
 
 from trizk.jute.primitives import JuteDecodeError
 from trizk.jute.records import LearnerInfo, QuorumPacket
+from trizk.quorum.verifier import QuorumVerifier, java_hashmap_long_order
 from trizk.quorum.zab.zab import (
+    Activation,
     Entry,
     LearnerType,
     Quorum,
@@ -195,7 +197,13 @@ class _Handler:
 @dataclass
 class _Proposal:
     entry: Entry
+    #: every participant handler's sid that ACKed it (each verifier counts its own voters)
     acks: set[int] = field(default_factory=set)
+    #: proposed while a reconfig was in flight: it also needs a quorum of this (the last seen)
+    #: configuration (``Proposal.addQuorumVerifier``, SyncedLearnerTracker)
+    next_config: QuorumVerifier | None = None
+    #: a reconfig: the configuration it commits
+    config: QuorumVerifier | None = None
 
 
 #: ``txnlog(peer_last_zxid)``: entries of the on-disk log starting at or below peer_last_zxid,
@@ -223,6 +231,8 @@ class Leader(ReadyOutbox):
         commit_log_count: int = COMMIT_LOG_COUNT,
         force_snap: bool = False,
         config_version: int = 0,
+        bump_config: QuorumVerifier | None = None,
+        verifier: QuorumVerifier | None = None,
         ack_logging_frequency: int = 1000,
         max_learner_requests: int | None = None,
         max_learner_request_bytes: int | None = None,
@@ -241,6 +251,18 @@ class Leader(ReadyOutbox):
         self.txnlog = txnlog
         self.force_snap = force_snap
         self.config_version = config_version
+        #: reconfig enabled, and the committed and last seen configurations are both the
+        #: initial one (version 0): once the epoch is decided it becomes this configuration at
+        #: version epoch<<32, sent with NEWLEADER (``Leader.lead``, ZOOKEEPER-1783)
+        self.bump_config = bump_config
+        #: NEWLEADER's data: the last seen configuration's string
+        self.newleader_config = quorum.config
+        #: dynamic reconfig: the committed configuration (``quorum`` counts with it) and the
+        #: last seen one (a reconfig proposed, not committed, when its version is newer)
+        self.verifier = verifier
+        self.last_seen = verifier
+        #: ``allowedToCommit``: false once a reconfig designated another leader
+        self.allowed_to_commit = True
         #: ``zookeeper.leader.ackLoggingFrequency`` (<= 0: no ACK sampled)
         self.ack_logging_frequency = ack_logging_frequency
         self.state = ServerState.LEADING
@@ -296,6 +318,20 @@ class Leader(ReadyOutbox):
             for h in self._links.values()
             if h.phase is not _Phase.WAIT_INFO
         ]
+
+    def quorum_synced(self, qv: QuorumVerifier) -> bool:
+        """``Leader.isQuorumSynced``: this leader (if a voter of ``qv``) and the synced
+        forwarding followers that are voters of ``qv`` contain a quorum of ``qv``."""
+        ids = {self.sid} if self.sid in qv.voting_members else set()
+        for h in self._links.values():
+            if (
+                h.forwarding
+                and h.learner_type is LearnerType.PARTICIPANT
+                and self._synced(h)
+                and h.sid in qv.voting_members
+            ):
+                ids.add(h.sid)
+        return qv.contains_quorum(ids)
 
     @property
     def pending_syncs(self) -> int:
@@ -392,8 +428,9 @@ class Leader(ReadyOutbox):
             self._next_half_tick = self._now + max(self.timing.tick_ms // 2, 1)
             self._half_tick()
 
-    def propose(self, zxid: int, data: bytes) -> bool:
-        """The sequencer's next txn (``Leader.propose``). False if the leader stepped down."""
+    def propose(self, zxid: int, data: bytes, config: QuorumVerifier | None = None) -> bool:
+        """The sequencer's next txn (``Leader.propose``). False if the leader stepped down.
+        ``config``: the txn is a reconfig to that configuration (prep's ``request.qv``)."""
         if self._done:
             return False
         if not self._established:
@@ -408,7 +445,14 @@ class Leader(ReadyOutbox):
             raise ValueError(f"zxid {zxid:#x} does not follow {self.last_proposed:#x}")
         e = Entry(zxid, data)
         self.last_proposed = zxid
-        self._outstanding[zxid] = _Proposal(e)
+        p = self._outstanding[zxid] = _Proposal(e, config=config)
+        if config is not None:
+            # setLastSeenQuorumVerifier(request.qv, true); NEWLEADER carries it from now on
+            self.last_seen = config
+            self.newleader_config = config.to_string().encode("utf-8")
+            self._rd.last_seen_config = self.newleader_config
+        if self._reconfig_in_flight():
+            p.next_config = self.last_seen
         self._rd.entries.append(e)
         qp = packet(P.PROPOSAL, zxid, data)
         for h in self._links.values():
@@ -447,6 +491,13 @@ class Leader(ReadyOutbox):
             self.accepted_epoch = self.epoch
             self._rd.accepted_epoch = self.epoch
             self.last_proposed = make_zxid(self.epoch, 0)
+            if self.bump_config is not None:
+                # Leader.lead: the initial config takes the version of NEWLEADER's zxid, so
+                # that it wins over configs never established; it becomes the last seen
+                # config before any NEWLEADER leaves (activated once established)
+                bumped = self.bump_config.with_version(self.last_proposed).to_string().encode()
+                self.newleader_config = bumped
+                self._rd.last_seen_config = bumped
 
     def _on_epoch_durable(self) -> None:
         for h in self._links.values():
@@ -658,7 +709,7 @@ class Leader(ReadyOutbox):
                         p.acks.discard(h.sid)
                         self._send(h, packet(P.PROPOSAL, z, p.entry.data))
         h.forwarding = True
-        self._send(h, packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.quorum.config))
+        self._send(h, packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.newleader_config))
         h.newleader_sent = True
         h.phase = _Phase.WAIT_NEWLEADER_ACK
 
@@ -674,7 +725,11 @@ class Leader(ReadyOutbox):
             return
         if self.ack_logging_frequency > 0 and zxid % self.ack_logging_frequency == 0:
             self._rd.acks.append((sid, p.entry.data))  # ACK_LATENCY, keyed by sid
-        if self.quorum.is_participant(sid):
+        if not self.allowed_to_commit:
+            return  # the last op committed was a leader change: the new leader commits
+        if self.quorum.is_participant(sid) or (
+            p.next_config is not None and sid in p.next_config.voting_members
+        ):
             p.acks.add(sid)
         while p is not None and self._try_to_commit(p):
             p = self._outstanding.get(p.entry.zxid + 1)
@@ -685,11 +740,16 @@ class Leader(ReadyOutbox):
             return False
         if self.sid not in p.acks or not self.quorum.contains_quorum(p.acks):
             return False
+        if p.next_config is not None and not p.next_config.contains_quorum(p.acks):
+            return False  # hasAllQuorums: the old and the new configuration
         del self._outstanding[z]
         self.last_committed = z
         self._committed_log.append(p.entry)
         self._to_be_applied.append(p.entry)
         self._rd.committed.append(p.entry)
+        if p.config is not None:
+            self._commit_and_activate(p)
+            return True
         commit = packet(P.COMMIT, z)
         inform = packet(P.INFORM, z, p.entry.data)
         for h in self._links.values():
@@ -698,6 +758,68 @@ class Leader(ReadyOutbox):
         for link in self._pending_syncs.pop(z, ()):
             self._send_sync(link)
         return True
+
+    def _reconfig_in_flight(self) -> bool:
+        v, s = self.verifier, self.last_seen
+        return v is not None and s is not None and s.version > v.version
+
+    def _commit_and_activate(self, p: _Proposal) -> None:
+        """``tryToCommit`` of a reconfig: the new configuration is committed; the designated
+        leader goes to every learner with it (COMMITANDACTIVATE, INFORMANDACTIVATE); if it is
+        another member, this leader commits nothing more (``allowedToCommit = false``)."""
+        new = p.config
+        assert new is not None
+        z = p.entry.zxid
+        designated = self._designated_leader(p, z)
+        self.verifier = new
+        voters = frozenset(new.voting_members)
+        self.quorum = Quorum(voters, new.contains_quorum, self.newleader_config)
+        self.config_version = new.version
+        data = new.to_string().encode("utf-8")
+        self._rd.activated.append(Activation(z, data, designated))
+        if designated != self.sid:
+            self.allowed_to_commit = False
+        lead = struct.pack(">q", designated)
+        commit = packet(P.COMMITANDACTIVATE, z, lead)
+        inform = packet(P.INFORMANDACTIVATE, z, lead + p.entry.data)
+        for h in self._links.values():
+            if h.forwarding:
+                self._send(h, commit if h.learner_type is LearnerType.PARTICIPANT else inform)
+        for link in self._pending_syncs.pop(z, ()):
+            self._send_sync(link)
+
+    def _designated_leader(self, p: _Proposal, zxid: int) -> int:
+        """``Leader.getDesignatedLeader``: this leader if it is a voter of the new
+        configuration at the same quorum address; else the voter of the new configuration that
+        ACKed the reconfig and, of the proposals after it, the longest run (candidates in
+        Java's HashSet order)."""
+        new = p.config
+        assert new is not None
+        me = new.voting_members.get(self.sid)
+        old = self.verifier.get(self.sid) if self.verifier is not None else None
+        if me is not None and (old is None or me.addr == old.addr):
+            return self.sid
+        candidates = [s for s in p.acks if s in new.voting_members and s != self.sid]
+        if not candidates:
+            return self.sid
+        order = java_hashmap_long_order(candidates)
+        current = order[0]
+        z = zxid + 1
+        q = self._outstanding.get(z)
+        while q is not None and order:
+            for verifier in (self.verifier, q.next_config):
+                if verifier is None:
+                    continue
+                acked = {s for s in q.acks if s in verifier.voting_members}
+                order = [s for s in order if s in acked]
+                if not order:
+                    return current
+                current = order[0]
+                if len(order) == 1:
+                    return current
+            z += 1
+            q = self._outstanding.get(z)
+        return current
 
     def _send_sync(self, link: int) -> None:
         h = self._links.get(link)
@@ -717,7 +839,10 @@ class Leader(ReadyOutbox):
                 for h in self._links.values()
                 if h.phase is not _Phase.WAIT_INFO and self._synced(h)
             }
-            if not self.quorum.contains_quorum(synced):
+            seen = self.last_seen if self._reconfig_in_flight() else None
+            if not self.quorum.contains_quorum(synced) or (
+                seen is not None and not seen.contains_quorum(synced)
+            ):
                 self._finish(
                     "Not sufficient followers synced, only synced with sids: "
                     f"[ {','.join(str(s) for s in sorted(synced))} ]"

@@ -51,6 +51,7 @@ from mypy_extensions import mypyc_attr
 from trizk.jute.primitives import JuteDecodeError
 from trizk.jute.records import Id, QuorumPacket
 from trizk.quorum.zab.zab import (
+    Activation,
     Entry,
     LearnerType,
     Ready,
@@ -63,6 +64,7 @@ from trizk.quorum.zab.zab import (
     Timing,
     ZabError,
     ZabState,
+    reconfig_config,
 )
 from trizk.quorum.zab.zabwire import (
     PacketType,
@@ -333,7 +335,34 @@ class Learner(ReadyOutbox):
         if qp.zxid <= self._last_queued:
             raise ZabError(f"proposal {zxid_hex(qp.zxid)} not after {zxid_hex(self._last_queued)}")
         self._last_queued = qp.zxid
+        config = reconfig_config(qp.data)
+        if config is not None:
+            # Follower.processPacket / syncWithLeader: setLastSeenQuorumVerifier(qv, true)
+            self._rd.last_seen_config = config
         return Entry(qp.zxid, qp.data)
+
+    def _activate(self, e: Entry, qp: QuorumPacket) -> None:
+        """COMMITANDACTIVATE / INFORMANDACTIVATE of reconfig ``e``: the designated leader is
+        the packet's first long."""
+        if qp.data is None or len(qp.data) < 8:
+            raise ZabError(f"{packet_name(qp.type)} without a designated leader")
+        config = reconfig_config(e.data)
+        if config is None:
+            raise ZabError(f"{packet_name(qp.type)} {zxid_hex(qp.zxid)} is not a reconfig")
+        (leader,) = struct.unpack_from(">q", qp.data)
+        self._rd.activated.append(Activation(e.zxid, config, leader))
+
+    def _informed(self, qp: QuorumPacket) -> Entry:
+        """INFORMANDACTIVATE's entry: the txn after the designated leader's long."""
+        if qp.data is None or len(qp.data) < 8:
+            raise ZabError("INFORMANDACTIVATE without a designated leader")
+        e = self._proposal(QuorumPacket(int(P.INFORM), qp.zxid, qp.data[8:], qp.authinfo))
+        return e
+
+    def reconfigured(self, reason: str) -> None:
+        """The member's role or leader changed with an activated configuration: the role
+        ends (``Follower``: "changes proposed in reconfig")."""
+        self._finish(reason)
 
     def _on_sync_packet(self, qp: QuorumPacket) -> None:
         t = qp.type
@@ -357,6 +386,25 @@ class Learner(ReadyOutbox):
             else:
                 self._log(e)
                 self._commit(e.zxid)
+        elif t == P.COMMITANDACTIVATE:
+            # Learner.syncWithLeader: activated at once (the txn is committed with the others)
+            found = [x for x in (*self._held, *self._pending) if x.zxid == qp.zxid]
+            if not found:
+                raise ZabError(f"COMMITANDACTIVATE {zxid_hex(qp.zxid)} of no proposal")
+            self._activate(found[0], qp)
+            if held:
+                self._held_commits.append(qp.zxid)
+            else:
+                self._commit(qp.zxid)
+        elif t == P.INFORMANDACTIVATE:
+            e = self._informed(qp)
+            self._activate(e, qp)
+            if held:
+                self._held.append(e)
+                self._held_commits.append(e.zxid)
+            else:
+                self._log(e)
+                self._commit(e.zxid)
         elif t == P.NEWLEADER:
             if not held:
                 raise ZabError("second NEWLEADER")
@@ -368,8 +416,6 @@ class Learner(ReadyOutbox):
             self.zab_state = ZabState.BROADCAST
             self._rd.serving = make_zxid(self.new_epoch, 0)
             self._send(packet(P.ACK, make_zxid(self.new_epoch, 0)))
-        elif t in (P.COMMITANDACTIVATE, P.INFORMANDACTIVATE):
-            raise ZabError(f"{packet_name(t)}: dynamic reconfig is not supported")
         # anything else (PING before UPTODATE) is ignored, as Learner.syncWithLeader does
 
     def _on_newleader(self, qp: QuorumPacket) -> None:
@@ -377,6 +423,8 @@ class Learner(ReadyOutbox):
             raise ZabError(f"NEWLEADER {zxid_hex(qp.zxid)} is not of epoch {self.new_epoch}")
         if qp.data is not None and len(qp.data) > 1:
             self.leader_config = qp.data
+            # Learner.syncWithLeader: setLastSeenQuorumVerifier(qv, true) at NEWLEADER
+            self._rd.last_seen_config = qp.data
         if self.sync_mode is not SyncMode.DIFF:
             self._rd.take_snapshot = True
         self.current_epoch = self.new_epoch
@@ -425,8 +473,17 @@ class Learner(ReadyOutbox):
             self._rd.revalidated.append((session_id, valid))
         elif t == P.SYNC:
             self._rd.synced += 1
-        elif t in (P.COMMITANDACTIVATE, P.INFORMANDACTIVATE):
-            raise ZabError(f"{packet_name(t)}: dynamic reconfig is not supported")
+        elif t == P.COMMITANDACTIVATE and not self.observer:
+            # Follower.processPacket: the pending head is the reconfig
+            if not self._pending or self._pending[0].zxid != qp.zxid:
+                raise ZabError(f"COMMITANDACTIVATE {zxid_hex(qp.zxid)} is not the next pending")
+            self._activate(self._pending[0], qp)
+            self._commit(qp.zxid)
+        elif t == P.INFORMANDACTIVATE and self.observer:
+            e = self._informed(qp)
+            self._log(e)
+            self._commit(e.zxid)
+            self._activate(e, qp)
         # UPTODATE again, or PROPOSAL/COMMIT at an observer: ignored with a warning in Java
 
     # ------------------------------------------------------------------ helpers

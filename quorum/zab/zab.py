@@ -75,7 +75,9 @@ from enum import StrEnum
 
 from mypy_extensions import mypyc_attr
 
-from trizk.jute.records import QuorumPacket
+from trizk.jute.codes import OpCode
+from trizk.jute.records import QuorumPacket, SetDataTxn
+from trizk.storage.formats import txnlog
 
 
 class ServerState(StrEnum):
@@ -159,6 +161,17 @@ class Quorum:
 
 
 @dataclass(frozen=True, slots=True)
+class Activation:
+    """A reconfig committed (COMMITANDACTIVATE, INFORMANDACTIVATE, or the leader's own
+    commit): activate ``config`` (the configuration string the reconfig txn set);
+    ``leader`` is the designated leader of the new configuration (``getDesignatedLeader``)."""
+
+    zxid: int
+    config: bytes
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """A txn as the log and the wire carry it: zxid and ``Util.marshallTxnEntry`` bytes."""
 
@@ -226,6 +239,15 @@ class Ready:
     #: sampled ACKs of outstanding proposals (``Leader.processAck``: every
     #: ``zookeeper.leader.ackLoggingFrequency``-th zxid): (sid, the proposal's entry)
     acks: list[tuple[int, bytes]] = field(default_factory=list)
+    # ---- dynamic reconfig -> the member's configuration
+    #: a config string proposed but not activated, to keep as the last seen configuration
+    #: (``QuorumPeer.setLastSeenQuorumVerifier(qv, true)``: the ``.dynamic.next`` file): the
+    #: leader's version-bumped config (ZOOKEEPER-1783), a learner's NEWLEADER config
+    last_seen_config: bytes | None = None
+    #: reconfigs committed, in zxid order (after ``committed`` is applied): activate each
+    #: (``QuorumPeer.processReconfig``); a learner whose leader or role changes with it
+    #: finishes its role right after (``role``)
+    activated: list[Activation] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -247,6 +269,8 @@ class Ready:
             or self.revalidated
             or self.synced
             or self.acks
+            or self.last_seen_config is not None
+            or self.activated
         )
 
 
@@ -267,3 +291,15 @@ class ReadyOutbox:
 
 class ZabError(Exception):
     """A protocol violation by the peer on one link (the link is closed)."""
+
+
+def reconfig_config(data: bytes) -> bytes | None:
+    """The configuration string a marshalled txn entry sets, if it is a reconfig (a
+    SetDataTxn of ``/zookeeper/config``, type 16); None for any other txn or a bad entry."""
+    if len(data) < 32 or int.from_bytes(data[28:32], "big", signed=True) != OpCode.RECONFIG:
+        return None
+    try:
+        txn = txnlog.decode_payload(data).txn
+    except ValueError:  # LogFormatError, JuteDecodeError
+        return None
+    return txn.data if isinstance(txn, SetDataTxn) and txn.data is not None else None

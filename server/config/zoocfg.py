@@ -60,7 +60,14 @@ hierarchical quorum (:class:`~trizk.quorum.verifier.QuorumHierarchical`). Server
 several addresses (``a:1:2|b:3:4``) parse only with the property
 ``zookeeper.multiAddress.enabled=true`` (``-D``, as ZooKeeper's system property: its zoo.cfg
 key ``multiAddress.enabled`` alone does not allow them); the ``multiAddress.*`` keys set the
-election's behaviour. Not implemented: ``dynamicConfigFile``.
+election's behaviour.
+
+Dynamic reconfig (``reconfigEnabled``, ``dynamicConfigFile``; file texts in
+:mod:`trizk.server.config.dynamic`): with ``dynamicConfigFile=<path>`` the membership keys
+(``server.N``, ``group``, ``weight``) must be in that file ("parameter: server.1 must be in a
+separate dynamic config file"), whose name's hex suffix is the configuration's version
+(:func:`dynamic_entries`); ``<zoo.cfg>.dynamic.next`` is read as the last seen (proposed, not
+activated) membership. :func:`load_config` reads both files.
 
 Errors are :class:`ConfigError` carrying the line number (``None`` for a ``-D`` option or a
 missing key) and the offending text. ZooKeeper logs ``Invalid config, exiting abnormally``
@@ -138,12 +145,14 @@ __all__ = [
     "ServerConfig",
     "Support",
     "config_from_entries",
+    "dynamic_entries",
     "load_config",
     "parse_config",
     "parse_properties",
     "parse_property_option",
     "parse_whitelist",
     "read_myid",
+    "version_from_filename",
 ]
 
 #: ``ZooKeeperServer.DEFAULT_TICK_TIME`` (used when zoo.cfg has no tickTime).
@@ -289,6 +298,9 @@ KEYS: Mapping[str, KeySpec] = {
     "quorumListenOnAllIPs": KeySpec(_F),
     "peerType": KeySpec(_F),
     "standaloneEnabled": KeySpec(_F),
+    # dynamic reconfig (server/config/dynamic.py, server/shell/ensemble/reconfig.py)
+    "reconfigEnabled": KeySpec(_F),
+    "dynamicConfigFile": KeySpec(_F),
     # -- QuorumPeerConfig.parseProperties fields trizk does not implement --
     "observerMasterPort": KeySpec(_U),
     "clientPortListenBacklog": KeySpec(_U, "-1"),
@@ -296,8 +308,6 @@ KEYS: Mapping[str, KeySpec] = {
     "localSessionsUpgradingEnabled": KeySpec(_U, "false"),
     "connectToLearnerMasterLimit": KeySpec(_U),
     "syncEnabled": KeySpec(_U, "true"),
-    "dynamicConfigFile": KeySpec(_U),
-    "reconfigEnabled": KeySpec(_U, "false"),
     "sslQuorum": KeySpec(_F),
     "portUnification": KeySpec(_F),
     "sslQuorumReloadCertFiles": KeySpec(_F),
@@ -345,8 +355,7 @@ KEYS: Mapping[str, KeySpec] = {
 }
 
 #: Keys the quorum section of :func:`config_from_entries` parses into typed fields
-#: (``ServerConfig.quorum``, ``init_limit``, ...), whatever their :data:`KEYS` row says
-#: (``reconfigEnabled=true`` stays unsupported: dynamic reconfig is a later issue).
+#: (``ServerConfig.quorum``, ``init_limit``, ...), whatever their :data:`KEYS` row says.
 QUORUM_KEYS = frozenset(
     {
         "initLimit",
@@ -448,8 +457,16 @@ class ServerConfig:
     election_alg: int = 3
     quorum_listen_on_all_ips: bool = False
     standalone_enabled: bool = True
-    #: ``reconfigEnabled`` (dynamic reconfig is a later issue: reported as unsupported).
+    #: ``reconfigEnabled``: dynamic reconfig (the membership lives in ``dynamicConfigFile``)
     reconfig_enabled: bool = False
+    #: ``dynamicConfigFile`` as written (the membership came from that file), else ``None``
+    dynamic_config_file: str | None = None
+    #: the zoo.cfg path this config was loaded from (:func:`load_config`), else ``None``:
+    #: a reconfig-enabled member rewrites that file (``QuorumPeer.setConfigFileName``)
+    config_file: str | None = field(default=None, compare=False)
+    #: ``<zoo.cfg>.dynamic.next``: a membership seen but not activated (the last seen
+    #: verifier, ``QuorumPeerConfig.lastSeenQuorumVerifier``), else ``None``
+    last_seen_quorum: QuorumVerifier | None = field(default=None, hash=False)
     #: ``zookeeper.cnxTimeout`` (ms): connect timeout of election links.
     cnx_timeout: int = DEFAULT_CNX_TIMEOUT
     #: ``multiAddress.enabled`` (else ``-Dzookeeper.multiAddress.enabled``): election
@@ -770,11 +787,24 @@ def config_from_entries(
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     myid: str | None = None,
+    dynamic: Sequence[Entry] | None = None,
 ) -> ServerConfig:
     """Sort entries out against :data:`KEYS`, merge ``properties`` (full names, the ``-D``
     options) over the file's, and derive ZooKeeper's defaults. Later entries win.
-    ``myid`` is the text of ``dataDir/myid`` (``None``: no such file)."""
+    ``myid`` is the text of ``dataDir/myid`` (``None``: no such file). ``dynamic``: the
+    entries of the ``dynamicConfigFile`` the entries name (:func:`dynamic_entries`), which
+    then hold the membership."""
     entries = list(entries)
+    dynamic_file = next((e for e in reversed(entries) if e.key == "dynamicConfigFile"), None)
+    if dynamic_file is not None:
+        for e in entries:
+            if e.key.startswith(("server.", "group", "weight")):
+                # QuorumPeerConfig.parseProperties
+                raise ConfigError(
+                    _where(e), f"parameter: {e.key} must be in a separate dynamic config file"
+                )
+        if dynamic is None:
+            raise ConfigError(_where(dynamic_file), f"cannot read {dynamic_file.value}")
     fields: dict[str, Entry] = {}
     props: dict[str, str] = {}
     prop_lines: dict[str, Entry] = {}
@@ -841,7 +871,10 @@ def config_from_entries(
         raise ConfigError(
             line("clientPortAddress"), "clientPortAddress is set but clientPort is not set"
         )
-    q = _quorum_settings(entries, myid, data_dir, client_port, address, int_prop, props)
+    q = _quorum_settings(
+        entries, myid, data_dir, client_port, address, int_prop, props,
+        list(dynamic) if dynamic_file is not None and dynamic is not None else None,
+    )  # fmt: skip
     if q.client_port:  # from this member's server line ("server.1=h:1:2;2181")
         client_port, address = q.client_port, q.client_port_address
     if client_port == 0:
@@ -922,6 +955,7 @@ def config_from_entries(
         quorum_listen_on_all_ips=q.quorum_listen_on_all_ips,
         standalone_enabled=q.standalone_enabled,
         reconfig_enabled=q.reconfig_enabled,
+        dynamic_config_file=dynamic_file.value if dynamic_file is not None else None,
         cnx_timeout=q.cnx_timeout,
         multi_address_enabled=q.multi_address[0],
         multi_address_reachability_check=q.multi_address[1],
@@ -1065,9 +1099,12 @@ def _quorum_settings(
     client_address: str | None,
     int_prop: Callable[[tuple[str, ...], int], int],
     props: Mapping[str, str],
+    membership: list[Entry] | None = None,
 ) -> _Quorum:
     """The quorum half of ``QuorumPeerConfig``: typed keys, the ensemble, myid, the client
-    address of this member, its peer type and ``checkValidity``; plus trizk's own clash check."""
+    address of this member, its peer type and ``checkValidity``; plus trizk's own clash check.
+    ``membership``: the dynamic file's entries (else the zoo.cfg's server lines count)."""
+    members_from = entries if membership is None else membership
     last: dict[str, Entry] = {}
     for e in entries:
         if e.key in QUORUM_KEYS:
@@ -1119,7 +1156,7 @@ def _quorum_settings(
     # The ensemble: every server.N line (the last of a key), parsed in file order so the
     # first bad line is reported with its number.
     servers: dict[str, Entry] = {}
-    for e in entries:
+    for e in members_from:
         if e.key.startswith("server."):
             servers[e.key] = e
     by_sid: dict[int, Entry] = {}
@@ -1167,7 +1204,9 @@ def _quorum_settings(
         )
     try:
         qv = QuorumVerifier.from_properties(
-            [(e.key, e.value) for e in entries], members=replaced, multi_address=multi_parse
+            [(e.key, e.value) for e in members_from],
+            members=replaced,
+            multi_address=multi_parse,
         )
         check_counts(qv, standalone_enabled=standalone_enabled)
     except QuorumConfigError as exc:
@@ -1242,21 +1281,73 @@ def _check_clashes(qv: QuorumVerifier, lines: Mapping[int, Entry]) -> None:
             seen[(host, a.port)] = (m.sid, role)
 
 
+def version_from_filename(name: str) -> str | None:
+    """``QuorumPeerConfig.getVersionFromFilename``: the text after the last ``.`` when it is
+    a hex long (``zoo.cfg.dynamic.100000000`` → ``"100000000"``), else ``None``."""
+    i = name.rfind(".")
+    if i < 0:
+        return None
+    text = name[i + 1 :]
+    return text if javalang.parse_long(text, 16) is not None else None
+
+
+def dynamic_entries(text: str, name: str) -> list[Entry]:
+    """The entries of a ``dynamicConfigFile`` named ``name`` (``QuorumPeerConfig.parse``):
+    membership keys only (``parseDynamicConfig``: "Unrecognised parameter"), no ``version``
+    key; the version is the file name's hex suffix (none: version 0), added as an entry."""
+    entries = parse_properties(text)
+    for e in entries:
+        if e.key == "version":
+            raise ConfigError(None, f"{name}: dynamic file shouldn't have version inside")
+        if not e.key.startswith(("server.", "group", "weight")):
+            raise ConfigError(None, f"{name}: Unrecognised parameter: {e.key}")
+    version = version_from_filename(name)
+    if version is not None:
+        entries.append(Entry(0, "version", version, f"version={version}"))
+    return entries
+
+
 def parse_config(
     text: str,
     *,
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     overrides: Mapping[str, str] | None = None,
     myid: str | None = None,
+    dynamic: str | None = None,
+    next_dynamic: str | None = None,
 ) -> ServerConfig:
     """Parse zoo.cfg text. ``overrides`` are zoo.cfg keys that replace the file's (the
     command line's ``--port``/``--data-dir``); ``properties`` are ``-D`` options by full name;
-    ``myid`` is the content of ``dataDir/myid`` (``None``: no such file)."""
+    ``myid`` is the content of ``dataDir/myid`` (``None``: no such file); ``dynamic`` and
+    ``next_dynamic`` the contents of the ``dynamicConfigFile`` the text names and of its
+    ``.dynamic.next`` file (``None``: no such file)."""
     entries = parse_properties(text)
     if overrides:
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
-    config = config_from_entries(entries, properties=properties, myid=myid)
-    return dataclasses.replace(config, initial_config=text)
+    return _with_dynamic(entries, text, properties, myid, dynamic, next_dynamic)
+
+
+def _with_dynamic(
+    entries: list[Entry],
+    text: str,
+    properties: Mapping[str, str] | Iterable[tuple[str, str]],
+    myid: str | None,
+    dynamic: str | None,
+    next_dynamic: str | None,
+) -> ServerConfig:
+    names = [e.value for e in entries if e.key == "dynamicConfigFile"]
+    membership = dynamic_entries(dynamic, names[-1]) if names and dynamic is not None else None
+    config = config_from_entries(entries, properties=properties, myid=myid, dynamic=membership)
+    last_seen = None
+    if names and next_dynamic is not None:
+        try:
+            last_seen = QuorumVerifier.from_properties(
+                [(e.key, e.value) for e in parse_properties(next_dynamic)],
+                multi_address=config.multi_address_enabled,
+            )
+        except (QuorumConfigError, ConfigError):
+            last_seen = None  # QuorumPeerConfig.parse: "NextQuorumVerifier is initiated to null"
+    return dataclasses.replace(config, initial_config=text, last_seen_quorum=last_seen)
 
 
 def load_config(
@@ -1280,8 +1371,27 @@ def load_config(
         entries += [Entry(0, k, v, f"{k}={v}") for k, v in overrides.items()]
     data_dirs = [e.value for e in entries if e.key == "dataDir"]
     myid = read_myid(Path(data_dirs[-1])) if data_dirs else None
-    config = config_from_entries(entries, properties=properties, myid=myid)
-    return dataclasses.replace(config, initial_config=text)
+    names = [e.value for e in entries if e.key == "dynamicConfigFile"]
+    dynamic = next_dynamic = None
+    if names:
+        # QuorumPeerConfig.parse: the dynamic file (a path as written: relative to the working
+        # directory) and <zoo.cfg>.dynamic.next beside zoo.cfg
+        dynamic = _read_text(Path(names[-1]))
+        next_path = Path(str(path) + ".dynamic.next")
+        next_dynamic = _read_text(next_path) if next_path.exists() else None
+    config = _with_dynamic(entries, text, properties, myid, dynamic, next_dynamic)
+    return dataclasses.replace(config, config_file=str(path))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(None, f"Error processing {path}: {exc.strerror or exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
 
 
 def read_myid(data_dir: Path) -> str | None:

@@ -69,7 +69,7 @@ from trizk.server.frontend.watches import WatchManager
 from trizk.server.writes.prep import WRITE_OPS
 from trizk.server.writes.sequencer import WriteRequest
 from trizk.server.writes.sessions import generate_password
-from trizk.storage.tree.datatree import ApplyResult, DataTree
+from trizk.storage.tree.datatree import CONFIG_NODE, ApplyResult, DataTree
 from trizk.storage.tree.replica import Replica
 
 log = logging.getLogger("trizk.server")
@@ -77,6 +77,8 @@ log = logging.getLogger("trizk.server")
 R = TypeVar("R", bound=r.Record)
 
 _HDR = struct.Struct(">ii")
+#: a Jute buffer's length (GetDataResponse of a reconfig)
+_BUFFER_LEN = struct.Struct(">i")
 
 # Enum members the request path compares with, as module constants: on Python 3.11 looking
 # one up on its class costs ~0.1 us (EnumType.__getattr__ keeps the lookup off the fast path).
@@ -920,6 +922,10 @@ class FrontEnd:
         elif op == _MULTI:
             payload = multi_response(rc)
             err = 0  # a multi's header says OK; each op's result carries its error
+        elif op == _RECONFIG and err == 0 and rc.stat is not None:
+            # FinalRequestProcessor: GetDataResponse(the SetDataTxn's data, rc.stat)
+            data = self.tree.nodes[CONFIG_NODE].data or b""
+            payload = _BUFFER_LEN.pack(len(data)) + data + rc.stat
         elif err == 0:
             result = WRITE_RESULTS.get(op)
             if result is not None and result[1] is not None:

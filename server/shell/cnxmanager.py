@@ -326,6 +326,9 @@ class ElectionPort:
         self._wake = trio.Event()
         self._decided = trio.Event()
         self._nursery: trio.Nursery | None = None
+        #: called with every notification's config string before the notification is handled
+        #: (dynamic reconfig: a LOOKING member adopts a newer configuration)
+        self.on_config: Callable[[bytes], None] | None = None
 
     # ------------------------------------------------------------------ public
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -370,6 +373,17 @@ class ElectionPort:
 
     def update_peer_epoch(self, epoch: int) -> None:
         self.election.update_peer_epoch(epoch)
+
+    def set_view(
+        self, view: ElectionView, addresses: Mapping[int, Sequence[tuple[str, int]]]
+    ) -> None:
+        """A configuration was activated (dynamic reconfig): notifications carry it now, and
+        its members' election addresses (``addresses``: every address of each) are known."""
+        self.view = self.election.view = view
+        for sid, addrs in addresses.items():
+            if addrs:
+                self.addresses[sid] = addrs[0]
+                self.all_addresses[sid] = tuple(addrs)
 
     # ------------------------------------------------------------------ driving the machine
     def _now(self) -> int:
@@ -644,6 +658,8 @@ class ElectionPort:
                     log.warning("election %d: skipping a notification of %d: %s",
                                 self.myid, link.sid, e)  # fmt: skip
                     continue
+                if note.config and self.on_config is not None:
+                    self.on_config(note.config)  # FastLeaderElection's WorkerReceiver
                 self._apply(self.election.on_notification(self._now(), link.sid, note))
             if bad is not None:
                 raise bad

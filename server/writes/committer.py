@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trizk.jute import records as r
+from trizk.quorum.verifier import QuorumVerifier
 
 __all__ = ["CommitSink", "Committer", "MemoryCommitter", "Proposal"]
 
@@ -34,6 +35,8 @@ class Proposal:
     txn: r.Record | None
     #: tree digest after this txn, computed in prep (PrepRequestProcessor.setTxnDigest)
     digest: int = 0
+    #: a reconfig's new configuration (``Request.qv``): the leader counts both quorums
+    config: QuorumVerifier | None = None
 
 
 #: Receives committed proposals, oldest first, with the monotonic time (ms) of their commit:

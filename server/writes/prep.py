@@ -56,10 +56,18 @@ from trizk.jute.codes import (
     OpCode,
     Perms,
 )
+from trizk.quorum.reconfig import (
+    LeaderConfigView,
+    ReconfigError,
+    ReconfigRequestView,
+    next_config,
+)
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.server.auth import acl as aclmod
 from trizk.server.common.coreconfig import ServerStats
 from trizk.storage.formats.snapshot import calculate_digest, to_java_long
 from trizk.storage.tree.datatree import (
+    CONFIG_NODE,
     SPECIAL_PATHS,
     DataNode,
     DataTree,
@@ -276,6 +284,10 @@ class PrepContext:
     auth: Sequence[tuple[str, str]]
     extended_types: bool = False
     reconfig_enabled: bool = False
+    #: a leader's view of its configurations (None: not a leader, reconfig unimplemented)
+    reconfig: LeaderConfigView | None = None
+    #: the configuration a reconfig proposed (set by prep: ``request.qv``)
+    proposed_config: QuorumVerifier | None = None
     enforce_quota: bool = False
     quota_events: list[QuotaEvent] = field(default_factory=list)
 
@@ -565,9 +577,35 @@ def prep_check(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
 
 
 def prep_reconfig(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
+    """``OpCode.reconfig`` (quorum/reconfig.py has the order of the checks): the new
+    configuration's string is set on ``/zookeeper/config`` by a SetDataTxn of version -1."""
     if not ctx.reconfig_enabled:
         raise PrepError(Code.RECONFIGDISABLED)
-    raise PrepError(Code.UNIMPLEMENTED)  # standalone: "reconfiguration currently not supported"
+    view = ctx.reconfig
+    if view is None:
+        raise PrepError(Code.UNIMPLEMENTED)  # standalone: "reconfiguration currently not supported"
+    ask = ReconfigRequestView(
+        req.joiningServers, req.leavingServers, req.newMembers, req.curConfigId
+    )
+    try:
+        qv = next_config(
+            view.last_seen,
+            view.committed_version,
+            ask,
+            ctx.zxid,
+            standalone_enabled=view.standalone_enabled,
+            multi_address=view.multi_address,
+        )
+    except ReconfigError as e:
+        raise PrepError(e.code) from None
+    if not view.quorum_synced(qv):
+        raise PrepError(Code.NEWCONFIGNOQUORUM)
+    node = pv.get(CONFIG_NODE)
+    _check_acl(node, Perms.WRITE, ctx)  # world:anyone READ (ZOOKEEPER-2014): super only
+    data = qv.to_string().encode("utf-8")
+    pv.add(_set_data_record(node, ctx.zxid, ctx.time, data, -1))
+    ctx.proposed_config = qv
+    return op, r.SetDataTxn(CONFIG_NODE, data, -1)
 
 
 def prep_close_session(pv: PendingChanges, ctx: PrepContext) -> Txn:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from trizk.jute import records as r
 from trizk.jute.codes import Code, OpCode
 from trizk.jute.primitives import JuteDecodeError
+from trizk.quorum.reconfig import LeaderConfigView
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.server.auth import acl as aclmod
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.common.ratelog import RateLogger
@@ -68,6 +70,7 @@ _SETDATA, _MULTI, _ERROR, _DELETECONTAINER = (
     OpCode.DELETECONTAINER,
 )
 _CREATESESSION, _CLOSESESSION = OpCode.CREATESESSION, OpCode.CLOSESESSION
+_RECONFIG = OpCode.RECONFIG
 _SESSIONEXPIRED, _SESSIONMOVED = Code.SESSIONEXPIRED, Code.SESSIONMOVED
 
 
@@ -120,6 +123,9 @@ class Sequencer:
         self.quota_log = RateLogger(log)
         #: False: every setData takes the general path (a test holds the two paths equal)
         self.fast_set_data = True
+        #: a reconfig-enabled leader's view of its configurations, asked for at each reconfig
+        #: (None: reconfig disabled -- RECONFIGDISABLED)
+        self.leader_config: Callable[[], LeaderConfigView] | None = None
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, timeout: int, now: int, wall: int) -> int:
@@ -231,6 +237,9 @@ class Sequencer:
             extended_types=self.config.extended_types,
             enforce_quota=self.config.enforce_quota,
         )
+        if op == _RECONFIG and self.leader_config is not None:
+            ctx.reconfig_enabled = True
+            ctx.reconfig = self.leader_config()
         txn_type: int
         txn: r.Record | None
         try:
@@ -285,7 +294,8 @@ class Sequencer:
             if ev.hard and ev.namespace is not None:
                 counts = self.stats.quota_exceeded
                 counts[ev.namespace] = counts.get(ev.namespace, 0) + 1
-        self._propose(sid, req.cxid, txn_type, txn, wall)
+        config = ctx.proposed_config if txn_type == _RECONFIG else None
+        self._propose(sid, req.cxid, txn_type, txn, wall, config)
 
     def delete_container(self, path: str, wall: int) -> None:
         """ContainerManager's internal deleteContainer request (session 0, cxid 0)."""
@@ -314,11 +324,19 @@ class Sequencer:
         elif s.owner != owner:
             raise PrepError(_SESSIONMOVED)
 
-    def _propose(self, sid: int, cxid: int, txn_type: int, txn: r.Record | None, wall: int) -> None:
+    def _propose(
+        self,
+        sid: int,
+        cxid: int,
+        txn_type: int,
+        txn: r.Record | None,
+        wall: int,
+        config: QuorumVerifier | None = None,
+    ) -> None:
         self.last_zxid += 1
         hdr = r.TxnHeader(sid, cxid, self.last_zxid, wall, txn_type)
         self.outstanding += 1
-        self.committer.propose(Proposal(hdr, txn, self.pending.digest))
+        self.committer.propose(Proposal(hdr, txn, self.pending.digest, config))
 
     # ------------------------------------------------------------------ commits
     def committed(self, hdr: r.TxnHeader, txn: r.Record | None, now: int) -> None:

@@ -301,7 +301,8 @@ def test_keys_table_is_consistent() -> None:
         "autopurge.snapRetainCount", "autopurge.purgeInterval", "trizk.zookeeperVersion",
         "secureClientPort", "secureClientPortAddress", "metricsProvider.",
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
-        "standaloneEnabled", "group.", "weight.", "multiAddress.enabled",
+        "standaloneEnabled", "group.", "weight.", "multiAddress.enabled", "reconfigEnabled",
+        "dynamicConfigFile",
         "multiAddress.reachabilityCheckEnabled", "multiAddress.reachabilityCheckTimeoutMs",
         "sslQuorum", "portUnification", "sslQuorumReloadCertFiles",
     }  # fmt: skip

@@ -164,12 +164,12 @@ def test_one_warning_names_every_unsupported_key(
     cfg = tmp_path / "zoo.cfg"
     cfg.write_text(
         f"dataDir={tmp_path}\nclientPort=2181\nobserverMasterPort=2191\n"
-        "admin.enableServer=false\nautopurge.purgeInterval=24\nreconfigEnabled=true\n"
+        "admin.enableServer=false\nautopurge.purgeInterval=24\njvm.pause.monitor=true\n"
     )
     assert main([str(cfg), "-D", "zookeeper.snapSizeLimitInKb=10"], serve=FakeServe()) == 0
     warnings = messages(caplog, logging.WARNING)
     assert warnings == [
-        "ignoring settings trizk does not support: observerMasterPort, reconfigEnabled,"
+        "ignoring settings trizk does not support: observerMasterPort, jvm.pause.monitor,"
         " zookeeper.snapSizeLimitInKb"
     ]
 

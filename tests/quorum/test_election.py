@@ -174,6 +174,7 @@ def test_vote_equality_rules() -> None:
 def test_view_from_a_verifier() -> None:
     class Qv:
         voting_members = {1: object(), 3: object()}
+        observing_members = {4: object()}
 
         def to_string(self) -> str:
             return "server.1=h:1:2:participant\nversion=0"
@@ -186,6 +187,7 @@ def test_view_from_a_verifier() -> None:
 
     view = ElectionView.from_verifier(Qv())
     assert view.voters == {1, 3} and view.config == b"server.1=h:1:2:participant\nversion=0"
+    assert view.observers == {4}
     assert view.quorum({1, 3, 9}) and not view.quorum({1, 9})
 
 

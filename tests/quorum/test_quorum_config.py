@@ -399,7 +399,7 @@ def test_trizk_refuses_clashing_addresses_and_ids() -> None:
 def test_unsupported_quorum_settings_are_reported() -> None:
     c = qparse(THREE + "reconfigEnabled=true\nreadonlymode.enabled=true\n")
     assert c.reconfig_enabled
-    assert "reconfigEnabled" in c.unsupported and "readonlymode.enabled" in c.unsupported
+    assert "reconfigEnabled" not in c.unsupported and "readonlymode.enabled" in c.unsupported
     # the system property is read-only mode (the zoo.cfg key, as in ZooKeeper, is not)
     c = parse_config("dataDir=/d\nclientPort=1\n", properties={"readonlymode.enabled": "true"})
     assert c.unsupported == () and c.read_only_mode

@@ -14,12 +14,14 @@ from typing import Protocol
 
 import trio
 
+from trizk.quorum.reconfig import LeaderConfigView
 from trizk.quorum.zab.applier import Plan, ReadyApplier
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.roles.factory import Role, RoleFactory
 from trizk.server.shell.clock import Clock
 from trizk.server.shell.ensemble.links import Link, QueueMeter
+from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import Persistence
 from trizk.storage.tree.replica import Replica
@@ -72,6 +74,8 @@ class RolePeer(Protocol):
     host: PeerHost
     #: "looking", "leader", "follower" or "observer"
     state: str
+    #: reconfig enabled: the member's configurations (None: static)
+    configs: MemberConfigs | None
 
     def kick(self) -> None:
         """Something may have given the role's Zab machine work."""
@@ -112,4 +116,18 @@ class RolePeer(Protocol):
 
     def init_config(self) -> None:
         """/zookeeper/config shows this member's view of the ensemble."""
+        ...
+
+    def see_config(self, data: bytes) -> None:
+        """A configuration proposed, not activated: the last seen one (reconfig enabled)."""
+        ...
+
+    def process_reconfig(self, data: bytes | None, designated: int | None = None) -> bool:
+        """Activate a configuration (the last seen one when ``data`` is None), then
+        /zookeeper/config shows the committed one. True: this member's role or leader
+        changes with it."""
+        ...
+
+    def leader_config(self) -> LeaderConfigView:
+        """A reconfig-enabled leader's configurations, for prep."""
         ...

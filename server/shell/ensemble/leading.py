@@ -65,7 +65,7 @@ class ZabCommitter:
         _, low, high = self.sizes
         self.sizes = (n, n if low < 0 else min(low, n), max(high, n))
         self.inflight[p.hdr.zxid] = p
-        if not self.leader.propose(p.hdr.zxid, data):
+        if not self.leader.propose(p.hdr.zxid, data, p.config):
             log.warning("proposal %#x not taken: the leader stepped down", p.hdr.zxid)
         self.kick()
 
@@ -228,6 +228,8 @@ class LeaderPump:
                     if link is not None:
                         log.warning("closing quorum link %d: %s", lk, why)
                         link.close()
+                if rd.last_seen_config is not None:
+                    peer.see_config(rd.last_seen_config)
                 await peer.persist(plan)
                 peer.advance_durable()  # earlier appends first: ACKs in zxid order
                 now, wall = clock.now(), clock.wall()
@@ -255,6 +257,10 @@ class LeaderPump:
                     made = txn_time(data)
                     if made is not None and wall >= made:
                         metrics.ack_latency.add(str(sid), wall - made)
+                for a in rd.activated:
+                    # Leader.tryToCommit of a reconfig: processReconfig (a leader that
+                    # designated another one commits nothing more; its followers leave)
+                    peer.process_reconfig(a.config, a.leader)
                 if rd.serving is not None:
                     self._establish(rd.serving, now, wall)
                 if self.role is not None:
@@ -295,7 +301,10 @@ class LeaderPump:
     def _establish(self, zxid: int, now: int, wall: int) -> None:
         """``Leader.startZkServer``: serve clients; txns continue at ``zxid`` (epoch << 32)."""
         peer = self.peer
+        peer.process_reconfig(None)  # Leader.startZkServer
         role = self.role = peer.roles.leading(self.committer, zxid, now, wall)
+        if peer.configs is not None:
+            role.sequencer.leader_config = peer.leader_config
         peer.serve(role, zxid, now)
         self.established_at = now
         log.info("LEADING: established epoch %d at %#x", epoch_of(zxid), zxid)

@@ -67,6 +67,8 @@ class LearnerPump:
                         made = txn_time(e.data)
                         if made is not None and wall >= made:
                             metrics.proposal_latency.add(wall - made)
+                if rd.last_seen_config is not None:
+                    peer.see_config(rd.last_seen_config)
                 await peer.persist(plan)
                 # earlier appends first: their ACKs precede this Ready's (an ACK of
                 # NEWLEADER is the one packet LearnerHandler reads after sending it)
@@ -84,6 +86,10 @@ class LearnerPump:
                                 metrics.commit_propagation_latency.add(wall - p.hdr.time)
                     # the role's sink (not serving until synced): apply, answer
                     peer.role.commit(batch, now)
+                for a in rd.activated:
+                    # Follower/Observer.processPacket COMMITANDACTIVATE / INFORMANDACTIVATE
+                    if peer.process_reconfig(a.config, a.leader):
+                        self.learner.reconfigured("changes proposed in reconfig")
                 if rd.serving is not None:
                     self._serve(rd.serving, wall)
                 role = self.role
@@ -100,7 +106,9 @@ class LearnerPump:
 
     def _serve(self, zxid: int, wall: int) -> None:
         peer = self.peer
-        peer.init_config()  # Learner.syncWithLeader, after every sync
+        # Learner.syncWithLeader, after every sync: initConfigInZKDatabase, and at UPTODATE
+        # processReconfig of NEWLEADER's configuration
+        peer.process_reconfig(self.learner.leader_config)
         now = peer.clock.now()
         # Follower.followLeader / Observer.observeLeader: FOLLOWER_/OBSERVER_SYNC_TIME
         synced = peer.metrics.summary(

@@ -54,6 +54,7 @@ machine's, see :mod:`trizk.quorum.zab.leader`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -61,7 +62,10 @@ from typing import Any
 
 import trio
 
+from trizk.quorum.election.election import ElectionView
 from trizk.quorum.election.messages import ServerState as ElectionState
+from trizk.quorum.reconfig import LeaderConfigView
+from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.applier import (
     AcceptedEpoch,
     CurrentEpoch,
@@ -76,7 +80,7 @@ from trizk.quorum.zab.applier import (
 )
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zab import Entry, LearnerType
+from trizk.quorum.zab.zab import Entry, LearnerType, Quorum
 from trizk.quorum.zab.zabwire import epoch_of
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.metricregistry import (
@@ -92,7 +96,8 @@ from trizk.server.shell.ensemble.leading import LeaderPump, ZabCommitter
 from trizk.server.shell.ensemble.learning import LearnerPump
 from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.readonly import look_read_only
-from trizk.server.shell.ensemble.spec import EnsembleSpec
+from trizk.server.shell.ensemble.reconfig import MemberConfigs
+from trizk.server.shell.ensemble.spec import EnsembleSpec, members_of
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.server.shell.quorumtls import QuorumTLS
 from trizk.server.shell.streams import ReplayStream
@@ -132,6 +137,20 @@ class QuorumPeer:
         assert self.persistence.replica is not None, "load() first"
         self.replica: Replica = self.persistence.replica
         self.epoch_dir: Path = self.persistence.settings.snap_dir
+        #: the committed and last seen configurations, with reconfig enabled (None: the
+        #: static configuration of ``spec`` for good)
+        self.configs: MemberConfigs | None = None
+        if spec.reconfig_enabled and spec.verifier is not None:
+            self.configs = MemberConfigs(
+                spec.myid,
+                spec.verifier,
+                reconfig_enabled=True,
+                config_file=spec.config_file,
+                last_seen=spec.last_seen,
+                standalone_enabled=spec.standalone_enabled,
+                multi_address=spec.multi_address,
+            )
+            self.configs.start()
         self.state = "looking"
         self.leader: Leader | None = None
         self.learner: Learner | None = None
@@ -151,6 +170,8 @@ class QuorumPeer:
             clock=self.clock,
             tls=self.tls,
         )
+        if self.configs is not None:
+            self.election.on_config = self._notified_config
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
@@ -286,8 +307,97 @@ class QuorumPeer:
 
     def init_config(self) -> None:
         """``QuorumPeer.initConfigInZKDatabase``: /zookeeper/config shows this member's view of
-        the ensemble (at start-up and after every sync, reconfig being off)."""
-        self.replica.tree.set_config(self.spec.config, self.clock.wall())
+        the ensemble (its committed configuration; mzxid its version) at start-up, after every
+        sync and after every activation."""
+        configs = self.configs
+        if configs is None:
+            self.replica.tree.set_config(self.spec.config, self.clock.wall())
+        else:
+            data, version = configs.committed_bytes, configs.committed.version
+            self.replica.tree.set_config(data, self.clock.wall(), version)
+
+    # ------------------------------------------------------------------ dynamic reconfig
+    def see_config(self, data: bytes) -> None:
+        """``setLastSeenQuorumVerifier(qv, true)`` (reconfig enabled: the ``.next`` file)."""
+        if self.configs is not None:
+            self.configs.see(data)
+
+    def process_reconfig(self, data: bytes | None, designated: int | None = None) -> bool:
+        """``QuorumPeer.processReconfig``: activate a configuration -- a leader's last seen
+        one when it is established (``data`` None), NEWLEADER's at a learner's UPTODATE, a
+        committed reconfig's (``designated``: its designated leader) -- then
+        ``/zookeeper/config`` shows the committed configuration. True when this member's
+        role or leader changes with it (a learner's role then ends)."""
+        configs = self.configs
+        major = False
+        if configs is not None:
+            qv = configs.last_seen if data is None else configs.parse(data)
+            prev = configs.activate(qv) if qv is not None else None
+            if prev is not None:
+                major = self._activated(prev, designated)
+        self.init_config()
+        return major
+
+    def _activated(self, prev: QuorumVerifier, designated: int | None) -> bool:
+        """The committed configuration changed from ``prev``: the member's view of its
+        ensemble follows; whether its role or its leader changes (``updateLearnerType``,
+        ``updateVote``)."""
+        configs = self.configs
+        assert configs is not None
+        new = configs.committed
+        was_observer = self.spec.observer
+        self.spec = dataclasses.replace(
+            self.spec, members=members_of(new), verifier=new, config=configs.committed_bytes
+        )
+        self.election.set_view(
+            ElectionView.from_verifier(new),
+            {sid: m.election_addrs for sid, m in self.spec.members.items()},
+        )
+        leader = self.leader
+        if leader is not None:
+            leader.verifier = new
+            if leader.last_seen is None or leader.last_seen.version < new.version:
+                leader.last_seen = new
+            leader.config_version = new.version
+        if prev.java_equals(new):
+            return False  # a new version of the same members
+        role_change = self.spec.observer != was_observer
+        if designated is not None:
+            current = self.learner.leader if self.learner is not None else self.spec.myid
+            return role_change or designated != current
+        return role_change
+
+    def _notified_config(self, data: bytes) -> None:
+        """``FastLeaderElection.WorkerReceiver``: a LOOKING member that hears of a newer
+        configuration activates it (``processReconfig(rqv, null, null, false)``); the
+        election goes on with the new view."""
+        configs = self.configs
+        if configs is None or self.state != "looking" or data == configs.committed_bytes:
+            return
+        qv = configs.parse(data)
+        if qv is not None and qv.version > configs.committed.version:
+            log.info(
+                "%s Received version: %x my version: %x",
+                self.spec.myid,
+                qv.version,
+                configs.committed.version,
+            )
+            self.process_reconfig(data)
+
+    def leader_config(self) -> LeaderConfigView:
+        """What a reconfig's prep needs of this leader (its configurations, its synced
+        followers)."""
+        leader, configs = self.leader, self.configs
+        assert leader is not None and configs is not None
+        seen = leader.last_seen or configs.last_seen
+        committed = leader.verifier or configs.committed
+        return LeaderConfigView(
+            seen,
+            committed.version,
+            leader.quorum_synced,
+            configs.standalone_enabled,
+            configs.multi_address,
+        )
 
     def kick(self) -> None:
         self._kick.set()
@@ -382,9 +492,15 @@ class QuorumPeer:
     # ------------------------------------------------------------------ leading
     async def _lead(self, ep: epochfiles.Epochs) -> str:
         spec = self.spec
+        configs = self.configs
+        quorum = spec.quorum()
+        if configs is not None:
+            # NEWLEADER carries the last seen configuration (Leader.getQuorumVerifierBytes)
+            quorum = Quorum(quorum.voters, quorum.contains_quorum, configs.last_seen_bytes)
         leader = self.leader = Leader(
+            verifier=configs.committed if configs is not None else None,
             sid=spec.myid,
-            quorum=spec.quorum(),
+            quorum=quorum,
             timing=spec.timing,
             accepted_epoch=ep.accepted,
             current_epoch=ep.current,
@@ -394,7 +510,11 @@ class QuorumPeer:
             txnlog=self.persistence.txnlog_source(),
             force_snap=spec.force_snap_sync,
             ack_logging_frequency=spec.ack_logging_frequency,
+            config_version=configs.committed.version if configs is not None else 0,
+            bump_config=configs.bump_candidate() if configs is not None else None,
         )
+        if configs is not None:
+            leader.last_seen = configs.last_seen
         committer = ZabCommitter(leader, self.kick, self.persistence.settings.digest_enabled)
         # QuorumPeer: the quorum port on each configured address, or every address with
         # quorumListenOnAllIPs
@@ -440,6 +560,7 @@ class QuorumPeer:
             last_logged_zxid=self.replica.last_zxid,
             now_ms=self.clock.now(),
             snapshot_zxid=self.persistence.newest_snapshot_zxid(),
+            config_version=self.configs.committed.version if self.configs is not None else 0,
         )
         stream = await self._connect(spec.members[leader_sid].quorum_addrs)
         if stream is not None and self.tls is not None:  # Learner.connectToLeader's handshake

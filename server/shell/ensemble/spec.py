@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
     from trizk.server.shell.quorumtls import QuorumTLSConfig
 
-__all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit"]
+__all__ = ["EnsembleSpec", "Member", "leader_outstanding_limit", "members_of"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,20 @@ class Member:
     @property
     def election_addrs(self) -> tuple[tuple[str, int], ...]:
         return (self.election, *(e for _, e in self.more))
+
+
+def members_of(qv: QuorumVerifier) -> dict[int, Member]:
+    """The members of a configuration, as the shell reaches them."""
+    return {
+        sid: Member(
+            sid,
+            (m.addr.host, m.addr.port),
+            (m.election_addr.host, m.election_addr.port),
+            observer=m.is_observer,
+            more=tuple(((q.host, q.port), (e.host, e.port)) for q, e in m.more),
+        )
+        for sid, m in qv.members.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -76,22 +90,21 @@ class EnsembleSpec:
     local_sessions: bool = False
     #: quorum TLS (``sslQuorum``, ``portUnification``, ``ssl.quorum.*``); None: plain links
     tls: QuorumTLSConfig | None = None
+    #: ``reconfigEnabled``: configurations change and are written (:mod:`.reconfig`)
+    reconfig_enabled: bool = False
+    #: the zoo.cfg the member was started from (a reconfig-enabled member rewrites it)
+    config_file: str | None = None
+    #: ``<zoo.cfg>.dynamic.next``: a configuration seen, not activated
+    last_seen: QuorumVerifier | None = None
+    #: ``standaloneEnabled`` (how a peer's config string is checked)
+    standalone_enabled: bool = True
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
         """The ensemble a quorum member's zoo.cfg describes (``server.N`` lines, myid)."""
         qv = config.quorum
         assert qv is not None and config.my_id is not None, "not a quorum configuration"
-        members = {
-            sid: Member(
-                sid,
-                (m.addr.host, m.addr.port),
-                (m.election_addr.host, m.election_addr.port),
-                observer=m.is_observer,
-                more=tuple(((q.host, q.port), (e.host, e.port)) for q, e in m.more),
-            )
-            for sid, m in qv.members.items()
-        }
+        members = members_of(qv)
         return cls(
             config.my_id,
             members,
@@ -108,6 +121,10 @@ class EnsembleSpec:
             read_only_mode=config.read_only_mode,
             local_sessions=config.local_sessions_enabled,
             tls=_quorum_tls(config),
+            reconfig_enabled=config.reconfig_enabled,
+            config_file=config.config_file,
+            last_seen=config.last_seen_quorum,
+            standalone_enabled=config.standalone_enabled,
         )
 
     @property
@@ -116,7 +133,10 @@ class EnsembleSpec:
 
     @property
     def observer(self) -> bool:
-        return self.members[self.myid].observer
+        """An observer of the configuration (a member a reconfig removed is a non-voting
+        participant)."""
+        m = self.members.get(self.myid)
+        return m is not None and m.observer
 
     def quorum(self) -> Quorum:
         if self.verifier is None:

@@ -76,6 +76,8 @@ from tests.quorum.sim.workload import HistoryError, Reference, SimClient
 from trizk.jute import records as r
 from trizk.jute.codes import OpCode
 from trizk.jute.records import QuorumPacket
+from trizk.quorum.reconfig import LeaderConfigView
+from trizk.quorum.verifier import QuorumVerifier, parse_config_string
 from trizk.quorum.zab.applier import (
     AcceptedEpoch,
     CurrentEpoch,
@@ -123,7 +125,7 @@ class SimCommitter:
 
     def propose(self, p: Proposal) -> None:
         data = txnlog.encode_payload(TxnEntry(p.hdr, p.txn, txnlog.make_digest(p.digest)))
-        if self.leader.propose(p.hdr.zxid, data):
+        if self.leader.propose(p.hdr.zxid, data, p.config):
             self.sim.stats["proposed"] += 1
         else:
             self.sim.stats["rollovers"] += counter_of(p.hdr.zxid) == 0xFFFFFFFF
@@ -209,6 +211,10 @@ class Node:
     held: list[Callable[[], None]] = field(default_factory=list)
     #: how far the member's clock was stepped forward (ms)
     clock_offset: int = 0
+    #: dynamic reconfig: the committed and the last seen configuration (kept across crashes,
+    #: as ZooKeeper's dynamic files); None: reconfig off
+    config: QuorumVerifier | None = None
+    last_seen: QuorumVerifier | None = None
 
     def clock(self, now: int) -> int:
         return int(now * self.rate) + self.clock_offset
@@ -245,6 +251,9 @@ class SimConfig:
     #: mean interval of forward steps of one member's clock (0: none), of clock_step_ms
     clock_step_interval_ms: int = 0
     clock_step_ms: tuple[int, int] = (100, 3_000)
+    #: mean interval of reconfigs (0: reconfig off): the observers leave or join again, or a
+    #: new version of the same membership, sent by a client as the super user
+    reconfig_interval_ms: int = 0
 
 
 class Violation(AssertionError):
@@ -264,6 +273,20 @@ class Sim:
         self.voters = frozenset(sids[: c.voters])
         self.quorum = Quorum.majority_of(self.voters)
         self.nodes = {s: Node(s, s in self.voters, self.rng.uniform(0.9, 1.1)) for s in sids}
+        #: every member's line (the observers' joiner lines in reconfigs)
+        self.lines = {
+            s: f"server.{s}=10.0.0.{s}:2888:3888:"
+            f"{'participant' if s in self.voters else 'observer'};10.0.0.{s}:2181"
+            for s in sids
+        }
+        if c.reconfig_interval_ms:
+            base = parse_config_string("\n".join([*self.lines.values(), "version=0"]))
+            for n in self.nodes.values():
+                n.config = n.last_seen = base
+        #: activations seen, by member: (version, config) in order
+        self.activations: dict[int, list[tuple[int, bytes]]] = {s: [] for s in sids}
+        #: the one configuration of each version
+        self.configs: dict[int, bytes] = {}
         for n in self.nodes.values():
             n.disk_speed = self.rng.choice((0.2, 1.0, 4.0))
         self.conns: dict[int, Conn] = {}
@@ -306,6 +329,8 @@ class Sim:
         self.at(c.write_interval_ms, self.member_sync)
         self.at(self.rng.randint(1, c.crash_interval_ms), self.chaos_crash)
         self.at(self.rng.randint(1, c.partition_interval_ms), self.chaos_partition)
+        if c.reconfig_interval_ms:
+            self.at(self.rng.randint(1, c.reconfig_interval_ms), self.chaos_reconfig)
         if c.pause_interval_ms:
             self.at(self.rng.randint(1, c.pause_interval_ms), self.chaos_pause)
         if c.clock_step_interval_ms:
@@ -428,7 +453,12 @@ class Sim:
             committed_log=log,
             txnlog=txnlog,
             commit_log_count=self.cfg.commit_log_count,
+            verifier=n.config,
+            config_version=n.config.version if n.config is not None else 0,
         )
+        if n.config is not None:
+            n.machine.last_seen = n.last_seen
+            n.machine.newleader_config = self._bytes(n.last_seen)
         n.applier.start(n.machine)
         self.log(f"{n.sid} LEADING (acc {d.accepted} cur {d.current} last {n.zxid:#x})")
         self.drain(n)
@@ -447,6 +477,7 @@ class Sim:
             last_logged_zxid=n.zxid,
             now_ms=n.clock(self.now),
             snapshot_zxid=d.snap_zxid,
+            config_version=n.config.version if n.config is not None else 0,
         )
         n.applier.start(n.machine)
         self.log(f"{n.sid} {'FOLLOWING' if n.voter else 'OBSERVING'} {leader.sid}")
@@ -712,8 +743,16 @@ class Sim:
                 self.check_commit(n, e)
                 self.check_tree(n)
             self.on_applied(n, hdr)
+        if rd.last_seen_config is not None and n.config is not None:
+            seen = parse_config_string(rd.last_seen_config.decode())
+            if n.last_seen is None or seen.version > n.last_seen.version:
+                n.last_seen = seen
+        for a in rd.activated:
+            self.activate(n, m, a.config, a.leader)
         if isinstance(m, Leader):
             if rd.serving is not None:
+                if n.config is not None and n.last_seen is not None:
+                    self.activate(n, m, self._bytes(n.last_seen), None)  # startZkServer
                 self.on_leader_established(n, m, rd.serving)
             if n.seq is not None and n.requests is not None:
                 # a closed link's REQUESTs are dropped (see LearnerRequests)
@@ -729,7 +768,9 @@ class Sim:
                     owner = conn.learner if conn is not None else -2 - link
                     m.revalidated(link, sid, n.seq.revalidate_for(sid, timeout, now, owner))
         else:
-            if rd.serving is not None:
+            if rd.serving is not None and n.config is not None and m.leader_config is not None:
+                self.activate(n, m, m.leader_config, None)  # UPTODATE: processReconfig
+            if rd.serving is not None and not m.done:
                 n.serving = True
                 roles = RoleFactory(self.core_config(n), n.rep)
                 wall = n.clock(self.now)
@@ -786,6 +827,15 @@ class Sim:
         seq = n.seq = leading.sequencer
         hi = self.rng.random() < self.cfg.high_counter_prob
         seq.last_zxid = make_zxid(e, 0xFFFFFFF0) if hi else z
+        if n.config is not None:
+
+            def view() -> LeaderConfigView:
+                seen = m.last_seen or n.last_seen
+                committed = m.verifier or n.config
+                assert seen is not None and committed is not None
+                return LeaderConfigView(seen, committed.version, m.quorum_synced)
+
+            seq.leader_config = view
         n.requests = LearnerRequests(self.cfg.learner_request_limit)
 
     def feed_requests(self, n: Node, m: Leader) -> None:
@@ -802,6 +852,75 @@ class Sim:
         owners = {cid: conn.learner for cid, conn in self.conns.items()}
         now = n.clock(self.now)
         n.requests.feed(m, n.seq, owners, now, now, sync, bad)
+
+    @staticmethod
+    def _bytes(qv: QuorumVerifier | None) -> bytes:
+        assert qv is not None
+        return qv.to_string().encode()
+
+    def activate(self, n: Node, m: Leader | Learner, data: bytes, designated: int | None) -> None:
+        """``processReconfig`` as the ensemble shell does it (peer.process_reconfig): a newer
+        configuration becomes the member's; one version is one configuration everywhere; a
+        learner whose leader or role changes with it ends its role."""
+        qv = parse_config_string(data.decode())
+        first = self.configs.setdefault(qv.version, data)
+        if first != data:
+            self.fail(f"{n.sid}: configuration {qv.version:#x} differs: {first!r} / {data!r}")
+        prev = n.config
+        if prev is None or qv.version <= prev.version:
+            return
+        n.config = qv
+        if n.last_seen is None or n.last_seen.version < qv.version:
+            n.last_seen = qv
+        self.activations[n.sid].append((qv.version, data))
+        self.stats["activations"] += 1
+        if isinstance(m, Leader):
+            m.verifier = qv
+            if m.last_seen is None or m.last_seen.version < qv.version:
+                m.last_seen = qv
+            m.config_version = qv.version
+            return
+        observer = n.sid in qv.observing_members
+        was = m.learner_type is LearnerType.OBSERVER
+        if prev.java_equals(qv):
+            return
+        if (designated is not None and designated != m.leader) or observer != was:
+            self.stats["reconfig_role_ends"] += 1
+            m.reconfigured("changes proposed in reconfig")
+
+    def chaos_reconfig(self) -> None:
+        """A client sends a reconfig as the super user: an observer leaves or joins again, or
+        the same membership gets a new version."""
+        self.at(self.rng.randint(1, 2 * self.cfg.reconfig_interval_ms), self.chaos_reconfig)
+        ups = [c for c in self.clients if c.state == "up" and not self.nodes[c.member].paused]
+        if not ups:
+            return
+        c = self.rng.choice(ups)
+        n = self.nodes[c.member]
+        ws = n.seq or n.path
+        if ws is None or len(c.pending) >= workload.MAX_INFLIGHT or n.config is None:
+            return
+        observers = [s for s in self.nodes if s not in self.voters]
+        x = self.rng.random()
+        if observers and x < 0.4:
+            req = r.ReconfigRequest(None, str(self.rng.choice(observers)), None, -1)
+        elif observers and x < 0.8:
+            s = self.rng.choice(observers)
+            req = r.ReconfigRequest(self.lines[s], None, None, -1)
+        else:
+            req = r.ReconfigRequest(None, None, ",".join(self.lines.values()), -1)
+        c.cxid += 1
+        frame = r.RequestHeader(c.cxid, OpCode.RECONFIG).encode() + req.encode()
+        c.pending.append(c.cxid)
+        c.ops[c.cxid] = OpCode.RECONFIG
+        self.stats["reconfigs"] += 1
+        now = n.clock(self.now)
+        ws.submit(
+            WriteRequest(c.session, c.cxid, OpCode.RECONFIG, frame, [("super", "")], LOCAL),
+            now,
+            now,
+        )
+        self.drain(n)
 
     def core_config(self, n: Node) -> CoreConfig:
         return CoreConfig(tick_time=self.cfg.timing.tick_ms, server_id=n.sid)

@@ -62,6 +62,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "pause_interval_ms": 2_000,
         "clock_step_interval_ms": 3_000,
     },
+    # dynamic reconfig (clients as the super user): observers leave and join again, the
+    # same membership takes new versions; a reconfig and what follows it commit on both
+    # configurations' quorums, COMMITANDACTIVATE / INFORMANDACTIVATE activate it, under the
+    # crashes and partitions (the voters stay: the election stand-in knows one quorum)
+    "3+2-reconfig": {
+        "voters": 3,
+        "observers": 2,
+        "duration_ms": 20_000,
+        "reconfig_interval_ms": 800,
+    },
 }
 CI_SEEDS = {
     "3+1": 150,
@@ -70,6 +80,7 @@ CI_SEEDS = {
     "3+1-anyleader": 120,
     "3+1-wire": 40,
     "3+1-pause": 100,
+    "3+2-reconfig": 60,
 }
 
 #: (config, seed) pairs that once failed; kept as regression tests.
@@ -109,6 +120,7 @@ def test_seeds(name: str) -> None:
     keys += [f"txn {op}" for op in ("CREATE", "SETDATA", "DELETE", "MULTI", "ERROR")]
     keys += ["txn CREATESESSION", "txn CLOSESESSION"]
     keys += ["pauses", "clock_steps"] if "pause_interval_ms" in CONFIGS[name] else []
+    keys += ["txn RECONFIG", "activations"] if "reconfig_interval_ms" in CONFIGS[name] else []
     for key in keys + (["touches"] if CONFIGS[name]["observers"] else []):
         assert total[key] > 0, (key, total)
     assert total["applied"] > 20 * n, total
