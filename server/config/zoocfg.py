@@ -276,11 +276,11 @@ KEYS: Mapping[str, KeySpec] = {
     "quorumListenOnAllIPs": KeySpec(_F),
     "peerType": KeySpec(_F),
     "standaloneEnabled": KeySpec(_F),
+    "localSessionsEnabled": KeySpec(_F),
+    "localSessionsUpgradingEnabled": KeySpec(_F),
     # -- QuorumPeerConfig.parseProperties fields trizk does not implement --
     "observerMasterPort": KeySpec(_U),
     "clientPortListenBacklog": KeySpec(_U, "-1"),
-    "localSessionsEnabled": KeySpec(_U, "false"),
-    "localSessionsUpgradingEnabled": KeySpec(_U, "false"),
     "connectToLearnerMasterLimit": KeySpec(_U),
     "syncEnabled": KeySpec(_U, "true"),
     "dynamicConfigFile": KeySpec(_U),
@@ -447,6 +447,10 @@ class ServerConfig:
     multi_address_timeout_ms: int = 1000
     #: ZooKeeper's configuration warnings (odd ensemble sizes, peerType mismatch), for the log.
     warnings: tuple[str, ...] = ()
+    #: ``localSessionsEnabled`` / ``localSessionsUpgradingEnabled`` (both false by default;
+    #: ensemble members only, :mod:`trizk.server.writes.localsessions`)
+    local_sessions_enabled: bool = False
+    local_sessions_upgrading_enabled: bool = False
 
     # -- constructors --------------------------------------------------------------------
 
@@ -789,6 +793,11 @@ def config_from_entries(
             return default
         return _parse_int(e.value, line(key), key, e.text)
 
+    def bool_field(key: str) -> bool:
+        """QuorumPeerConfig.parseBoolean (false when absent)."""
+        e = fields.get(key)
+        return False if e is None else _java_bool(e)
+
     def int_prop(names: tuple[str, ...], default: int) -> int:
         for name in names:
             if name in props:
@@ -900,6 +909,8 @@ def config_from_entries(
         multi_address_reachability_check=q.multi_address[1],
         multi_address_timeout_ms=q.multi_address[2],
         warnings=q.warnings + tuple(value_warnings),
+        local_sessions_enabled=bool_field("localSessionsEnabled"),
+        local_sessions_upgrading_enabled=bool_field("localSessionsUpgradingEnabled"),
     )
 
 

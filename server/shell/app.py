@@ -5,7 +5,7 @@ Structure::
 
     serve(config)
       ├── ticker: sleeps until the next session-expiry bucket, calls the role's
-      │     sequencer.tick(now, wall)
+      │     expirer.tick(now, wall) (its sequencer; a learner's local sessions)
       ├── acceptor (one per listening socket): accept → register the socket with the poller
       ├── poller (:mod:`trizk.server.shell.poller`): one task for every plain client socket; reads
       │     what is ready → core.data_received → replies sent inline (non-blocking send)
@@ -60,7 +60,7 @@ from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.frontend.connection import ClientConnection, State
 from trizk.server.frontend.core import FrontEnd
 from trizk.server.ops import fourlw, status
-from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.roles.factory import Role, RoleFactory, SessionExpirer
 from trizk.server.shell.clock import Clock
 from trizk.server.shell.persistence import Persistence, PersistenceSettings
 from trizk.server.shell.poller import Poller, SockPeer
@@ -161,6 +161,9 @@ class TrizkServer:
             sasl=_sasl_login(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
             zookeeper_version=config.zookeeper_version,
+            # QuorumPeerConfig's keys: a standalone server (ZooKeeperServerMain) ignores them
+            local_sessions=ensemble is not None and config.local_sessions_enabled,
+            local_sessions_upgrading=config.local_sessions_upgrading_enabled,
         )
         assert self.core_config.auth is not None
         for line in self.core_config.auth.enforcement_lines():
@@ -171,6 +174,8 @@ class TrizkServer:
         #: leader, its sequencer (writes, sessions: what the ticker expires)
         self.core: FrontEnd
         self.sequencer: Sequencer | None = None
+        #: what the session ticker drives (the sequencer; a learner's local sessions)
+        self.expirer: SessionExpirer | None = None
         self.peer: QuorumPeer | None = None
         roles = RoleFactory(self.core_config, self.replica, self.server_metrics)
         if ensemble is None:
@@ -233,6 +238,7 @@ class TrizkServer:
         self.role = role
         self.core = front
         self.sequencer = role.sequencer
+        self.expirer = role.expirer
 
     def install(self, role: Role) -> None:
         """An ensemble member changed role: serve through ``role`` from now on. Every client
@@ -330,13 +336,13 @@ class TrizkServer:
 
     async def _ticker(self) -> None:
         while True:
-            seq = self.sequencer
+            seq = self.expirer
             if seq is None:  # a learner, or LOOKING: the leader expires sessions
                 await self.clock.sleep_until(self.clock.now() + self.config.tick_time)
                 continue
             now = self.clock.now()
-            await self.clock.sleep_until(now + max(seq.next_tick_in(now), 1))
-            if seq is self.sequencer:
+            await self.clock.sleep_until(now + max(min(seq.next_tick_in(now), 1 << 30), 1))
+            if seq is self.expirer:
                 seq.tick(self.clock.now(), self.clock.wall())
             self._wake_dirty()
 
@@ -761,10 +767,15 @@ class TrizkServer:
                 by_conn.setdefault(w.session_id, []).append(path if path is not None else "null")
         data_dir = Path(self.config.data_dir) / "version-2"
         log_dir = Path(self.config.data_log_dir) / "version-2"
+        local = core.write_path.local_sessions
         return status.SimpleView(
             config=self.config,
             client_port=self.port,
-            metrics={**st.view_metrics(), **status.fd_gauges()},
+            metrics={
+                **st.view_metrics(),
+                **status.fd_gauges(),
+                "local_sessions": len(local) if local is not None else 0,
+            },
             server_metrics=self.server_metrics,
             now_ms=self.clock.now(),
             serving=core.serving,

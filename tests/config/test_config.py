@@ -290,6 +290,7 @@ def test_keys_table_is_consistent() -> None:
         "server.", "initLimit", "syncLimit", "electionAlg", "quorumListenOnAllIPs", "peerType",
         "standaloneEnabled", "group.", "weight.", "multiAddress.enabled",
         "multiAddress.reachabilityCheckEnabled", "multiAddress.reachabilityCheckTimeoutMs",
+        "localSessionsEnabled", "localSessionsUpgradingEnabled",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (
@@ -375,3 +376,14 @@ def test_load_config_reads_myid(tmp_path: Path) -> None:
     (tmp_path / "myid").write_text("x\n")
     with pytest.raises(ConfigError, match="serverid"):
         load_config(cfg)
+
+
+def test_local_sessions_keys() -> None:
+    # QuorumPeerConfig: both false by default, parseBoolean (true/false in any case)
+    c = parse("")
+    assert not c.local_sessions_enabled and not c.local_sessions_upgrading_enabled
+    c = parse("localSessionsEnabled=TRUE\nlocalSessionsUpgradingEnabled=true\n")
+    assert c.local_sessions_enabled and c.local_sessions_upgrading_enabled
+    assert c.unsupported == ()
+    with pytest.raises(ConfigError, match="localSessionsEnabled"):
+        parse("localSessionsEnabled=yes\n")
