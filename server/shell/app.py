@@ -775,6 +775,12 @@ class TrizkServer:
                 **st.view_metrics(),
                 **status.fd_gauges(),
                 "local_sessions": len(local) if local is not None else 0,
+                # a learner's global sessions: its database's (zkDb.getSessionCount)
+                **(
+                    {"global_sessions": len(self.replica.sessions)}
+                    if self.sequencer is None and self.peer is not None
+                    else {}
+                ),
             },
             server_metrics=self.server_metrics,
             now_ms=self.clock.now(),
