@@ -759,6 +759,23 @@ class TrizkServer:
                     s.id, s.expiry + wall_offset, tuple(eph) if eph is not None else None
                 )
             )
+        learner_sessions: list[tuple[int, int]] | None = None
+        if self.role.name in ("following", "observing"):
+            # a learner knows the global sessions of its database (zkDb.getSessionCount,
+            # LearnerSessionTracker's globalSessionsWithTimeouts), and expires none of them
+            learner_sessions = list(self.replica.sessions.items())
+            for sid in self.replica.sessions:
+                eph = core.tree.ephemerals.get(sid)
+                sessions.append(status.SessionInfo(sid, 0, tuple(eph) if eph is not None else None))
+        local = core.write_path.local_sessions
+        local_sessions = (
+            [
+                status.SessionInfo(s.id, s.expiry + wall_offset)
+                for s in local.tracker.sessions.values()
+            ]
+            if local is not None
+            else None
+        )
         by_conn: dict[int, list[str]] = {}
         for path, watchers in core.watches.data.by_path.items():
             for w in watchers:
@@ -767,7 +784,6 @@ class TrizkServer:
                 by_conn.setdefault(w.session_id, []).append(path if path is not None else "null")
         data_dir = Path(self.config.data_dir) / "version-2"
         log_dir = Path(self.config.data_log_dir) / "version-2"
-        local = core.write_path.local_sessions
         return status.SimpleView(
             config=self.config,
             client_port=self.port,
@@ -775,12 +791,6 @@ class TrizkServer:
                 **st.view_metrics(),
                 **status.fd_gauges(),
                 "local_sessions": len(local) if local is not None else 0,
-                # a learner's global sessions: its database's (zkDb.getSessionCount)
-                **(
-                    {"global_sessions": len(self.replica.sessions)}
-                    if self.sequencer is None and self.peer is not None
-                    else {}
-                ),
             },
             server_metrics=self.server_metrics,
             now_ms=self.clock.now(),
@@ -806,6 +816,8 @@ class TrizkServer:
             uptime_ms=self.clock.now() - self.started,
             connections=conns,
             sessions=sessions,
+            local_sessions=local_sessions,
+            learner_sessions=learner_sessions,
             data_watches=list(by_conn.items()),
             snap_dir=str(data_dir.absolute()),
             log_dir=str(log_dir.absolute()),

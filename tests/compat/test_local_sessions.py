@@ -16,6 +16,7 @@ logs an error txn (-120 from the leader's own session, -112 from a follower's).
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from pathlib import Path
@@ -71,6 +72,21 @@ def wait_closed(s: socket.socket, within: float) -> bool:
     return True
 
 
+def dump_outline(port: int) -> list[str]:
+    """``dump``'s session lines: the trackers' titles with their element counts (not their
+    bucket counts: ZooKeeper's ExpiryQueue keeps emptied buckets until their time), a
+    learner's global session lines, the ephemeral owners' count."""
+    out = []
+    for line in ask(port, "dump").decode().splitlines():
+        if "Session Sets" in line:
+            out.append(re.sub(r"Sets \(\d+\)/", "Sets (n)/", line))
+        elif line.startswith(("Global Sessions(", "Sessions with Ephemerals")):
+            out.append(line)
+        elif line.startswith("0x") and line.endswith("ms"):
+            out.append("0x...\t" + line.split("\t")[1])
+    return out
+
+
 def client(port: int) -> KazooClient:
     c = KazooClient(hosts=f"127.0.0.1:{port}", timeout=10, connection_retry=None)
     c.start(timeout=30)
@@ -110,6 +126,7 @@ def member_transcript(ens: ProcessEnsemble, sid: int, other: int) -> list[object
     out.append(("persistent create", error_name(lambda: c.create(f"/p{sid}", b"x"))))
     out.append(("ephemeral create", error_name(lambda: c.create(f"/e{sid}", b"x", ephemeral=True))))
     out.append(("local, global after it", mntr(port, "local_sessions", "global_sessions")))
+    out.append(("dump", dump_outline(port)))
     # an ephemeral create in a multi, from a fresh local session
     c2 = client(port)
     tx = c2.transaction()
