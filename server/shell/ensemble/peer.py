@@ -90,6 +90,7 @@ from trizk.server.shell.ensemble.learning import LearnerPump
 from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
+from trizk.server.shell.reachability import reachable_or_all
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
 from trizk.storage.tree.javahash import JavaHashSet
@@ -140,6 +141,7 @@ class QuorumPeer:
             multi_address=spec.multi_address,
             bind_tries=spec.election_bind_tries,
             clock=self.clock,
+            reachability_timeout_ms=spec.reachability_timeout_ms,
         )
         self._kick = trio.Event()
         self._pump: LeaderPump | LearnerPump | None = None
@@ -431,9 +433,14 @@ class QuorumPeer:
         deciding first would otherwise often go back to LOOKING)."""
         deadline = trio.current_time() + self.spec.timing.init_ms / 1000
         while True:
+            timeout_ms = self.spec.reachability_timeout_ms
+            tried = addrs
+            if timeout_ms is not None and len(addrs) > 1:
+                # the leader's reachable addresses, or all (getAllReachableAddressesOrAll)
+                tried = await reachable_or_all(addrs, timeout_ms)
             try:
                 # every address of a multi-address leader at once (LeaderConnector threads)
-                return await open_first_stream(addrs, deadline - trio.current_time())
+                return await open_first_stream(tried, deadline - trio.current_time())
             except (OSError, trio.TooSlowError) as e:
                 if trio.current_time() + CONNECT_PAUSE >= deadline:
                     shown = "|".join(format_address(h, p) for h, p in addrs)

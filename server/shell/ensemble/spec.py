@@ -66,6 +66,10 @@ class EnsembleSpec:
     multi_address: bool = False
     #: ``zookeeper.electionPortBindRetry``: binds of the election port before giving up
     election_bind_tries: int = 3
+    #: ``multiAddress.reachabilityCheckTimeoutMs`` when ``multiAddress.reachabilityCheckEnabled``
+    #: (the default, 1000), else None: which addresses of a member are tried
+    #: (:mod:`trizk.server.shell.reachability`)
+    reachability_timeout_ms: int | None = 1000
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -94,6 +98,9 @@ class EnsembleSpec:
             verifier=qv,
             multi_address=config.multi_address_enabled,
             election_bind_tries=_bind_tries(config),
+            reachability_timeout_ms=(
+                config.multi_address_timeout_ms if config.multi_address_reachability_check else None
+            ),
         )
 
     @property
