@@ -2,8 +2,9 @@
 Apache ZooKeeper 3.8.0 and trizk ensembles, and on mixed ones (a trizk leader with ZooKeeper
 followers, a ZooKeeper leader with trizk followers).
 
-One scenario (:func:`transcript`) runs on a 3-member ensemble whose highest sid leads and
-records what a client and an operator can see, on the leader and on a follower: the session
+One scenario (:func:`transcript`) runs on a 3-member ensemble whose highest sid leads, with an
+observer, and records what a client and an operator can see, on the leader, a follower and the
+observer: the session
 id's top byte, mntr's ``local_sessions`` / ``global_sessions``, the answer to a persistent and
 an ephemeral create (upgrade or EPHEMERALONLOCALSESSION), an ephemeral create in a multi, a
 local session reconnecting to its own member and to another one (a local session cannot
@@ -34,7 +35,7 @@ from trizk.testing.probes import ask, handshake_bytes, read_frame
 
 pytestmark = [pytest.mark.oracle, pytest.mark.slow]
 
-LEADER, FOLLOWER, OTHER = 3, 1, 2
+LEADER, FOLLOWER, OTHER, OBSERVER = 3, 1, 2, 4
 
 
 def mntr(port: int, *names: str) -> tuple[int, ...]:
@@ -161,6 +162,7 @@ def transcript(ens: ProcessEnsemble) -> list[object]:
     ens.wait_leader(LEADER)
     out: list[object] = [("leader", member_transcript(ens, LEADER, OTHER))]
     out.append(("follower", member_transcript(ens, FOLLOWER, LEADER)))
+    out.append(("observer", member_transcript(ens, OBSERVER, FOLLOWER)))
     # every member applied the same txns; the leader's log is the reference
     c = client(ens.port(OTHER))
     c.sync("/")
@@ -175,7 +177,10 @@ _CACHE: dict[tuple[str, str], list[object]] = {}
 
 def run(kinds: dict[int, str], upgrading: str) -> list[object]:
     extra = {"localSessionsEnabled": "true", "localSessionsUpgradingEnabled": upgrading}
-    with ProcessEnsemble(kinds, extra=extra) as ens:
+    # the observer is of the followers' kind
+    with ProcessEnsemble(
+        {**kinds, OBSERVER: kinds[FOLLOWER]}, observers=[OBSERVER], extra=extra
+    ) as ens:
         return transcript(ens)
 
 
