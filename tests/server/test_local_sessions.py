@@ -224,3 +224,15 @@ def test_creates_ephemeral_reads_creates_and_multis() -> None:
         OpCode.CREATE, frame(OpCode.CREATE, r.CreateRequest("/a", b"", ACL, 99))
     )
     assert not creates_ephemeral(OpCode.CREATE, b"\x00\x00\x00\x01\x00\x00\x00\x01")  # no body
+
+
+def test_a_local_close_waits_for_the_sessions_earlier_writes() -> None:
+    # CommitProcessor keeps a session's order: the close (no txn) is answered after the write
+    ens = LocalEnsemble(upgrading=True)
+    f = ens.connect(ens.follower)
+    connect_response(f)
+    ens.request(ens.follower, f, 1, OpCode.CREATE, r.CreateRequest("/w", b"", ACL, 0))
+    ens.request(ens.follower, f, 2, OpCode.CLOSESESSION, None)
+    assert replies(f) == [] and not f.closed
+    ens.step()
+    assert xids(replies(f)) == [(1, 0), (2, 0)] and f.closed
