@@ -14,6 +14,10 @@ bridge-side link down: the host can reach nobody and nobody reaches it (its open
 stall, as in a real partition: no RST); ``heal(i)`` brings it back. A process runs on a host
 through ``ip netns exec``.
 
+With ``links=2`` every host has a second interface on a second bridge and subnet (taken the
+same way): ``host(i, 1)`` is its second address and ``cut(i, 1)`` takes only that link down, so
+a member listed with both addresses (``server.N=a:q:e|b:q:e``) loses one of them.
+
 Invariants: names are unique per lab (a random tag), every namespace, veth and bridge made is
 removed by :meth:`NetnsLab.close`, even after a failure; interface names fit IFNAMSIZ (15).
 """
@@ -59,28 +63,38 @@ def labs_in_use() -> set[int]:
 
 
 class NetnsLab:
-    """``n`` hosts (1..n) on one bridge; see the module docstring. ``lab`` fixes the subnet
-    (10.231.<lab>.0/24); by default the lowest free one is taken."""
+    """``n`` hosts (1..n) on one bridge (``links=2``: two bridges, two addresses per host);
+    see the module docstring. ``lab`` fixes the (first) subnet (10.231.<lab>.0/24); by default
+    the lowest free one is taken."""
 
-    def __init__(self, n: int, lab: int | None = None) -> None:
+    def __init__(self, n: int, lab: int | None = None, links: int = 1) -> None:
         self.tag = secrets.token_hex(2)
         self.bridge = f"tzb{self.tag}"
+        #: every link's bridge and subnet prefix (the first are ``bridge`` and ``prefix``)
+        self.bridges = [f"tzb{self.tag}", f"tzc{self.tag}"][:links]
+        self.prefixes: list[str] = []
         self.namespaces: dict[int, str] = {}
         self._veths: dict[int, str] = {}
+        self._more_veths: dict[tuple[int, int], str] = {}
         try:
             with open(LOCK_PATH, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-                if lab is None:
-                    free = sorted(set(range(256)) - labs_in_use())
-                    if not free:
-                        raise RuntimeError("every subnet 10.231.<0-255>.0/24 is in use")
-                    lab = free[0]
-                self.prefix = f"10.231.{lab}"
-                _ip("link", "add", self.bridge, "type", "bridge")
-                _ip("addr", "add", f"{self.prefix}.1/24", "dev", self.bridge)
-            _ip("link", "set", self.bridge, "up")
+                for k, bridge in enumerate(self.bridges):
+                    if lab is None or k > 0:
+                        free = sorted(set(range(256)) - labs_in_use())
+                        if not free:
+                            raise RuntimeError("every subnet 10.231.<0-255>.0/24 is in use")
+                        lab = free[0]
+                    self.prefixes.append(f"10.231.{lab}")
+                    _ip("link", "add", bridge, "type", "bridge")
+                    _ip("addr", "add", f"{self.prefixes[k]}.1/24", "dev", bridge)
+            self.prefix = self.prefixes[0]
+            for bridge in self.bridges:
+                _ip("link", "set", bridge, "up")
             for i in range(1, n + 1):
                 self._add(i)
+                for k in range(1, links):
+                    self._add_link(i, k)
         except Exception:
             self.close()
             raise
@@ -99,8 +113,19 @@ class NetnsLab:
         _ip("link", "set", inner, "up", ns=ns)
         _ip("link", "set", "lo", "up", ns=ns)
 
-    def host(self, i: int) -> str:
-        return f"{self.prefix}.{10 + i}"
+    def _add_link(self, i: int, k: int) -> None:
+        ns = self.namespaces[i]
+        outer, inner = f"tzw{self.tag}{i}{k}", f"tzj{self.tag}{i}{k}"
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        self._more_veths[i, k] = outer
+        _ip("link", "set", inner, "netns", ns)
+        _ip("link", "set", outer, "master", self.bridges[k])
+        _ip("link", "set", outer, "up")
+        _ip("addr", "add", f"{self.host(i, k)}/24", "dev", inner, ns=ns)
+        _ip("link", "set", inner, "up", ns=ns)
+
+    def host(self, i: int, link: int = 0) -> str:
+        return f"{self.prefixes[link]}.{10 + i}"
 
     def command(self, i: int, argv: list[str]) -> list[str]:
         """``argv`` run on host ``i``."""
@@ -116,19 +141,24 @@ class NetnsLab:
         )
         return r.stdout
 
-    def cut(self, i: int) -> None:
-        _ip("link", "set", self._veths[i], "down")
+    def _veth(self, i: int, link: int) -> str:
+        return self._veths[i] if link == 0 else self._more_veths[i, link]
 
-    def heal(self, i: int) -> None:
-        _ip("link", "set", self._veths[i], "up")
+    def cut(self, i: int, link: int = 0) -> None:
+        _ip("link", "set", self._veth(i, link), "down")
+
+    def heal(self, i: int, link: int = 0) -> None:
+        _ip("link", "set", self._veth(i, link), "up")
 
     def close(self) -> None:
-        for outer in self._veths.values():
+        for outer in [*self._veths.values(), *self._more_veths.values()]:
             subprocess.run(["ip", "link", "del", outer], capture_output=True)
         for ns in self.namespaces.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        for bridge in self.bridges:
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         self._veths.clear()
+        self._more_veths.clear()
         self.namespaces.clear()
 
     def __enter__(self) -> NetnsLab:

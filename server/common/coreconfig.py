@@ -33,6 +33,11 @@ class CoreConfig:
     #: ``trizk.zookeeperVersion``: the ZooKeeper release the server answers as
     #: (:mod:`trizk.server.common.release`)
     zookeeper_version: str = release.DEFAULT_RELEASE
+    #: ``localSessionsEnabled`` (ensemble members only: a standalone server ignores it, as
+    #: ZooKeeper's does): new sessions are local (:mod:`trizk.server.writes.localsessions`)
+    local_sessions: bool = False
+    #: ``localSessionsUpgradingEnabled``: an ephemeral create upgrades a local session
+    local_sessions_upgrading: bool = False
 
     @property
     def zk39(self) -> bool:

@@ -301,11 +301,11 @@ KEYS: Mapping[str, KeySpec] = {
     # dynamic reconfig (server/config/dynamic.py, server/shell/ensemble/reconfig.py)
     "reconfigEnabled": KeySpec(_F),
     "dynamicConfigFile": KeySpec(_F),
+    "localSessionsEnabled": KeySpec(_F),
+    "localSessionsUpgradingEnabled": KeySpec(_F),
     # -- QuorumPeerConfig.parseProperties fields trizk does not implement --
     "observerMasterPort": KeySpec(_U),
     "clientPortListenBacklog": KeySpec(_U, "-1"),
-    "localSessionsEnabled": KeySpec(_U, "false"),
-    "localSessionsUpgradingEnabled": KeySpec(_U, "false"),
     "connectToLearnerMasterLimit": KeySpec(_U),
     "syncEnabled": KeySpec(_U, "true"),
     "sslQuorum": KeySpec(_F),
@@ -488,9 +488,10 @@ class ServerConfig:
     #: ``-Dreadonlymode.enabled`` (a system property only): a member cut off from its quorum
     #: serves read-only clients (ReadOnlyZooKeeperServer)
     read_only_mode: bool = False
-    #: ``localSessionsEnabled``, as far as read-only mode uses it: a read-only member creates
-    #: local sessions (without, a new session's createSession is refused NOTREADONLY)
+    #: ``localSessionsEnabled`` / ``localSessionsUpgradingEnabled`` (both false by default;
+    #: ensemble members only, :mod:`trizk.server.writes.localsessions`)
     local_sessions_enabled: bool = False
+    local_sessions_upgrading_enabled: bool = False
 
     # -- constructors --------------------------------------------------------------------
 
@@ -776,12 +777,6 @@ def parse_property_option(option: str) -> tuple[str, str]:
     return name, value.strip() if sep else ""
 
 
-def _last_boolean(entries: Sequence[Entry], key: str) -> bool:
-    """The last ``key`` entry as ``Boolean.parseBoolean`` reads it (False without one)."""
-    values = [e.value for e in entries if e.key == key]
-    return bool(values) and javalang.parse_boolean(values[-1])
-
-
 def config_from_entries(
     entries: Iterable[Entry],
     *,
@@ -845,6 +840,11 @@ def config_from_entries(
         if e is None:
             return default
         return _parse_int(e.value, line(key), key, e.text)
+
+    def bool_field(key: str) -> bool:
+        """QuorumPeerConfig.parseBoolean (false when absent)."""
+        e = fields.get(key)
+        return False if e is None else _java_bool(e)
 
     def int_prop(names: tuple[str, ...], default: int) -> int:
         for name in names:
@@ -968,7 +968,8 @@ def config_from_entries(
         quorum_auth=_quorum_auth(fields),
         warnings=q.warnings + tuple(value_warnings),
         read_only_mode=javalang.parse_boolean(props.get("readonlymode.enabled", "false")),
-        local_sessions_enabled=_last_boolean(entries, "localSessionsEnabled"),
+        local_sessions_enabled=bool_field("localSessionsEnabled"),
+        local_sessions_upgrading_enabled=bool_field("localSessionsUpgradingEnabled"),
     )
 
 

@@ -66,6 +66,7 @@ from trizk.server.frontend.requests import (
     multi_without_txn_39,
 )
 from trizk.server.frontend.watches import WatchManager
+from trizk.server.writes.localsessions import LocalSessions
 from trizk.server.writes.prep import WRITE_OPS
 from trizk.server.writes.sequencer import WriteRequest
 from trizk.server.writes.sessions import generate_password
@@ -147,7 +148,16 @@ class WritePath(Protocol):
     #: SYNC comes back (:meth:`FrontEnd.on_synced`); otherwise sync is answered as a read.
     forwards_sync: bool
 
-    def submit(self, req: WriteRequest, now: int, wall: int) -> None: ...
+    #: the member's local sessions (``localSessionsEnabled``), else None: a new session that
+    #: is local is answered at once, without a txn
+    local_sessions: LocalSessions | None
+
+    def submit(self, req: WriteRequest, now: int, wall: int) -> int | None:
+        """Send ``req`` on. None: the commit of its txn answers it; 0: answered without a txn,
+        in its session's order (a local session's closeSession); another code: if its txn
+        is an error txn, the answer carries this code instead (a learner's local session's
+        ephemeral create: EPHEMERALONLOCALSESSION, ``FinalRequestProcessor``)."""
+        ...
 
     def create_session(self, timeout: int, now: int, wall: int) -> int: ...
 
@@ -185,6 +195,9 @@ class _WriteMark:
     cxid: int
     op: int
     received: int
+    #: the write path's answer (WritePath.submit): None, 0 (answered without a txn) or the
+    #: error code that replaces an error txn's
+    answer: int | None = None
 
 
 @dataclass(slots=True)
@@ -428,6 +441,13 @@ class FrontEnd:
             self._queued()  # the createSession request
             sid = self.write_path.create_session(timeout, now, wall)
             conn.session_id = sid
+            local = self.write_path.local_sessions
+            if local is not None and local.is_local(sid):
+                # a local session: no txn, answered now (FinalRequestProcessor, hdr null)
+                self._finish_session_init(conn, True)
+                zxid = self.tree.last_processed_zxid
+                self._replied(conn, _CREATESESSION, 0, zxid, now, now)
+                return
             # answered when the createSession txn commits (on_committed)
             self.handshaking[sid] = (conn, now)
             if ro is not None:
@@ -789,11 +809,15 @@ class FrontEnd:
     def _write(
         self, conn: ClientConnection, xid: int, op: int, frame: bytes, now: int, wall: int
     ) -> None:
-        self._queue(conn).append(_WriteMark(xid, op, now))
+        mark = _WriteMark(xid, op, now)
+        fifo = self._queue(conn)
+        fifo.append(mark)
         sid = conn.session_id
-        self.write_path.submit(
+        mark.answer = self.write_path.submit(
             WriteRequest(sid, xid, op, frame, self._auth_ids(sid, conn)), now, wall
         )
+        if mark.answer == 0 and fifo[0] is mark:
+            self._drain(conn, now)
 
     def _forward_sync(
         self, conn: ClientConnection, xid: int, frame: bytes, now: int, wall: int
@@ -839,8 +863,25 @@ class FrontEnd:
                 self._finished(conn)
                 size = conn.send_reply(head.xid, zxid, 0, r.SyncResponse(head.path))
                 self._replied(conn, OpCode.SYNC, head.xid, zxid, head.received, now, size=size)
+            elif isinstance(head, _WriteMark) and head.answer == 0:
+                # a local session's closeSession: answered without a txn, then closed
+                fifo.popleft()
+                zxid = self.tree.last_processed_zxid
+                self._finished(conn)
+                size = conn.send_reply(head.cxid, zxid, 0)
+                self._replied(conn, head.op, head.cxid, zxid, head.received, now, size=size)
+                if head.op == _CLOSESESSION:
+                    self.session_conn.pop(conn.session_id, None)
+                    self._close(conn, "client closed session")
             else:
                 return
+
+    def session_ended(self, session_id: int) -> None:
+        """A session ended without a txn (a local session expired): its connection is
+        closed (FinalRequestProcessor's closeSession of an expired session)."""
+        conn = self.session_conn.pop(session_id, None)
+        if conn is not None:
+            self._close(conn, "session expired")
 
     # ------------------------------------------------------------------ commit
     def on_committed(self, hdr: r.TxnHeader, rc: ApplyResult, now: int) -> None:
@@ -911,6 +952,9 @@ class FrontEnd:
             self._finish_session_init(conn, True)
             self._replied(conn, op, xid, zxid, mark.received, now, txn=True)
             return
+        if hdr.type == _ERROR and mark.answer:
+            # the request's own error wins over the leader's (FinalRequestProcessor)
+            err = mark.answer
         if hdr.type == _ERROR and err == Code.SESSIONMOVED:
             # FinalRequestProcessor: "session moved is a connection level error, we need to
             # tear down the connection" (ZOOKEEPER-710): no reply, the connection is closed.

@@ -270,7 +270,12 @@ def _dump(view: StatusView, ctx: AdminContext, kw: Mapping[str, str]) -> Members
     # SessionTrackerImpl.getSessionExpiryMap: bucket (monotonic ms) -> session ids;
     # DataTree.getEphemerals: every session that ever owned an ephemeral.
     buckets: dict[str, list[int]] = {}
-    for s in view.sessions:
+    # a learner's expiry map is its local sessions' only (LearnerSessionTracker); a leader's,
+    # its local sessions' and then its global ones' (LeaderSessionTracker)
+    tracked = list(view.local_sessions or ())
+    if view.learner_sessions is None:
+        tracked += view.sessions
+    for s in tracked:
         key = str(s.expire_at_ms - ctx.wall_minus_monotonic_ms)
         buckets.setdefault(key, []).append(s.session_id)
     ephemerals = {

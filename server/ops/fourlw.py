@@ -218,9 +218,21 @@ def _expiry_sets(title: str, items: Sequence[tuple[int, str]], tz: tzinfo | None
 
 def _dump(view: StatusView, tz: tzinfo | None) -> str:
     out = "SessionTracker dump:\n"
-    out += _expiry_sets(
-        "Session", [(s.expire_at_ms, f"0x{java_hex(s.session_id)}") for s in view.sessions], tz
-    )
+    local, learner = view.local_sessions, view.learner_sessions
+    if local is not None:
+        # LeaderSessionTracker / LearnerSessionTracker.dumpSessions: the local tracker first
+        out += "Local " + _expiry_sets(
+            "Session", [(s.expire_at_ms, f"0x{java_hex(s.session_id)}") for s in local], tz
+        )
+        if learner is None:
+            out += "Global "
+    if learner is not None:
+        out += f"Global Sessions({len(learner)}):\n"
+        out += "".join(f"0x{java_hex(sid)}\t{timeout}ms\n" for sid, timeout in sorted(learner))
+    else:
+        out += _expiry_sets(
+            "Session", [(s.expire_at_ms, f"0x{java_hex(s.session_id)}") for s in view.sessions], tz
+        )
     out += "ephemeral nodes dump:\n"
     owners = [s for s in view.sessions if s.ephemerals is not None]
     out += f"Sessions with Ephemerals ({len(owners)}):\n"

@@ -254,6 +254,17 @@ class StatusView(Protocol):
         """Every live session (``dump``; mntr ``zk_global_sessions``, ``zk_ephemerals_count``)."""
 
     @property
+    def local_sessions(self) -> Sequence[SessionInfo] | None:
+        """The member's local sessions (``localSessionsEnabled``), else None: ``dump`` shows
+        them first (``LeaderSessionTracker`` / ``LearnerSessionTracker.dumpSessions``)."""
+
+    @property
+    def learner_sessions(self) -> Sequence[tuple[int, int]] | None:
+        """A learner's global sessions as (id, timeout ms), else None: its ``dump`` lists them
+        instead of expiry sets (``LearnerSessionTracker.dumpSessions``: a learner expires no
+        global session)."""
+
+    @property
     def data_watches(self) -> Sequence[tuple[int, Sequence[str]]]:
         """Data watches as (session id, watched paths), in print order. ``wchp`` groups them by
         path in first-seen order; ``wchs`` counts them."""
@@ -348,6 +359,8 @@ class SimpleView:
     uptime_ms: int = 0
     connections: Sequence[ConnectionInfo] = ()
     sessions: Sequence[SessionInfo] = ()
+    local_sessions: Sequence[SessionInfo] | None = None
+    learner_sessions: Sequence[tuple[int, int]] | None = None
     data_watches: Sequence[tuple[int, Sequence[str]]] = ()
     snap_dir: str = "/tmp/zookeeper/version-2"
     log_dir: str = "/tmp/zookeeper/version-2"

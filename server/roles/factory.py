@@ -21,9 +21,10 @@ read-only         ReadOnlyWritePath     nothing (LOOKING)              apply
 ================  ====================  =============================  ===========================
 
 The sequencer of a standalone server or a leader is also the session tracker: its ``tick``
-expires sessions and :attr:`Role.sequencer` is what the shell's ticker calls (None: the role
-expires nothing, a learner's leader does). An ensemble member serves through the not-serving
-role while it is LOOKING or syncing, and gets a new role object each time it starts serving
+expires sessions and :attr:`Role.expirer` is what the shell's ticker calls (None: the role
+expires nothing, a learner's leader does; a learner with local sessions expires those). An
+ensemble member serves through the not-serving role while it is LOOKING or syncing, and gets
+a new role object each time it starts serving
 (``Leader.startZkServer``, ``Learner.syncWithLeader``), as ZooKeeper makes a new
 ZooKeeperServer. With ``readonlymode.enabled`` a member LOOKING for long enough serves the
 read-only role (:mod:`.readonly`: reads for read-only clients, writes answered NOTREADONLY)
@@ -54,7 +55,16 @@ from trizk.server.writes.forwarder import LeaderLink
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.tree.replica import Replica
 
-__all__ = ["Role", "RoleFactory"]
+__all__ = ["Role", "RoleFactory", "SessionExpirer"]
+
+
+class SessionExpirer(Protocol):
+    """A session tracker the shell's ticker drives (the sequencer; a learner's local
+    sessions)."""
+
+    def tick(self, now: int, wall: int) -> None: ...
+
+    def next_tick_in(self, now: int) -> int: ...
 
 
 class Role(Protocol):
@@ -78,7 +88,12 @@ class Role(Protocol):
 
     @property
     def sequencer(self) -> Sequencer | None:
-        """The session tracker whose ``tick`` expires sessions (None: this role has none)."""
+        """The sequencer (a standalone server's or a leader's), else None."""
+        ...
+
+    @property
+    def expirer(self) -> SessionExpirer | None:
+        """What the shell's session ticker calls (None: this role expires no session)."""
         ...
 
     def commit(self, batch: Sequence[Proposal], now: int) -> None:
@@ -109,14 +124,14 @@ class RoleFactory:
         stats = ServerStats(started=now, metrics=self.metrics)
         return Leading(self.config, self.replica, committer, stats, zxid, now, wall)
 
-    def following(self, link: LeaderLink, wall: int) -> Learning:
+    def following(self, link: LeaderLink, wall: int, now: int = 0) -> Learning:
         """``FollowerZooKeeperServer``, once synced: forward to the leader over ``link``, apply
         and answer its COMMITs."""
-        return Learning(self.config, self.replica, link, self._stats(), False, wall)
+        return Learning(self.config, self.replica, link, self._stats(), False, wall, now)
 
-    def observing(self, link: LeaderLink, wall: int) -> Learning:
+    def observing(self, link: LeaderLink, wall: int, now: int = 0) -> Learning:
         """``ObserverZooKeeperServer``, once synced: as a follower, fed by INFORMs."""
-        return Learning(self.config, self.replica, link, self._stats(), True, wall)
+        return Learning(self.config, self.replica, link, self._stats(), True, wall, now)
 
     def not_serving(self) -> NotServingRole:
         """An ensemble member that serves no clients (LOOKING, or syncing with a leader)."""

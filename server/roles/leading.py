@@ -53,7 +53,10 @@ class Leading:
         self.sequencer = Sequencer(config, replica, committer, stats, now, wall)
         self.sequencer.last_zxid = zxid
         self.write_path = self.sequencer
+        self.expirer = self.sequencer
         self.front = FrontEnd(config, replica, self.sequencer, stats)
+        # a local session's expiry has no txn: its connection is closed at once
+        self.sequencer.local_session_ended = self.front.session_ended
 
     def commit(self, batch: Sequence[Proposal], now: int) -> None:
         """The commit sink: apply ``batch`` (committed by a quorum, in zxid order), answer it."""

@@ -28,11 +28,12 @@ from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.frontend.core import FrontEnd
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.forwarder import LeaderLink, LearnerWritePath
+from trizk.server.writes.localsessions import LocalSessions
 from trizk.storage.tree.replica import Replica
 
 __all__ = ["Learning"]
 
-_CLOSESESSION = int(OpCode.CLOSESESSION)
+_CLOSESESSION, _CREATESESSION = int(OpCode.CLOSESESSION), int(OpCode.CREATESESSION)
 
 
 class Learning:
@@ -46,6 +47,7 @@ class Learning:
         stats: ServerStats,
         observer: bool,
         wall: int,
+        now: int = 0,
     ) -> None:
         self.name = "observing" if observer else "following"
         self.config = config
@@ -53,9 +55,17 @@ class Learning:
         self.stats = stats
         #: a learner forwards; the leader's sequencer tracks and expires its sessions
         self.sequencer = None
-        self.path = LearnerWritePath(link, config.server_id, wall)
+        local = (
+            LocalSessions(config.tick_time, now, config.local_sessions_upgrading)
+            if config.local_sessions
+            else None
+        )
+        self.path = LearnerWritePath(link, config.server_id, wall, local, config.zk39)
         self.write_path = self.path
+        #: the local sessions (``localSessionsEnabled``) are tracked and expired here
+        self.expirer = self.path if local is not None else None
         self.front = FrontEnd(config, replica, self.path, stats)
+        self.path.local_session_ended = self._local_session_ended
 
     def commit(self, batch: Sequence[Proposal], now: int) -> None:
         """The commit sink: apply ``batch`` (the leader's commits, in zxid order), answer it."""
@@ -65,4 +75,10 @@ class Learning:
             rc = replica.apply(hdr, p.txn)
             if hdr.type == _CLOSESESSION:
                 path.session_closed(hdr.clientId)
+            elif hdr.type == _CREATESESSION:
+                path.session_committed(hdr.clientId)
             front.on_committed(hdr, rc, now)
+
+    def _local_session_ended(self, session_id: int) -> None:
+        self.stats.metrics.stale_sessions_expired += 1  # LocalSessionTracker's run
+        self.front.session_ended(session_id)

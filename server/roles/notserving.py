@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.frontend.core import FrontEnd
 from trizk.server.writes.committer import Proposal
+from trizk.server.writes.localsessions import LocalSessions
 from trizk.server.writes.sequencer import WriteRequest
 from trizk.storage.tree.replica import Replica
 
@@ -26,8 +27,9 @@ class NotServing:
     """The write path while no role serves clients: every handshake is refused."""
 
     forwards_sync = False
+    local_sessions: LocalSessions | None = None
 
-    def submit(self, req: WriteRequest, now: int, wall: int) -> None:
+    def submit(self, req: WriteRequest, now: int, wall: int) -> int | None:
         raise AssertionError("no write path while not serving")
 
     def create_session(self, timeout: int, now: int, wall: int) -> int:
@@ -50,6 +52,7 @@ class NotServingRole:
         self.replica = replica
         self.stats = stats
         self.sequencer = None
+        self.expirer = None
         self.write_path = NotServing()
         self.front = FrontEnd(config, replica, self.write_path, stats)
         self.front.serving = False

@@ -51,6 +51,7 @@ class Standalone:
         self.stats = ServerStats(started=now)
         self.sequencer = Sequencer(config, replica, committer, self.stats, now, wall)
         self.write_path = self.sequencer
+        self.expirer = self.sequencer
         self.front = FrontEnd(config, replica, self.sequencer, self.stats)
         # standalone ZooKeeper: every request passes the SyncRequestProcessor
         self.front.counts_sync = True

@@ -5,7 +5,7 @@ Structure::
 
     serve(config)
       ├── ticker: sleeps until the next session-expiry bucket, calls the role's
-      │     sequencer.tick(now, wall)
+      │     expirer.tick(now, wall) (its sequencer; a learner's local sessions)
       ├── acceptor (one per listening socket): accept → register the socket with the poller
       ├── poller (:mod:`trizk.server.shell.poller`): one task for every plain client socket; reads
       │     what is ready → core.data_received → replies sent inline (non-blocking send)
@@ -62,7 +62,7 @@ from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.frontend.connection import ClientConnection, State
 from trizk.server.frontend.core import FrontEnd
 from trizk.server.ops import fourlw, status
-from trizk.server.roles.factory import Role, RoleFactory
+from trizk.server.roles.factory import Role, RoleFactory, SessionExpirer
 from trizk.server.shell.clock import Clock
 from trizk.server.shell.persistence import Persistence, PersistenceSettings
 from trizk.server.shell.poller import Poller, SockPeer
@@ -163,6 +163,9 @@ class TrizkServer:
             sasl=_sasl_login(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
             zookeeper_version=config.zookeeper_version,
+            # QuorumPeerConfig's keys: a standalone server (ZooKeeperServerMain) ignores them
+            local_sessions=ensemble is not None and config.local_sessions_enabled,
+            local_sessions_upgrading=config.local_sessions_upgrading_enabled,
         )
         assert self.core_config.auth is not None
         for line in self.core_config.auth.enforcement_lines():
@@ -173,6 +176,8 @@ class TrizkServer:
         #: leader, its sequencer (writes, sessions: what the ticker expires)
         self.core: FrontEnd
         self.sequencer: Sequencer | None = None
+        #: what the session ticker drives (the sequencer; a learner's local sessions)
+        self.expirer: SessionExpirer | None = None
         self.peer: QuorumPeer | None = None
         roles = RoleFactory(self.core_config, self.replica, self.server_metrics)
         if ensemble is None:
@@ -240,6 +245,7 @@ class TrizkServer:
         self.role = role
         self.core = front
         self.sequencer = role.sequencer
+        self.expirer = role.expirer
 
     def install(self, role: Role) -> None:
         """An ensemble member changed role: serve through ``role`` from now on. Every client
@@ -337,13 +343,13 @@ class TrizkServer:
 
     async def _ticker(self) -> None:
         while True:
-            seq = self.sequencer
+            seq = self.expirer
             if seq is None:  # a learner, or LOOKING: the leader expires sessions
                 await self.clock.sleep_until(self.clock.now() + self.config.tick_time)
                 continue
             now = self.clock.now()
-            await self.clock.sleep_until(now + max(seq.next_tick_in(now), 1))
-            if seq is self.sequencer:
+            await self.clock.sleep_until(now + max(min(seq.next_tick_in(now), 1 << 30), 1))
+            if seq is self.expirer:
                 seq.tick(self.clock.now(), self.clock.wall())
             self._wake_dirty()
 
@@ -760,6 +766,23 @@ class TrizkServer:
                     s.id, s.expiry + wall_offset, tuple(eph) if eph is not None else None
                 )
             )
+        learner_sessions: list[tuple[int, int]] | None = None
+        if self.role.name in ("following", "observing"):
+            # a learner knows the global sessions of its database (zkDb.getSessionCount,
+            # LearnerSessionTracker's globalSessionsWithTimeouts), and expires none of them
+            learner_sessions = list(self.replica.sessions.items())
+            for sid in self.replica.sessions:
+                eph = core.tree.ephemerals.get(sid)
+                sessions.append(status.SessionInfo(sid, 0, tuple(eph) if eph is not None else None))
+        local = core.write_path.local_sessions
+        local_sessions = (
+            [
+                status.SessionInfo(s.id, s.expiry + wall_offset)
+                for s in local.tracker.sessions.values()
+            ]
+            if local is not None
+            else None
+        )
         by_conn: dict[int, list[str]] = {}
         for path, watchers in core.watches.data.by_path.items():
             for w in watchers:
@@ -771,7 +794,11 @@ class TrizkServer:
         return status.SimpleView(
             config=self.config,
             client_port=self.port,
-            metrics={**st.view_metrics(), **status.fd_gauges()},
+            metrics={
+                **st.view_metrics(),
+                **status.fd_gauges(),
+                "local_sessions": len(local) if local is not None else 0,
+            },
             server_metrics=self.server_metrics,
             now_ms=self.clock.now(),
             serving=core.serving,
@@ -804,6 +831,8 @@ class TrizkServer:
             uptime_ms=self.clock.now() - self.started,
             connections=conns,
             sessions=sessions,
+            local_sessions=local_sessions,
+            learner_sessions=learner_sessions,
             data_watches=list(by_conn.items()),
             snap_dir=str(data_dir.absolute()),
             log_dir=str(log_dir.absolute()),

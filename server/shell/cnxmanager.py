@@ -24,7 +24,10 @@ Multi-address members (``a:q:e|b:q2:e2``): a member binds each of its election a
 that stays taken is given up with one log line while the others listen, as ZooKeeper's
 ListenerHandlers), announces all of them in a version -65535 header under
 ``multiAddress.enabled``, and connects to all of a peer's addresses at once, keeping the first
-that answers (:func:`open_first_stream`; ZooKeeper picks one by ICMP reachability).
+that answers (:func:`open_first_stream`; ZooKeeper picks one by ICMP reachability). With
+``multiAddress.reachabilityCheckEnabled`` (the default), a kept connection to such a member is
+checked each time a notification goes to it and closed once its host stops answering, so the
+next one goes through another address (:mod:`trizk.server.shell.reachability`).
 
 Invariants
 ----------
@@ -58,6 +61,7 @@ from trizk.quorum.election.messages import (
 )
 from trizk.server.shell import quorumauth
 from trizk.server.shell.clock import Clock
+from trizk.server.shell.reachability import is_reachable
 
 if TYPE_CHECKING:
     from trizk.server.shell.quorumtls import QuorumTLS
@@ -287,6 +291,7 @@ class ElectionPort:
         quorum_auth: quorumauth.QuorumAuth | None = None,
         clock: Clock | None = None,
         tls: QuorumTLS | None = None,
+        reachability_timeout_ms: int | None = None,
     ) -> None:
         self.myid = myid
         #: quorum TLS (sslQuorum / portUnification: trizk.server.shell.quorumtls), or None
@@ -303,6 +308,10 @@ class ElectionPort:
         self.multi_address = multi_address
         #: ``zookeeper.electionPortBindRetry``
         self.bind_tries = bind_tries
+        #: ``multiAddress.reachabilityCheckTimeoutMs`` (None: the check is disabled): a kept
+        #: connection to a multi-address member whose host stops answering is closed
+        self.reachability_timeout_ms = reachability_timeout_ms
+        self._validating: set[int] = set()
         self.election = FastLeaderElection(myid, view)
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
@@ -445,6 +454,9 @@ class ElectionPort:
         self._connect_one(sid)
 
     def _connect_one(self, sid: int, addrs: Sequence[tuple[str, int]] = ()) -> None:
+        link = self._links.get(sid)
+        if link is not None:
+            self._validate_link(link)
         if sid in self._links or sid in self._connecting or self._nursery is None:
             return
         # connectOne(sid, electionAddr) after a handshake; else the configured addresses (Java
@@ -455,6 +467,40 @@ class ElectionPort:
             return
         self._connecting.add(sid)
         self._nursery.start_soon(self._initiate, sid, targets)
+
+    def _validate_link(self, link: _Link) -> None:
+        """``SendWorker.asyncValidateIfSocketIsStillReachable`` (multiAddress.enabled, the
+        reachability check on, a member with several addresses): the host the kept connection
+        goes to is checked in the background; if it does not answer, the connection is closed
+        and the next one is made through an address that works."""
+        timeout = self.reachability_timeout_ms
+        if (
+            timeout is None
+            or not self.multi_address
+            or len(self.all_addresses.get(link.sid, ())) < 2
+            or link.sid in self._validating
+            or self._nursery is None
+        ):
+            return
+        self._validating.add(link.sid)
+        self._nursery.start_soon(self._check_reachable, link, timeout)
+
+    async def _check_reachable(self, link: _Link, timeout_ms: int) -> None:
+        try:
+            try:
+                host = link.stream.socket.getpeername()[0]
+            except OSError:
+                return
+            if not await is_reachable(host, timeout_ms) and self._links.get(link.sid) is link:
+                log.warning(
+                    "election %d: the address of %d's connection (%s) is not reachable, closing it",
+                    self.myid,
+                    link.sid,
+                    host,
+                )
+                link.cancel.cancel()
+        finally:
+            self._validating.discard(link.sid)
 
     def _initial_message(self) -> bytes:
         """startConnection's header: V2 with every address under multiAddress.enabled."""

@@ -290,6 +290,10 @@ class PrepContext:
     proposed_config: QuorumVerifier | None = None
     enforce_quota: bool = False
     quota_events: list[QuotaEvent] = field(default_factory=list)
+    #: the error an ephemeral create of this request gets in ``validateCreateRequest`` (0:
+    #: none): a local session's, EPHEMERALONLOCALSESSION, or SESSIONEXPIRED for a session
+    #: the leader does not know as global (``checkGlobalSession``; :mod:`.localsessions`)
+    ephemeral_error: int = 0
 
 
 def _validate(path: str | None) -> str:
@@ -405,6 +409,8 @@ def prep_create(op: int, req: Any, pv: PendingChanges, ctx: PrepContext) -> Txn:
             raise PrepError(Code.BADARGUMENTS)
     elif ttl >= 0:
         raise PrepError(Code.BADARGUMENTS)
+    if mode.ephemeral and ctx.ephemeral_error:
+        raise PrepError(Code(ctx.ephemeral_error))
     path: str | None = req.path
     if path is None:
         raise PrepError(Code.MARSHALLINGERROR)

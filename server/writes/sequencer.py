@@ -19,6 +19,12 @@ server's); learners forward their writes to it.
   session whose time has come. A closing session refuses further writes (SESSIONEXPIRED).
 * :meth:`committed` is told of every commit, in zxid order: the pending change records up to
   that zxid are dropped and closed sessions leave the tracker.
+* Local sessions (``localSessionsEnabled`` on a leader, :mod:`.localsessions`): new sessions of
+  the leader's own clients are local (no txn; their closeSession and expiry neither); an
+  ephemeral create from one first proposes its upgrade (a createSession txn, cxid 0) or fails
+  with EPHEMERALONLOCALSESSION; writes of a learner's local sessions, unknown here, pass the
+  session check (``LeaderSessionTracker.checkSession``) but an ephemeral create needs a global
+  session (``checkGlobalSession``: SESSIONEXPIRED).
 
 Invariants: zxids handed out strictly increase; every proposal reaches the committer in that
 order; ``outstanding`` = proposals not yet committed.
@@ -41,6 +47,7 @@ from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.common.ratelog import RateLogger
 from trizk.server.frontend.requests import decode_body, multi_fails_whole_39, parse_multi
 from trizk.server.writes.committer import Committer, Proposal
+from trizk.server.writes.localsessions import LocalSessions, creates_ephemeral, server_id_of
 from trizk.server.writes.prep import (
     WRITE_OPS,
     PendingChanges,
@@ -72,6 +79,9 @@ _SETDATA, _MULTI, _ERROR, _DELETECONTAINER = (
 _CREATESESSION, _CLOSESESSION = OpCode.CREATESESSION, OpCode.CLOSESESSION
 _RECONFIG = OpCode.RECONFIG
 _SESSIONEXPIRED, _SESSIONMOVED = Code.SESSIONEXPIRED, Code.SESSIONMOVED
+_EPHEMERALONLOCALSESSION = Code.EPHEMERALONLOCALSESSION
+_UPGRADE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI})
+_CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATETTL, OpCode.MULTI})
 
 
 @dataclass(slots=True)
@@ -126,11 +136,25 @@ class Sequencer:
         #: a reconfig-enabled leader's view of its configurations, asked for at each reconfig
         #: (None: reconfig disabled -- RECONFIGDISABLED)
         self.leader_config: Callable[[], LeaderConfigView] | None = None
+        #: the leader's local sessions (``localSessionsEnabled``), else None
+        self.local_sessions: LocalSessions | None = (
+            LocalSessions(config.tick_time, now, config.local_sessions_upgrading)
+            if config.local_sessions
+            else None
+        )
+        #: told of a local session that ended without a txn (expired): the front end closes
+        #: its connection (set by the role)
+        self.local_session_ended: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, timeout: int, now: int, wall: int) -> int:
         """A new session: its id, tracked from now; its createSession txn is proposed."""
         sid = self.sessions.allocate_id()
+        local = self.local_sessions
+        if local is not None:
+            # LeaderSessionTracker.createSession: local, nothing proposed
+            local.create(sid, timeout, now)
+            return sid
         self.sessions.add(sid, timeout, now).owner = LOCAL
         self._propose(sid, 0, OpCode.CREATESESSION, r.CreateSessionTxn(timeout), wall)
         return sid
@@ -172,18 +196,27 @@ class Sequencer:
 
     def touch(self, session_id: int, now: int, timeout: int | None = None) -> bool:
         """A sign of life from ``session_id``; False if the session is unknown or closing."""
+        local = self.local_sessions
+        if local is not None and local.touch(session_id, now, timeout):
+            return True
         return self.sessions.touch(session_id, now, timeout)
 
     def revalidate(
         self, session_id: int, timeout: int, now: int, done: Callable[[bool | None], None]
     ) -> None:
-        """A client reconnects with ``session_id``: ``done(valid)`` (at once: sessions are ours)."""
+        """A client reconnects with ``session_id``: ``done(valid)`` (at once: sessions are ours;
+        ``ZooKeeperServer.revalidateSession`` touches a local session as a global one)."""
+        local = self.local_sessions
+        if local is not None and local.touch(session_id, now, timeout):
+            done(True)
+            return
         done(self.revalidate_for(session_id, timeout, now, LOCAL))
 
     def revalidate_for(self, session_id: int, timeout: int, now: int, owner: int) -> bool:
         """``ZooKeeperServer.revalidateSession`` / ``Leader.revalidateSession``: the session is
         alive (touched) and now attached to ``owner``; later writes through any other server
-        get SESSIONMOVED."""
+        get SESSIONMOVED. A learner asks only about global sessions
+        (``checkIfValidGlobalSession``): a local session cannot move."""
         valid = self.sessions.touch(session_id, now, timeout)
         if valid:
             self.sessions.sessions[session_id].owner = owner
@@ -195,10 +228,28 @@ class Sequencer:
             log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
             self.stats.metrics.stale_sessions_expired += 1  # SessionTrackerImpl.run
             self._close_expired(s.id, wall)
+        local = self.local_sessions
+        if local is not None:
+            for s in local.expired(now):
+                # a local session's closeSession is not logged: the connection is closed here
+                log.info("Expiring session 0x%x, timeout of %dms exceeded", s.id, s.timeout)
+                self.stats.metrics.stale_sessions_expired += 1
+                self._local_ended(s.id)
+
+    def _local_ended(self, session_id: int) -> None:
+        if self.local_session_ended is not None:
+            self.local_session_ended(session_id)
 
     def expire(self, session_id: int, wall: int) -> bool:
         """Expire ``session_id`` now, as :meth:`tick` does when its time has come (a test's
         ``expire_session``); False if the session is unknown or already closing."""
+        local = self.local_sessions
+        if local is not None and local.is_local(session_id):
+            local.remove(session_id)
+            log.info("Expiring session 0x%x on request", session_id)
+            self.stats.metrics.stale_sessions_expired += 1
+            self._local_ended(session_id)
+            return True
         s = self.sessions.sessions.get(session_id)
         if s is None or s.closing:
             return False
@@ -215,12 +266,26 @@ class Sequencer:
         self._propose(session_id, 0, txn_type, txn, wall)
 
     def next_tick_in(self, now: int) -> int:
+        local = self.local_sessions
+        if local is not None:
+            return min(self.sessions.wait_time(now), local.wait_time(now))
         return self.sessions.wait_time(now)
 
     # ------------------------------------------------------------------ writes
-    def submit(self, req: WriteRequest, now: int, wall: int) -> None:
-        """Prepare ``req`` and propose its txn (or its ErrorTxn)."""
+    def submit(self, req: WriteRequest, now: int, wall: int) -> int | None:
+        """Prepare ``req`` and propose its txn (or its ErrorTxn). None: its commit answers it;
+        0: answered at once, without a txn (a local session's closeSession)."""
         sid, op, frame = req.session_id, req.op, req.frame
+        ephemeral_error = 0
+        local = self.local_sessions
+        if local is not None:
+            if op == _CLOSESESSION and local.is_local(sid):
+                # setLocalSessionFlag: a local closeSession, no txn (PrepRequestProcessor)
+                log.info("Submitting local closeSession request for session 0x%x", sid)
+                local.remove(sid)
+                return 0
+            if op in _CREATE_OPS:
+                ephemeral_error = self._check_upgrade(local, req, now, wall)
         if op == _SETDATA and self.fast_set_data and not self.config.enforce_quota:
             # the common setData (prep.fast_set_data) for a session in order (checkSession)
             s = self.sessions.sessions.get(sid)
@@ -228,7 +293,7 @@ class Sequencer:
                 fast = fast_set_data(frame, self.pending, self.last_zxid + 1, wall)
                 if fast is not None:
                     self._propose(sid, req.cxid, op, fast, wall)
-                    return
+                    return None
         ctx = PrepContext(
             sid,
             self.last_zxid + 1,
@@ -236,6 +301,7 @@ class Sequencer:
             req.auth,
             extended_types=self.config.extended_types,
             enforce_quota=self.config.enforce_quota,
+            ephemeral_error=ephemeral_error,
         )
         if op == _RECONFIG and self.leader_config is not None:
             ctx.reconfig_enabled = True
@@ -296,6 +362,31 @@ class Sequencer:
                 counts[ev.namespace] = counts.get(ev.namespace, 0) + 1
         config = ctx.proposed_config if txn_type == _RECONFIG else None
         self._propose(sid, req.cxid, txn_type, txn, wall, config)
+        return None
+
+    def _check_upgrade(self, local: LocalSessions, req: WriteRequest, now: int, wall: int) -> int:
+        """``LeaderRequestProcessor``'s ``checkUpgradeSession`` for a create or multi, and what
+        its ephemeral creates meet in prep (``validateCreateRequest``): the error an ephemeral
+        create gets (0: none). The leader's own client's local session is upgraded first (a
+        createSession txn, cxid 0, proposed ahead of the request) when upgrading is enabled,
+        else its ephemeral creates fail EPHEMERALONLOCALSESSION; any other session not global
+        here (a learner's local session) gets SESSIONEXPIRED (``checkGlobalSession``)."""
+        sid = req.session_id
+        if local.is_local(sid):
+            if req.owner != LOCAL or req.op not in _UPGRADE_OPS:
+                return _EPHEMERALONLOCALSESSION if req.owner == LOCAL else _SESSIONEXPIRED
+            if not creates_ephemeral(req.op, req.frame, self.config.zk39):
+                return _EPHEMERALONLOCALSESSION
+            if not local.upgrading_enabled:
+                return _EPHEMERALONLOCALSESSION
+            timeout = local.upgrade(sid)
+            assert timeout is not None
+            log.info("Upgrading session 0x%x", sid)
+            self.create_session_with_id(sid, timeout, now, wall, LOCAL, 0)
+            return 0
+        if sid not in self.sessions.sessions:
+            return _SESSIONEXPIRED
+        return 0
 
     def delete_container(self, path: str, wall: int) -> None:
         """ContainerManager's internal deleteContainer request (session 0, cxid 0)."""
@@ -315,8 +406,18 @@ class Sequencer:
     def _check_session(self, sid: int, owner: int) -> None:
         """``SessionTrackerImpl.checkSession``: an unknown or closing session is expired; the
         first request attaches the session to its server; a request through another server
-        than the session's is SESSIONMOVED (ZOOKEEPER-710)."""
+        than the session's is SESSIONMOVED (ZOOKEEPER-710). With local sessions
+        (``LeaderSessionTracker.checkSession``) the leader's own local sessions are checked
+        alike, and a session it does not know passes if its id carries another member's id
+        (a learner's local session)."""
+        local = self.local_sessions
         s = self.sessions.sessions.get(sid)
+        if local is not None and s is None:
+            s = local.get(sid)
+            if s is None:
+                if server_id_of(sid) != self.config.server_id:
+                    return
+                raise PrepError(_SESSIONEXPIRED)
         if s is None or s.closing:
             raise PrepError(_SESSIONEXPIRED)
         if s.owner is None:
@@ -347,5 +448,9 @@ class Sequencer:
             # ZooKeeperServer.processTxnForSessionEvents: commitSession (re-tracks it from now)
             assert isinstance(txn, r.CreateSessionTxn)
             self.sessions.add(hdr.clientId, txn.timeOut, now)
+            if self.local_sessions is not None:
+                self.local_sessions.committed_global(hdr.clientId)
         elif hdr.type == _CLOSESESSION:
             self.sessions.remove(hdr.clientId)
+            if self.local_sessions is not None:
+                self.local_sessions.remove(hdr.clientId)

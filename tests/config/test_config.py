@@ -305,6 +305,7 @@ def test_keys_table_is_consistent() -> None:
         "dynamicConfigFile",
         "multiAddress.reachabilityCheckEnabled", "multiAddress.reachabilityCheckTimeoutMs",
         "sslQuorum", "portUnification", "sslQuorumReloadCertFiles",
+        "localSessionsEnabled", "localSessionsUpgradingEnabled",
     }  # fmt: skip
     for key, spec in KEYS.items():
         assert spec.harmless_value is None or spec.support in (
@@ -421,3 +422,14 @@ def test_quorum_auth_keys() -> None:
         parse("quorum.auth.serverRequireSasl=true\n")
     with pytest.raises(ConfigError, match="learnerRequireSasl is disabled"):
         parse("quorum.auth.enableSasl=true\nquorum.auth.serverRequireSasl=true\n")
+
+
+def test_local_sessions_keys() -> None:
+    # QuorumPeerConfig: both false by default, parseBoolean (true/false in any case)
+    c = parse("")
+    assert not c.local_sessions_enabled and not c.local_sessions_upgrading_enabled
+    c = parse("localSessionsEnabled=TRUE\nlocalSessionsUpgradingEnabled=true\n")
+    assert c.local_sessions_enabled and c.local_sessions_upgrading_enabled
+    assert c.unsupported == ()
+    with pytest.raises(ConfigError, match="localSessionsEnabled"):
+        parse("localSessionsEnabled=yes\n")

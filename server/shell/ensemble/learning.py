@@ -116,9 +116,9 @@ class LearnerPump:
         )
         synced.add(now - self.sync_started)
         if peer.spec.observer:
-            role = self.role = peer.roles.observing(self.learner, wall)
+            role = self.role = peer.roles.observing(self.learner, wall, now)
         else:
-            role = self.role = peer.roles.following(self.learner, wall)
+            role = self.role = peer.roles.following(self.learner, wall, now)
         peer.serve(role, zxid, now)
         log.info(
             "%s: synced with the leader by %s, serving clients (epoch %d)",

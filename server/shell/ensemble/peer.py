@@ -100,6 +100,7 @@ from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec, members_of
 from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.server.shell.quorumtls import QuorumTLS
+from trizk.server.shell.reachability import reachable_or_all
 from trizk.server.shell.streams import ReplayStream
 from trizk.storage.disk import epochs as epochfiles
 from trizk.storage.formats import treeio, txnlog
@@ -169,6 +170,7 @@ class QuorumPeer:
             quorum_auth=spec.quorum_auth,
             clock=self.clock,
             tls=self.tls,
+            reachability_timeout_ms=spec.reachability_timeout_ms,
         )
         if self.configs is not None:
             self.election.on_config = self._notified_config
@@ -611,9 +613,14 @@ class QuorumPeer:
         deciding first would otherwise often go back to LOOKING)."""
         deadline = trio.current_time() + self.spec.timing.init_ms / 1000
         while True:
+            timeout_ms = self.spec.reachability_timeout_ms
+            tried = addrs
+            if timeout_ms is not None and len(addrs) > 1:
+                # the leader's reachable addresses, or all (getAllReachableAddressesOrAll)
+                tried = await reachable_or_all(addrs, timeout_ms)
             try:
                 # every address of a multi-address leader at once (LeaderConnector threads)
-                return await open_first_stream(addrs, deadline - trio.current_time())
+                return await open_first_stream(tried, deadline - trio.current_time())
             except (OSError, trio.TooSlowError) as e:
                 if trio.current_time() + CONNECT_PAUSE >= deadline:
                     shown = "|".join(format_address(h, p) for h, p in addrs)

@@ -98,6 +98,10 @@ class EnsembleSpec:
     last_seen: QuorumVerifier | None = None
     #: ``standaloneEnabled`` (how a peer's config string is checked)
     standalone_enabled: bool = True
+    #: ``multiAddress.reachabilityCheckTimeoutMs`` when ``multiAddress.reachabilityCheckEnabled``
+    #: (the default, 1000), else None: which addresses of a member are tried
+    #: (:mod:`trizk.server.shell.reachability`)
+    reachability_timeout_ms: int | None = 1000
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -125,6 +129,9 @@ class EnsembleSpec:
             config_file=config.config_file,
             last_seen=config.last_seen_quorum,
             standalone_enabled=config.standalone_enabled,
+            reachability_timeout_ms=(
+                config.multi_address_timeout_ms if config.multi_address_reachability_check else None
+            ),
         )
 
     @property
