@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import trizk
+from trizk.jute import records as r
 from trizk.jute.javalang import decode_int, get_integer
 from trizk.jute.primitives import reset_limits, set_max_buffer
 from trizk.server.auth import acl as aclmod
@@ -323,6 +324,11 @@ class TrizkServer:
                         act=self._side_effect,
                         last_snapshot=lambda: self.persistence.last_snapshot,
                         properties=lambda: self.config.properties,
+                        auth=admin.AdminAuth(
+                            self.core_config.auth or aclmod.AuthConfig(), self._node_acl
+                        ),
+                        take_snapshot=self.persistence.take_snapshot,
+                        last_zxid_trailer=lambda: self.persistence.settings.last_zxid_trailer,
                     ),
                 )
             if self.config.metrics_provider.get("className"):
@@ -334,6 +340,12 @@ class TrizkServer:
                     lambda: self._view(None),
                 )
             task_status.started(self.port)
+
+    def _node_acl(self, path: str) -> tuple[r.ACL, ...] | None:
+        """The ACL of the node at ``path`` (the AdminServer's authorization), None if none."""
+        replica = self.persistence.replica
+        node = replica.tree.get(path) if replica is not None else None
+        return node.acl if node is not None else None
 
     async def _ticker(self) -> None:
         while True:
