@@ -41,7 +41,22 @@ ZooKeeper behaviour reproduced (checked against ZooKeeper 3.8.0 with its Jetty A
   code 4 instead ("Unable to start AdminServer, exiting abnormally"): trizk does not, on purpose
   (a development server must not die because something else holds 8080).
 
-Not served (ZooKeeper's HTTPS options): ``admin.portUnification``, ``admin.forceHttps``.
+HTTPS (``admin.forceHttps``, ``admin.portUnification``): :func:`_https`.
+
+ZooKeeper 3.9 (``trizk.zookeeperVersion=3.9.3``, checked request by request against a live
+3.9.3): ``CommandServlet`` also has ``doPost`` (the body is the command's input; a GET command
+POSTed returns null there and Jetty answers 500; other methods 405, empty body), and a command
+may carry an :class:`AuthRequest` (``Command.getAuthRequest``): after the unknown-command and
+not-serving checks, :func:`check_auth` reads the ``Authorization`` header ``<scheme>
+[<credentials>]`` (``String.split(" ")``: one or two parts), asks the scheme's provider
+(:func:`admin_ids`: digest, ip -- the peer address or, with
+``zookeeper.IPAuthenticationProvider.usexforwardedfor``, the first ``X-Forwarded-For`` entry)
+and checks the node's ACL with ``checkACL`` (any shared permission bit grants). The one such
+command served is ``snapshot`` (``SnapshotCommand``: feature flag, lastProcessedZxid trailer,
+:class:`RateLimiter` whose interval 3.9.3 reads as microseconds, ``streaming``); it is run by the
+shell (:func:`answer_request`), which takes the snapshot through the server's own snapshot
+writer. Not served yet: ``restore``, the ``x509`` scheme.
+
 Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
 view does not tell TLS connections apart yet).
 """
