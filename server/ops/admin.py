@@ -55,7 +55,10 @@ and checks the node's ACL with ``checkACL`` (any shared permission bit grants). 
 command served is ``snapshot`` (``SnapshotCommand``: feature flag, lastProcessedZxid trailer,
 :class:`RateLimiter` whose interval 3.9.3 reads as microseconds, ``streaming``); it is run by the
 shell (:func:`answer_request`), which takes the snapshot through the server's own snapshot
-writer. Not served yet: ``restore``, the ``x509`` scheme.
+writer. ``x509``: with ``admin.needClientAuth`` the HTTPS handshake asks for a client
+certificate (judged by the ``ssl.quorum.*`` trust store, as Jetty's); the provider's own trust
+store (``ssl.*``) then gives its subject (:attr:`AdminAuth.x509_subject`). Not served yet:
+``restore``.
 
 Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
 view does not tell TLS connections apart yet).
@@ -152,6 +155,9 @@ class AdminSettings:
     rate_limiter_interval: int = 300_000
     #: ``zookeeper.IPAuthenticationProvider.usexforwardedfor`` (``Boolean.getBoolean``)
     use_x_forwarded_for: bool = False
+    #: ``zookeeper.admin.needClientAuth`` (3.9, ``Boolean.getBoolean``): HTTPS clients must
+    #: present a certificate the ``ssl.quorum.*`` trust store accepts
+    need_client_auth: bool = False
 
     @property
     def zk39(self) -> bool:
@@ -177,6 +183,8 @@ class AdminSettings:
             use_x_forwarded_for=get_boolean(
                 props, "zookeeper.IPAuthenticationProvider.usexforwardedfor"
             ),
+            need_client_auth=release.is_39(config.zookeeper_version)
+            and get_boolean(props, "zookeeper.admin.needClientAuth"),
         )
 
 
@@ -228,6 +236,9 @@ class AdminAuth:
     config: aclmod.AuthConfig
     #: the ACL of a node, or None when it does not exist
     acl_of: Callable[[str], Sequence[r.ACL] | None]
+    #: ``X509AuthenticationProvider.handleAuthentication(certChain)``: the subject of a client
+    #: chain (DER, leaf first) its trust manager (the ``ssl.*`` trust store) accepts, or None
+    x509_subject: Callable[[Sequence[bytes]], str | None] = lambda chain: None
 
 
 def admin_ids(
@@ -267,8 +278,7 @@ def check_auth(
     auth_info: str | None,
     client_ip: str,
     auth: AdminAuth,
-    *,
-    x509_subject: str | None = None,
+    peer_certs: Sequence[bytes] = (),
 ) -> tuple[int, dict[str, Any]] | None:
     """``Commands.runCommand``'s auth step: None when the caller may run the command, else
     the status and JSON object ZooKeeper 3.9 answers (401 "Auth info is missing for the
@@ -278,14 +288,16 @@ def check_auth(
         log.warning("Auth info is missing for command")
         return 401, _to_map(name, "Auth info is missing for the command", [])
     ip = aclmod.java_host_address(client_ip) if client_ip else client_ip
-    ids = admin_ids(auth_info, ip, auth.config, x509_subject=x509_subject)
+    subject = auth.x509_subject(peer_certs) if peer_certs else None
+    ids = admin_ids(auth_info, ip, auth.config, x509_subject=subject)
     if ids is None:
         return 401, _to_map(name, "Not authenticated", [])
     node_acl = auth.acl_of(wanted.path)
     if node_acl is None:  # NoNodeException: the catch-all branch
         log.warning("Error occurred during auth for command: no node %s", wanted.path)
         return 500, _to_map(name, "Error occurred during auth", [])
-    if not aclmod.check(node_acl, wanted.permission, ids):
+    # the ids carry the server's providers (x509 and sasl ACLs match only when registered)
+    if not aclmod.check(node_acl, wanted.permission, aclmod.AuthInfo(auth.config, ids)):
         return 403, _to_map(name, "Not authorized", [])
     return None
 
@@ -840,6 +852,7 @@ async def answer_request(
             request.header("Authorization"),
             _client_ip(request, settings.use_x_forwarded_for),
             hooks.auth,
+            request.peer_certs,
         )
         if refused is not None:
             return _json_answer(*refused)
@@ -965,6 +978,9 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
     they cannot be read: ZooKeeper then logs "Unable to start JettyAdminServer" and runs
     without an AdminServer (AdminServerFactory's DummyAdminServer), and so does trizk."""
     import dataclasses
+    import datetime
+
+    from cryptography.hazmat.primitives.serialization import Encoding
 
     from trizk.server.shell import tls
     from trizk.server.shell.tlsstream import OpenSSLServerStream
@@ -976,8 +992,10 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
                 f"{tls.QUORUM_PREFIX}trustStore.location not specified: the AdminServer's "
                 "HTTPS needs a trust store (JettyAdminServer loads both stores)"
             )
-        # Jetty's SslContextFactory.Server asks for no client certificate
-        server_tls = tls.server_context(dataclasses.replace(base, client_auth="none"))
+        # Jetty's SslContextFactory.Server asks for no client certificate, unless 3.9's
+        # admin.needClientAuth (setNeedClientAuth) is set
+        client_auth = "need" if settings.need_client_auth else "none"
+        server_tls = tls.server_context(dataclasses.replace(base, client_auth=client_auth))
     except tls.TLSConfigError as e:
         log.warning("Unable to start JettyAdminServer: %s", e)
         return None
@@ -988,14 +1006,14 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
 
     async def prepare(
         stream: trio.SocketStream,
-    ) -> tuple[trio.abc.Stream, list[tuple[str, str]]] | None:
+    ) -> tuple[trio.abc.Stream, list[tuple[str, str]], tuple[bytes, ...]] | None:
         first = b""
         try:
             with trio.fail_after(_HANDSHAKE_TIMEOUT):
                 if unified:
                     first = await stream.receive_some(1)
                     if first[:1] != b"\x16":
-                        return _Replay(stream, first), []
+                        return _Replay(stream, first), [], ()
                 s = OpenSSLServerStream(stream, server_tls.context, first)
                 await s.do_handshake()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as e:
@@ -1003,7 +1021,16 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             return None
-        return s, [_STS]
+        chain = s.peer_chain()
+        if settings.need_client_auth:
+            # Jetty's trust manager (the ssl.quorum.* trust store) judges the chain
+            refused = server_tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+            if refused is not None:
+                log.warning("AdminServer TLS handshake refused: %s", refused)
+                with trio.CancelScope(shield=True):
+                    await s.aclose()
+                return None
+        return s, [_STS], tuple(c.public_bytes(Encoding.DER) for c in chain)
 
     return prepare
 

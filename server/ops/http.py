@@ -82,6 +82,8 @@ class HttpRequest:
     body: bytes
     #: the client's IP address (``getRemoteAddr``)
     remote_ip: str
+    #: an HTTPS client's certificate chain as presented, DER, leaf first (empty: none)
+    peer_certs: tuple[bytes, ...] = ()
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (case-insensitive), or None."""
@@ -137,11 +139,13 @@ Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
 RequestResponder = Callable[[HttpRequest], HttpAnswer | Awaitable[HttpAnswer]]
 
 
-#: ``prepare(stream)``: the stream to speak HTTP on and the headers every answer on it gets
-#: (an HTTPS listener's handshake: :mod:`trizk.server.ops.admin`), or None to drop the
-#: connection (the function has closed or will close ``stream``)
+#: ``prepare(stream)``: the stream to speak HTTP on, the headers every answer on it gets and
+#: the client's certificate chain (DER, leaf first; empty: none) -- an HTTPS listener's
+#: handshake: :mod:`trizk.server.ops.admin` -- or None to drop the connection (the function
+#: has closed or will close ``stream``)
 Prepare = Callable[
-    [trio.SocketStream], Awaitable[tuple[trio.abc.Stream, list[tuple[str, str]]] | None]
+    [trio.SocketStream],
+    Awaitable[tuple[trio.abc.Stream, list[tuple[str, str]], tuple[bytes, ...]] | None],
 ]
 
 
@@ -154,12 +158,13 @@ async def handle_http(
     headers: Sequence[tuple[str, str]] = (),
     respond_request: RequestResponder | None = None,
     remote_ip: str = "",
+    peer_certs: tuple[bytes, ...] = (),
 ) -> None:
     """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
     client closes, ``idle_timeout_ms`` passes without a request, or the request bound.
     ``logger``: the service's (a bad request at debug level, an internal error); ``headers``:
     added to every answer after ``Date``; ``respond_request``, when given, answers instead
-    of ``respond`` and is given the whole request, from ``remote_ip``."""
+    of ``respond`` and is given the whole request, from ``remote_ip`` (with ``peer_certs``)."""
     import h11  # here, not at the top: a server that is never asked over HTTP never loads it
 
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
@@ -201,7 +206,7 @@ async def handle_http(
                     (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in request.headers
                 )
                 answered = respond_request(
-                    HttpRequest(method, target, fields, bytes(received), remote_ip)
+                    HttpRequest(method, target, fields, bytes(received), remote_ip, peer_certs)
                 )
             else:
                 answered = respond(method, target)
@@ -291,7 +296,8 @@ async def serve_http(
             return
         prepared = await prepare(stream)
         if prepared is not None:
-            io, headers = prepared
+            io, headers, certs = prepared
+            kw["peer_certs"] = certs
             await handle_http(io, respond, idle_timeout_ms, logger=logger, headers=headers, **kw)
 
     async with trio.open_nursery() as nursery:

@@ -104,6 +104,25 @@ def test_check_auth_answers() -> None:
     )
 
 
+def test_check_auth_x509() -> None:
+    want = admin.ALL_ON_ROOT
+    cert_acl = (r.ACL(31, r.Id("x509", "CN=client")),)
+    auth = admin.AdminAuth(
+        aclmod.AuthConfig(x509=True),
+        lambda p: cert_acl,
+        lambda chain: "CN=client" if chain == [b"der"] or chain == (b"der",) else None,
+    )
+    assert admin.check_auth("snapshot", want, "x509", "", auth, (b"der",)) is None
+    # no certificate, or one the provider's trust manager refuses: not authenticated
+    assert admin.check_auth("snapshot", want, "x509", "", auth)[0] == 401  # type: ignore[index]
+    refused = admin.check_auth("snapshot", want, "x509", "", auth, (b"other",))
+    assert refused is not None and refused[0] == 401
+    # without the provider registered, no x509 id and no x509 ACL match
+    unregistered = admin.AdminAuth(aclmod.AuthConfig(), lambda p: cert_acl, lambda c: "CN=client")
+    refused = admin.check_auth("snapshot", want, "x509", "", unregistered, (b"der",))
+    assert refused is not None and refused[0] == 401
+
+
 def test_x_forwarded_for() -> None:
     req = HttpRequest("GET", "/", (("x-forwarded-for", "10.1.1.1 , 10.2.2.2"),), b"", "1.2.3.4")
     assert admin._client_ip(req, True) == "10.1.1.1"
