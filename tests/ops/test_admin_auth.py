@@ -314,3 +314,115 @@ def test_same_answers_as_zookeeper_393() -> None:
     ours = _conversation("trizk@3.9.3")
     for a, b in zip(theirs, ours, strict=True):
         assert a == b
+
+
+def _x509_conversation(kind: str, stores: Path) -> list[Any]:
+    """x509 over HTTPS with ``admin.needClientAuth``: the same requests to ``kind``."""
+    import ssl
+
+    from kazoo.security import ACL, Id
+
+    from trizk.compat.procs import servers
+
+    port = free_port()
+    store = {"location": str(stores / "k.p12"), "password": "pw1234"}
+    trust = {"location": str(stores / "ca.pem")}
+    extra = {
+        "admin.enableServer": "true",
+        "admin.serverAddress": "127.0.0.1",
+        "admin.serverPort": str(port),
+        "admin.forceHttps": "true",
+        "admin.needClientAuth": "true",
+        "admin.rateLimiterIntervalInMS": "1000000000",
+        "secureClientPort": str(free_port()),
+        "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+    }
+    for prefix in ("ssl.", "ssl.quorum."):
+        extra.update({f"{prefix}keyStore.{k}": v for k, v in store.items()})
+        extra.update({f"{prefix}trustStore.{k}": v for k, v in trust.items()})
+    seen: list[Any] = []
+    with servers.running(kind, extra) as srv:
+        zk = KazooClient(hosts=f"127.0.0.1:{srv.port}", timeout=10)
+        zk.start(timeout=10)
+        try:
+            # X500Principal.getName(): RFC 2253, the last RDN first, "," escaped
+            zk.set_acls("/", [ACL(31, Id("x509", "O=Acme\\, Inc,CN=127.0.0.1"))])
+        finally:
+            zk.stop()
+            zk.close()
+        for auth, with_cert in [("ip", True), ("x509", True), ("x509 x", True), ("x509", False)]:
+            ctx = ssl.create_default_context(cafile=str(stores / "ca.pem"))
+            if with_cert:
+                ctx.load_cert_chain(str(stores / "c.pem"), str(stores / "c.key"))
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=20, context=ctx)
+            try:
+                conn.request(
+                    "GET", "/commands/snapshot?streaming=false", headers={"Authorization": auth}
+                )
+                resp = conn.getresponse()
+                seen.append((auth, with_cert, resp.status, json.loads(resp.read())))
+            except (ssl.SSLError, OSError):
+                seen.append((auth, with_cert, "refused"))
+            finally:
+                conn.close()
+    return seen
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+def test_x509_as_zookeeper_393(tmp_path: Path) -> None:
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import NameOID
+
+    from trizk.compat.procs import servers
+
+    if not servers.zookeeper_available("3.9.3"):
+        pytest.skip("ZooKeeper 3.9.3 is not installed")
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Acme, Inc"),
+        ]
+    )
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "k.p12").write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"k", key, cert, None, serialization.BestAvailableEncryption(b"pw1234")
+        )
+    )
+    (tmp_path / "ca.pem").write_bytes(pem)
+    (tmp_path / "c.pem").write_bytes(pem)
+    (tmp_path / "c.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    theirs = _x509_conversation("zookeeper@3.9.3", tmp_path)
+    ours = _x509_conversation("trizk@3.9.3", tmp_path)
+    assert theirs == ours
+    assert [s[2] for s in ours] == [403, 200, 429, "refused"]
