@@ -426,3 +426,36 @@ def test_x509_as_zookeeper_393(tmp_path: Path) -> None:
     ours = _x509_conversation("trizk@3.9.3", tmp_path)
     assert theirs == ours
     assert [s[2] for s in ours] == [403, 200, 429, "refused"]
+
+
+def test_snapshot_on_every_ensemble_member() -> None:
+    """ZooKeeper's SnapshotCommand runs on any ZooKeeperServer: leader and followers alike
+    answer their own replica's snapshot."""
+    from trizk.testing.ensemble import Ensemble
+
+    ports = {sid: free_port() for sid in (1, 2, 3)}
+    member = {
+        sid: {
+            "admin.enableServer": "true",
+            "admin.serverAddress": "127.0.0.1",
+            "admin.serverPort": str(port),
+        }
+        for sid, port in ports.items()
+    }
+    with Ensemble(3, member_properties=member) as ens:
+        zk = KazooClient(hosts=ens.connect_string, timeout=10)
+        zk.start(timeout=10)
+        try:
+            zk.create("/x", b"1")
+            zk.sync("/")
+        finally:
+            zk.stop()
+            zk.close()
+        holding = 0
+        for port in ports.values():
+            status, headers, body = _request(port, "GET", "/commands/snapshot", "ip")
+            assert status == 200 and _header(headers, "snapshot_size") == str(len(body))
+            content = snapfmt.parse(body)
+            assert content.last_processed_zxid == int(_header(headers, "last_zxid") or "", 16)
+            holding += any(n.path == "/x" for n in content.nodes)
+        assert holding >= 1  # the member that answered the create has applied it
