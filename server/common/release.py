@@ -51,9 +51,10 @@ mntr                               3.8.0's names and order      4 more counters,
 version strings                    ``3.8.0-trizk-...``          ``3.9.3-trizk-...``
 =================================  ===========================  ===============================
 
-Not served: 3.9.3's AdminServer ``snapshot`` and ``restore`` commands (behind its
-authentication). Its metrics for them (four counters and ``restore_time``) are in mntr and, with
-the Prometheus provider, in ``/metrics``, at their idle values.
+3.9.3's AdminServer authentication, POST and ``snapshot`` command follow the setting
+(:mod:`trizk.server.ops.admin`); not served: its ``restore`` command. The metrics for them
+(four counters and ``restore_time``) are in mntr and, with the Prometheus provider, in
+``/metrics``, at their idle values.
 
 Invariants
 ----------

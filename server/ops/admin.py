@@ -41,7 +41,25 @@ ZooKeeper behaviour reproduced (checked against ZooKeeper 3.8.0 with its Jetty A
   code 4 instead ("Unable to start AdminServer, exiting abnormally"): trizk does not, on purpose
   (a development server must not die because something else holds 8080).
 
-Not served (ZooKeeper's HTTPS options): ``admin.portUnification``, ``admin.forceHttps``.
+HTTPS (``admin.forceHttps``, ``admin.portUnification``): :func:`_https`.
+
+ZooKeeper 3.9 (``trizk.zookeeperVersion=3.9.3``, checked request by request against a live
+3.9.3): ``CommandServlet`` also has ``doPost`` (the body is the command's input; a GET command
+POSTed returns null there and Jetty answers 500; other methods 405, empty body), and a command
+may carry an :class:`AuthRequest` (``Command.getAuthRequest``): after the unknown-command and
+not-serving checks, :func:`check_auth` reads the ``Authorization`` header ``<scheme>
+[<credentials>]`` (``String.split(" ")``: one or two parts), asks the scheme's provider
+(:func:`admin_ids`: digest, ip -- the peer address or, with
+``zookeeper.IPAuthenticationProvider.usexforwardedfor``, the first ``X-Forwarded-For`` entry)
+and checks the node's ACL with ``checkACL`` (any shared permission bit grants). The one such
+command served is ``snapshot`` (``SnapshotCommand``: feature flag, lastProcessedZxid trailer,
+:class:`RateLimiter` whose interval 3.9.3 reads as microseconds, ``streaming``); it is run by the
+shell (:func:`answer_request`), which takes the snapshot through the server's own snapshot
+writer. ``x509``: with ``admin.needClientAuth`` the HTTPS handshake asks for a client
+certificate (judged by the ``ssl.quorum.*`` trust store, as Jetty's); the provider's own trust
+store (``ssl.*``) then gives its subject (:attr:`AdminAuth.x509_subject`). Not served yet:
+``restore``.
+
 Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
 view does not tell TLS connections apart yet).
 """
@@ -53,19 +71,24 @@ import math
 import os
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from trizk.jute.javalang import get_boolean, get_integer, parse_long
+from trizk.jute import records as r
+from trizk.jute.codes import Perms
+from trizk.jute.javalang import get_boolean, get_integer, java_split, parse_boolean, parse_long
+from trizk.server.auth import acl as aclmod
+from trizk.server.common import release
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.ops import status
 from trizk.server.ops.http import (
     DEFAULT_IDLE_TIMEOUT,
     HttpAnswer,
+    HttpRequest,
     Prepare,
     error_page,
     serve_http,
@@ -80,10 +103,15 @@ __all__ = [
     "DEFAULT_COMMAND_URL",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_PORT",
+    "AdminAuth",
     "AdminContext",
     "AdminHooks",
     "AdminSettings",
+    "AuthRequest",
     "Command",
+    "RateLimiter",
+    "admin_ids",
+    "check_auth",
     "command_links",
     "jackson_json",
     "lookup",
@@ -119,6 +147,21 @@ class AdminSettings:
     #: ``zookeeper.admin.portUnification``: HTTPS and HTTP on one port (Jetty's
     #: UnifiedConnectionFactory: a first byte 0x16 is a TLS handshake)
     port_unification: bool = False
+    #: ``trizk.zookeeperVersion``: 3.9 adds POST, authentication and ``snapshot``
+    zookeeper_version: str = release.DEFAULT_RELEASE
+    #: ``zookeeper.admin.snapshot.enabled`` (3.9; ``Boolean.parseBoolean``, default true)
+    snapshot_enabled: bool = True
+    #: ``zookeeper.admin.rateLimiterIntervalInMS`` (3.9; ``Integer.parseInt``, default 300000)
+    rate_limiter_interval: int = 300_000
+    #: ``zookeeper.IPAuthenticationProvider.usexforwardedfor`` (``Boolean.getBoolean``)
+    use_x_forwarded_for: bool = False
+    #: ``zookeeper.admin.needClientAuth`` (3.9, ``Boolean.getBoolean``): HTTPS clients must
+    #: present a certificate the ``ssl.quorum.*`` trust store accepts
+    need_client_auth: bool = False
+
+    @property
+    def zk39(self) -> bool:
+        return release.is_39(self.zookeeper_version)
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> AdminSettings:
@@ -132,7 +175,26 @@ class AdminSettings:
             command_url=p("zookeeper.admin.commandURL") or DEFAULT_COMMAND_URL,
             force_https=get_boolean(props, "zookeeper.admin.forceHttps"),
             port_unification=get_boolean(props, "zookeeper.admin.portUnification"),
+            zookeeper_version=config.zookeeper_version,
+            snapshot_enabled=parse_boolean(props.get("zookeeper.admin.snapshot.enabled", "true")),
+            rate_limiter_interval=_parse_int(
+                props.get("zookeeper.admin.rateLimiterIntervalInMS", "300000"), 300_000
+            ),
+            use_x_forwarded_for=get_boolean(
+                props, "zookeeper.IPAuthenticationProvider.usexforwardedfor"
+            ),
+            need_client_auth=release.is_39(config.zookeeper_version)
+            and get_boolean(props, "zookeeper.admin.needClientAuth"),
         )
+
+
+def _parse_int(text: str, default: int) -> int:
+    # Commands' static Integer.parseInt: a bad value fails ZooKeeper's class initialisation
+    # (no AdminServer command works); trizk keeps the default instead.
+    try:
+        return int(text.strip()) if text.strip().lstrip("+-").isdigit() else default
+    except ValueError:
+        return default
 
 
 # -- what the commands read besides the status view -----------------------------------------
@@ -151,6 +213,117 @@ class AdminContext:
     system_properties: Mapping[str, str] = field(default_factory=dict)
 
 
+# -- authentication (3.9) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequest:
+    """``AuthRequest``: the permission (``ZooDefs.Perms``) needed on the node at ``path``."""
+
+    permission: int
+    path: str
+
+
+#: ``new AuthRequest(ZooDefs.Perms.ALL, ROOT_PATH)``: what ``snapshot`` and ``restore`` ask
+ALL_ON_ROOT = AuthRequest(int(Perms.ALL), "/")
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAuth:
+    """What ``Commands.runCommand`` consults to authenticate and authorize a command: the
+    providers (the server's :class:`~trizk.server.auth.acl.AuthConfig`) and a node's ACL."""
+
+    config: aclmod.AuthConfig
+    #: the ACL of a node, or None when it does not exist
+    acl_of: Callable[[str], Sequence[r.ACL] | None]
+    #: ``X509AuthenticationProvider.handleAuthentication(certChain)``: the subject of a client
+    #: chain (DER, leaf first) its trust manager (the ``ssl.*`` trust store) accepts, or None
+    x509_subject: Callable[[Sequence[bytes]], str | None] = lambda chain: None
+
+
+def admin_ids(
+    auth_info: str,
+    remote_ip: str,
+    config: aclmod.AuthConfig,
+    *,
+    x509_subject: str | None = None,
+) -> list[aclmod.Id] | None:
+    """``Commands.handleAuthentication``: the ``Authorization`` header ``<scheme>
+    [<credentials>]`` (split on single spaces as Java's ``String.split(" ")``: one or two
+    parts) handed to the scheme's provider -- ``digest user:password``, ``ip`` (the client's
+    address), ``x509`` (the client certificate of an HTTPS connection). None is
+    AuthFailedException ("Not authenticated")."""
+    parts = java_split(auth_info, " ")
+    if len(parts) not in (1, 2):
+        return None
+    scheme = parts[0]
+    auth = parts[1].encode("utf-8") if len(parts) == 2 else None
+    ids = aclmod.authenticate(scheme, auth, remote_ip, config=config, x509_subject=x509_subject)
+    return ids or None
+
+
+def _client_ip(request: HttpRequest, use_x_forwarded_for: bool) -> str:
+    # IPAuthenticationProvider.getClientIPAddress: the first X-Forwarded-For entry when
+    # zookeeper.IPAuthenticationProvider.usexforwardedfor is set, else getRemoteAddr.
+    forwarded = request.header("X-Forwarded-For") if use_x_forwarded_for else None
+    if forwarded is None:
+        return request.remote_ip
+    tokens = [t for t in forwarded.split(",") if t]
+    return tokens[0].strip() if tokens else request.remote_ip
+
+
+def check_auth(
+    name: str,
+    wanted: AuthRequest,
+    auth_info: str | None,
+    client_ip: str,
+    auth: AdminAuth,
+    peer_certs: Sequence[bytes] = (),
+) -> tuple[int, dict[str, Any]] | None:
+    """``Commands.runCommand``'s auth step: None when the caller may run the command, else
+    the status and JSON object ZooKeeper 3.9 answers (401 "Auth info is missing for the
+    command" / "Not authenticated", 403 "Not authorized", 500 "Error occurred during auth"
+    when the node is missing). ``name`` as asked."""
+    if auth_info is None:
+        log.warning("Auth info is missing for command")
+        return 401, _to_map(name, "Auth info is missing for the command", [])
+    ip = aclmod.java_host_address(client_ip) if client_ip else client_ip
+    subject = auth.x509_subject(peer_certs) if peer_certs else None
+    ids = admin_ids(auth_info, ip, auth.config, x509_subject=subject)
+    if ids is None:
+        return 401, _to_map(name, "Not authenticated", [])
+    node_acl = auth.acl_of(wanted.path)
+    if node_acl is None:  # NoNodeException: the catch-all branch
+        log.warning("Error occurred during auth for command: no node %s", wanted.path)
+        return 500, _to_map(name, "Error occurred during auth", [])
+    # the ids carry the server's providers (x509 and sasl ACLs match only when registered)
+    if not aclmod.check(node_acl, wanted.permission, aclmod.AuthInfo(auth.config, ids)):
+        return 403, _to_map(name, "Not authorized", [])
+    return None
+
+
+class RateLimiter:
+    """``org.apache.zookeeper.server.util.RateLimiter``: ``rate`` calls per interval; the
+    count is refilled by the first call more than ``interval_ms`` after the last refill
+    (the limiter is created full, and its clock starts at creation). Times in ms, passed
+    in."""
+
+    def __init__(self, rate: int, interval_ms: int, now_ms: int) -> None:
+        self.rate = rate
+        self.interval_ms = interval_ms
+        self.last_reset = now_ms
+        self.remained = rate
+
+    def allow(self, now_ms: int) -> bool:
+        if now_ms > self.last_reset + self.interval_ms:
+            self.remained = self.rate
+            self.last_reset = now_ms
+        if self.remained > 0:
+            self.remained -= 1
+            return True
+        return False
+
+
 # -- the commands ---------------------------------------------------------------------------
 
 
@@ -163,6 +336,10 @@ class Command:
     build: Callable[[StatusView, AdminContext, Mapping[str, str]], Members]
     server_required: bool = True
     effect: str | None = None
+    #: ``Command.getAuthRequest()`` (3.9): the permission the caller needs on a node
+    auth: AuthRequest | None = None
+    #: registered by ZooKeeper 3.9 only
+    since_39: bool = False
 
     @property
     def primary(self) -> str:
@@ -407,6 +584,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(("watches_by_path", "wchp"), _watches_by_path),
     Command(("watch_summary", "wchs"), _watch_summary),
     Command(("zabstate",), _fixed(("voting", False), ("zabstate", "")), server_required=False),
+    # 3.9's SnapshotCommand: run by the shell (answer_request), which takes the snapshot
+    Command(("snapshot", "snap"), _nothing, auth=ALL_ON_ROOT, since_39=True),
 )
 
 
@@ -419,16 +598,18 @@ def _digests(view: StatusView) -> list[dict[str, Any]]:
 _BY_NAME: dict[str, Command] = {n: c for c in COMMANDS for n in c.names}
 
 
-def lookup(name: str) -> Command | None:
-    """The command registered under ``name`` (primary name or alias)."""
-    return _BY_NAME.get(name)
+def lookup(name: str, zk39: bool = False) -> Command | None:
+    """The command registered under ``name`` (primary name or alias) in that release."""
+    command = _BY_NAME.get(name)
+    if command is not None and command.since_39 and not zk39:
+        return None
+    return command
 
 
-def command_links(command_url: str) -> str:
+def command_links(command_url: str, zk39: bool = False) -> str:
     """``CommandServlet`` without a command: every primary name, sorted, as HTML lines."""
-    return "".join(
-        f'<a href="{command_url}/{c}">{c}</a>\n<br/>\n' for c in sorted(c.primary for c in COMMANDS)
-    )
+    names = sorted(c.primary for c in COMMANDS if zk39 or not c.since_39)
+    return "".join(f'<a href="{command_url}/{c}">{c}</a>\n<br/>\n' for c in names)
 
 
 def run_command(
@@ -436,12 +617,14 @@ def run_command(
     view: StatusView | None,
     ctx: AdminContext,
     kwargs: Mapping[str, str] | None = None,
+    *,
+    zk39: bool = False,
 ) -> dict[str, Any]:
     """``Commands.runCommand`` + ``CommandResponse.toMap``: the JSON object for ``name``.
     ``view`` is None while no server runs. Pure: the side effect (``Command.effect``) is the
     caller's."""
     kw = kwargs or {}
-    command = lookup(name)
+    command = lookup(name, zk39)
     if command is None:
         return _to_map(name, f"Unknown command: {name}", [])
     if command.server_required and (view is None or not view.serving):
@@ -517,9 +700,11 @@ def jackson_json(obj: Mapping[str, Any]) -> str:
 # -- HTTP routing (pure) --------------------------------------------------------------------
 
 
-def route(method: str, target: str, command_url: str) -> HttpAnswer:
+def route(method: str, target: str, command_url: str, zk39: bool = False) -> HttpAnswer:
     """What ``JettyAdminServer`` answers for ``method target``, except a command's JSON body,
-    which the shell fills in (``answer.command`` set): pure routing, no server state."""
+    which the shell fills in (``answer.command`` set): pure routing, no server state.
+    ZooKeeper 3.9's ``CommandServlet`` also serves POST (``doPost``: the body is the
+    command's input), and Jetty 9.4.57 answers other methods 405 with an empty body."""
     raw_path, _, query = target.partition("?")
     path = urllib.parse.unquote(raw_path, errors="replace")
     if method == "TRACE":
@@ -527,11 +712,17 @@ def route(method: str, target: str, command_url: str) -> HttpAnswer:
     base = command_url.rstrip("/")
     if path != base and not path.startswith(base + "/"):
         return error_page(404, path, "Not Found")
-    if method not in ("GET", "HEAD"):
+    allowed = ("GET", "HEAD", "POST") if zk39 else ("GET", "HEAD")
+    if method not in allowed:
+        if zk39:
+            return HttpAnswer(405, (), b"")
         return error_page(405, path, "HTTP method " + method + " is not supported by this URL")
     rest = path[len(base) + 1 :]
     if not rest:
-        return HttpAnswer(200, (), command_links(base).encode())
+        return HttpAnswer(200, (), command_links(base, zk39).encode())
+    if method == "POST":
+        # doPost reads no query parameters: the command gets the body instead
+        return HttpAnswer(200, (("Content-Type", "application/json"),), b"", rest, {})
     kwargs: dict[str, str] = {}
     for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True):
         kwargs.setdefault(k, v)  # getParameterMap values[0]
@@ -552,6 +743,14 @@ class AdminHooks:
     last_snapshot: Callable[[], Path | None] = lambda: None
     #: The server's system properties (its config's ``properties``).
     properties: Callable[[], Mapping[str, str]] = dict
+    #: 3.9's authenticated commands: the providers and the tree's ACLs (None: every
+    #: authenticated command answers "Error occurred during auth")
+    auth: AdminAuth | None = None
+    #: take a snapshot now (``ZooKeeperServer.takeSnapshot``): its file, or None on failure
+    take_snapshot: Callable[[], Awaitable[Path | None]] | None = None
+    #: whether snapshots carry 3.9's lastProcessedZxid trailer
+    #: (``isSerializeLastProcessedZxidEnabled``)
+    last_zxid_trailer: Callable[[], bool] = lambda: False
 
 
 def _newest_snapshot(snap_dir: str | None) -> Path | None:
@@ -591,14 +790,16 @@ def _system_properties(config_properties: Mapping[str, str]) -> dict[str, str]:
     return props
 
 
-def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> HttpAnswer:
+def answer(
+    hooks: AdminHooks, method: str, target: str, command_url: str, zk39: bool = False
+) -> HttpAnswer:
     """Route one request and, for a command, run it against a fresh view."""
-    a = route(method, target, command_url)
+    a = route(method, target, command_url, zk39)
     if a.command is None:
         return a
     name = a.command
     view = hooks.view()
-    command = lookup(name)
+    command = lookup(name, zk39)
     if command is not None and command.effect is not None:
         serving = view is not None and view.serving
         if serving or not command.server_required:
@@ -609,8 +810,109 @@ def answer(hooks: AdminHooks, method: str, target: str, command_url: str) -> Htt
             else:
                 hooks.act(command.effect, b"")
     ctx = _context(hooks, name, view.snap_dir if view is not None else None)
-    body = jackson_json(run_command(name, view, ctx, a.kwargs))
+    body = jackson_json(run_command(name, view, ctx, a.kwargs, zk39=zk39))
     return HttpAnswer(a.status, a.headers, body.encode())
+
+
+_JSON = (("Content-Type", "application/json"),)
+
+
+def _json_answer(status_code: int, obj: Mapping[str, Any]) -> HttpAnswer:
+    return HttpAnswer(status_code, _JSON, jackson_json(obj).encode())
+
+
+@dataclass(slots=True)
+class _Limiters:
+    """The commands' rate limiters (static in ZooKeeper's ``Commands``: one per server)."""
+
+    snapshot: RateLimiter
+
+
+async def answer_request(
+    hooks: AdminHooks,
+    settings: AdminSettings,
+    limiters: _Limiters,
+    request: HttpRequest,
+) -> HttpAnswer:
+    """ZooKeeper 3.9's ``CommandServlet`` (``doGet``/``doPost`` → ``Commands.runGetCommand``/
+    ``runPostCommand``): the command's auth step (:func:`check_auth`), then the command; the
+    3.8 commands answer as :func:`answer` does."""
+    a = route(request.method, request.target, settings.command_url, zk39=True)
+    if a.command is None:
+        return a
+    name = a.command
+    command = lookup(name, zk39=True)
+    view = hooks.view()
+    serving = view is not None and view.serving
+    if command is None or (command.server_required and not serving):
+        if command is None:
+            log.warning("Unknown command")
+        return answer(hooks, "GET", request.target, settings.command_url, zk39=True)
+    if command.auth is not None:
+        if hooks.auth is None:
+            return _json_answer(500, _to_map(name, "Error occurred during auth", []))
+        refused = check_auth(
+            name,
+            command.auth,
+            request.header("Authorization"),
+            _client_ip(request, settings.use_x_forwarded_for),
+            hooks.auth,
+            request.peer_certs,
+        )
+        if refused is not None:
+            return _json_answer(*refused)
+    is_snapshot = command.primary == "snapshot"
+    if request.method == "POST":
+        # GetCommand.runPost returns null: the servlet's
+        # NullPointerException is Jetty's 500 page
+        return error_page(
+            500, urllib.parse.unquote(request.target.partition("?")[0]), "Server Error"
+        )
+    if is_snapshot:
+        return await _snapshot(hooks, settings, limiters, a.kwargs)
+    return answer(hooks, request.method, request.target, settings.command_url, zk39=True)
+
+
+async def _snapshot(
+    hooks: AdminHooks, settings: AdminSettings, limiters: _Limiters, kwargs: Mapping[str, str]
+) -> HttpAnswer:
+    """``SnapshotCommand.runGet``: take a snapshot now and send it as the body (``streaming``
+    unless ``?streaming=`` is not "true"), its zxid and size as the ``last_zxid`` and
+    ``snapshot_size`` headers."""
+    response = _to_map("snapshot", None, [])
+    if not settings.snapshot_enabled:
+        log.warning("Snapshot command is disabled")
+        return _json_answer(503, response)
+    if hooks.take_snapshot is None or not hooks.last_zxid_trailer():
+        log.warning(
+            "Snapshot command requires serializeLastProcessedZxidEnable flag is set to true"
+        )
+        return _json_answer(500, response)
+    if not limiters.snapshot.allow(int(trio.current_time() * 1000)):
+        log.warning("Snapshot request was rate limited")
+        return _json_answer(429, response)
+    streaming = True
+    if "streaming" in kwargs:
+        streaming = parse_boolean(kwargs["streaming"])
+    path = await hooks.take_snapshot()
+    if path is None:
+        log.warning("Exception occurred when taking the snapshot via the snapshot admin command")
+        return _json_answer(500, response)
+    try:
+        data = await trio.to_thread.run_sync(path.read_bytes)
+    except OSError as e:
+        log.warning(
+            "Exception occurred when taking the snapshot via the snapshot admin command: %s", e
+        )
+        return _json_answer(500, response)
+    zxid = zxid_from_name(path.name, "snapshot")
+    headers = (("last_zxid", f"0x{zxid:x}"), ("snapshot_size", str(len(data))))
+    if not data:
+        log.warning("Snapshot file %s is empty", path)
+        return HttpAnswer(500, headers + _JSON, jackson_json(response).encode())
+    if streaming:
+        return HttpAnswer(200, (*headers, ("Content-Type", "application/octet-stream")), data)
+    return HttpAnswer(200, headers + _JSON, jackson_json(response).encode())
 
 
 async def serve_admin(
@@ -638,6 +940,15 @@ async def serve_admin(
     def respond(method: str, target: str) -> HttpAnswer:
         return answer(hooks, method, target, settings.command_url)
 
+    limiters = _Limiters(
+        # SnapshotCommand's RateLimiter is built with TimeUnit.MICROSECONDS: the interval
+        # property is read as microseconds (300000 -> 300 ms), as ZooKeeper 3.9.3 does.
+        RateLimiter(1, settings.rate_limiter_interval // 1000, int(trio.current_time() * 1000))
+    )
+
+    async def respond_request(request: HttpRequest) -> HttpAnswer:
+        return await answer_request(hooks, settings, limiters, request)
+
     def started(port: int) -> None:
         log.info(
             "Started AdminServer on address %s, port %d and command URL %s",
@@ -655,6 +966,7 @@ async def serve_admin(
         on_started=started,
         logger=log,
         prepare=prepare,
+        respond_request=respond_request if settings.zk39 else None,
         task_status=task_status,
     )
 
@@ -671,6 +983,9 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
     they cannot be read: ZooKeeper then logs "Unable to start JettyAdminServer" and runs
     without an AdminServer (AdminServerFactory's DummyAdminServer), and so does trizk."""
     import dataclasses
+    import datetime
+
+    from cryptography.hazmat.primitives.serialization import Encoding
 
     from trizk.server.shell import tls
     from trizk.server.shell.tlsstream import OpenSSLServerStream
@@ -682,8 +997,10 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
                 f"{tls.QUORUM_PREFIX}trustStore.location not specified: the AdminServer's "
                 "HTTPS needs a trust store (JettyAdminServer loads both stores)"
             )
-        # Jetty's SslContextFactory.Server asks for no client certificate
-        server_tls = tls.server_context(dataclasses.replace(base, client_auth="none"))
+        # Jetty's SslContextFactory.Server asks for no client certificate, unless 3.9's
+        # admin.needClientAuth (setNeedClientAuth) is set
+        client_auth = "need" if settings.need_client_auth else "none"
+        server_tls = tls.server_context(dataclasses.replace(base, client_auth=client_auth))
     except tls.TLSConfigError as e:
         log.warning("Unable to start JettyAdminServer: %s", e)
         return None
@@ -694,14 +1011,14 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
 
     async def prepare(
         stream: trio.SocketStream,
-    ) -> tuple[trio.abc.Stream, list[tuple[str, str]]] | None:
+    ) -> tuple[trio.abc.Stream, list[tuple[str, str]], tuple[bytes, ...]] | None:
         first = b""
         try:
             with trio.fail_after(_HANDSHAKE_TIMEOUT):
                 if unified:
                     first = await stream.receive_some(1)
                     if first[:1] != b"\x16":
-                        return _Replay(stream, first), []
+                        return _Replay(stream, first), [], ()
                 s = OpenSSLServerStream(stream, server_tls.context, first)
                 await s.do_handshake()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as e:
@@ -709,7 +1026,16 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             return None
-        return s, [_STS]
+        chain = s.peer_chain()
+        if settings.need_client_auth:
+            # Jetty's trust manager (the ssl.quorum.* trust store) judges the chain
+            refused = server_tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+            if refused is not None:
+                log.warning("AdminServer TLS handshake refused: %s", refused)
+                with trio.CancelScope(shield=True):
+                    await s.aclose()
+                return None
+        return s, [_STS], tuple(c.public_bytes(Encoding.DER) for c in chain)
 
     return prepare
 

@@ -35,6 +35,8 @@ __all__ = [
     "MAX_REQUEST_HEAD",
     "SERVER_HEADER",
     "HttpAnswer",
+    "HttpRequest",
+    "RequestResponder",
     "Responder",
     "error_page",
     "handle_http",
@@ -49,6 +51,9 @@ DEFAULT_IDLE_TIMEOUT = 30_000
 MAX_REQUEST_HEAD = 16 * 1024
 #: At most this many requests are read on one keep-alive connection.
 MAX_REQUESTS_PER_CONNECTION = 1000
+#: Bound on one request's body (the AdminServer's POST commands read it; the others ignore
+#: it): a larger body is answered 413 and the connection closed.
+MAX_REQUEST_BODY = 256 * 1024 * 1024
 SERVER_HEADER = f"trizk/{trizk.__version__}"
 
 
@@ -64,7 +69,41 @@ class HttpAnswer:
     kwargs: Mapping[str, str] = field(default_factory=dict)
 
 
-_REASONS = {403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed"}
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """One whole request, for a responder that needs more than method and target (the
+    AdminServer's authenticated commands: the ``Authorization`` header, the client's address,
+    a POST body)."""
+
+    method: str
+    target: str
+    #: header names lower-cased, values as sent, in order
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    #: the client's IP address (``getRemoteAddr``)
+    remote_ip: str
+    #: an HTTPS client's certificate chain as presented, DER, leaf first (empty: none)
+    peer_certs: tuple[bytes, ...] = ()
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        low = name.lower()
+        for k, v in self.headers:
+            if k == low:
+                return v
+        return None
+
+
+_REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    500: "Server Error",
+    503: "Service Unavailable",
+}
 
 
 def error_page(status: int, path: str, message: str) -> HttpAnswer:
@@ -96,13 +135,17 @@ def _html(s: str) -> str:
 #: ``respond(method, target)``: the answer, or an awaitable of it (a responder that waits on
 #: the server, as the test controls' ``expire`` does)
 Responder = Callable[[str, str], HttpAnswer | Awaitable[HttpAnswer]]
+#: ``respond(request)``: the same, given the whole request (:class:`HttpRequest`)
+RequestResponder = Callable[[HttpRequest], HttpAnswer | Awaitable[HttpAnswer]]
 
 
-#: ``prepare(stream)``: the stream to speak HTTP on and the headers every answer on it gets
-#: (an HTTPS listener's handshake: :mod:`trizk.server.ops.admin`), or None to drop the
-#: connection (the function has closed or will close ``stream``)
+#: ``prepare(stream)``: the stream to speak HTTP on, the headers every answer on it gets and
+#: the client's certificate chain (DER, leaf first; empty: none) -- an HTTPS listener's
+#: handshake: :mod:`trizk.server.ops.admin` -- or None to drop the connection (the function
+#: has closed or will close ``stream``)
 Prepare = Callable[
-    [trio.SocketStream], Awaitable[tuple[trio.abc.Stream, list[tuple[str, str]]] | None]
+    [trio.SocketStream],
+    Awaitable[tuple[trio.abc.Stream, list[tuple[str, str]], tuple[bytes, ...]] | None],
 ]
 
 
@@ -113,11 +156,15 @@ async def handle_http(
     *,
     logger: logging.Logger = log,
     headers: Sequence[tuple[str, str]] = (),
+    respond_request: RequestResponder | None = None,
+    remote_ip: str = "",
+    peer_certs: tuple[bytes, ...] = (),
 ) -> None:
     """One HTTP/1.1 connection: requests answered by ``respond(method, target)`` until the
     client closes, ``idle_timeout_ms`` passes without a request, or the request bound.
     ``logger``: the service's (a bad request at debug level, an internal error); ``headers``:
-    added to every answer after ``Date``."""
+    added to every answer after ``Date``; ``respond_request``, when given, answers instead
+    of ``respond`` and is given the whole request, from ``remote_ip`` (with ``peer_certs``)."""
     import h11  # here, not at the top: a server that is never asked over HTTP never loads it
 
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
@@ -125,6 +172,8 @@ async def handle_http(
     try:
         for _ in range(MAX_REQUESTS_PER_CONNECTION):
             request: h11.Request | None = None
+            received = bytearray()
+            too_large = False
             with trio.move_on_after(idle):
                 while True:
                     event = conn.next_event()
@@ -135,6 +184,12 @@ async def handle_http(
                     if isinstance(event, h11.Request):
                         request = event
                         continue
+                    if isinstance(event, h11.Data):
+                        if len(received) + len(event.data) > MAX_REQUEST_BODY:
+                            too_large = True
+                        elif respond_request is not None:
+                            received += event.data
+                        continue
                     if isinstance(event, h11.EndOfMessage) and request is not None:
                         break
                     if isinstance(event, (h11.ConnectionClosed, h11.PAUSED)):
@@ -143,7 +198,18 @@ async def handle_http(
                 return  # idle timeout (Jetty closes idle connections) or nothing to answer
             method = request.method.decode("ascii", "replace")
             target = request.target.decode("latin-1")
-            answered = respond(method, target)
+            answered: HttpAnswer | Awaitable[HttpAnswer]
+            if too_large:
+                answered = HttpAnswer(413, (("Connection", "close"),), b"")
+            elif respond_request is not None:
+                fields = tuple(
+                    (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in request.headers
+                )
+                answered = respond_request(
+                    HttpRequest(method, target, fields, bytes(received), remote_ip, peer_certs)
+                )
+            else:
+                answered = respond(method, target)
             result = await answered if inspect.isawaitable(answered) else answered
             all_headers = [
                 ("Date", formatdate(usegmt=True)),
@@ -202,11 +268,13 @@ async def serve_http(
     on_started: Callable[[int], None] = lambda port: None,
     logger: logging.Logger = log,
     prepare: Prepare | None = None,
+    respond_request: RequestResponder | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on ``host:port`` and serve ``respond`` until cancelled; ``task_status.started``
-    with the bound port (after ``on_started(port)``), or None when the port cannot be bound:
-    logged as ``on_error`` on ``logger``, the server carries on without this listener."""
+    """Listen on ``host:port`` and serve ``respond`` (or ``respond_request``: see
+    :func:`handle_http`) until cancelled; ``task_status.started`` with the bound port (after
+    ``on_started(port)``), or None when the port cannot be bound: logged as ``on_error`` on
+    ``logger``, the server carries on without this listener."""
     try:
         listeners = await trio.open_tcp_listeners(port, host=host)
     except OSError as e:
@@ -218,13 +286,19 @@ async def serve_http(
     on_started(bound)
 
     async def handler(stream: trio.SocketStream) -> None:
+        try:
+            remote = str(stream.socket.getpeername()[0])
+        except OSError:
+            remote = ""
+        kw: dict[str, Any] = {"respond_request": respond_request, "remote_ip": remote}
         if prepare is None:
-            await handle_http(stream, respond, idle_timeout_ms, logger=logger)
+            await handle_http(stream, respond, idle_timeout_ms, logger=logger, **kw)
             return
         prepared = await prepare(stream)
         if prepared is not None:
-            io, headers = prepared
-            await handle_http(io, respond, idle_timeout_ms, logger=logger, headers=headers)
+            io, headers, certs = prepared
+            kw["peer_certs"] = certs
+            await handle_http(io, respond, idle_timeout_ms, logger=logger, headers=headers, **kw)
 
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, handler, listeners)

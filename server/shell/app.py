@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import trizk
+from trizk.jute import records as r
 from trizk.jute.javalang import decode_int, get_integer
 from trizk.jute.primitives import reset_limits, set_max_buffer
 from trizk.server.auth import acl as aclmod
@@ -329,6 +330,13 @@ class TrizkServer:
                         act=self._side_effect,
                         last_snapshot=lambda: self.persistence.last_snapshot,
                         properties=lambda: self.config.properties,
+                        auth=admin.AdminAuth(
+                            self.core_config.auth or aclmod.AuthConfig(),
+                            self._node_acl,
+                            self._admin_x509_subject,
+                        ),
+                        take_snapshot=self.persistence.take_snapshot,
+                        last_zxid_trailer=lambda: self.persistence.settings.last_zxid_trailer,
                     ),
                 )
             if self.config.metrics_provider.get("className"):
@@ -340,6 +348,31 @@ class TrizkServer:
                     lambda: self._view(None),
                 )
             task_status.started(self.port)
+
+    def _node_acl(self, path: str) -> tuple[r.ACL, ...] | None:
+        """The ACL of the node at ``path`` (the AdminServer's authorization), None if none."""
+        replica = self.persistence.replica
+        node = replica.tree.get(path) if replica is not None else None
+        return node.acl if node is not None else None
+
+    def _admin_x509_subject(self, chain_der: Sequence[bytes]) -> str | None:
+        """``X509AuthenticationProvider.handleAuthentication`` for an AdminServer request: the
+        subject of a chain its trust manager (the ``ssl.*`` trust store of the secure client
+        port) accepts; None when there is none or it refuses."""
+        if self.tls is None or self.tls_settings is None or not chain_der:
+            return None
+        if self.tls_settings.trust_store is None:
+            return None
+        from cryptography import x509
+
+        from trizk.server.shell import tls
+
+        chain = [x509.load_der_x509_certificate(d) for d in chain_der]
+        refused = self.tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+        if refused is not None:
+            log.warning("AdminServer: client certificate not trusted: %s", refused)
+            return None
+        return tls.x509_subject(chain_der[0])
 
     async def _ticker(self) -> None:
         while True:

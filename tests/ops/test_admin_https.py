@@ -139,3 +139,64 @@ def test_unreadable_stores_leave_no_admin_server(
         ]
     finally:
         srv.stop()
+
+
+def test_x509_authentication_with_need_client_auth(tmp_path: Path, stores: Path) -> None:
+    """3.9's ``admin.needClientAuth``: the client certificate is the ``x509`` scheme's id for
+    the AdminServer's authenticated commands (checked against the ``ssl.*`` trust store)."""
+    key, cert, _ = pkcs12.load_key_and_certificates((stores / "admin.p12").read_bytes(), b"adminpw")
+    assert key is not None and cert is not None
+    (tmp_path / "client.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "client.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    srv = _server(
+        tmp_path,
+        stores,
+        **{
+            "admin.forceHttps": "true",
+            "admin.needClientAuth": "true",
+            "secureClientPort": free_port(),
+            "ssl.keyStore.location": str(stores / "admin.p12"),
+            "ssl.keyStore.password": "adminpw",
+            "ssl.trustStore.location": str(stores / "ca.pem"),
+        },
+    )
+    try:
+        port = _port(srv)
+        assert port is not None
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=f"127.0.0.1:{srv.port}", timeout=10)
+        zk.start(timeout=10)
+        try:
+            from kazoo.security import ACL, Id
+
+            zk.set_acls("/", [ACL(31, Id("x509", "CN=127.0.0.1"))])
+        finally:
+            zk.stop()
+            zk.close()
+
+        def ask(auth: str, with_cert: bool) -> int:
+            ctx = ssl.create_default_context(cafile=str(stores / "ca.pem"))
+            if with_cert:
+                ctx.load_cert_chain(str(tmp_path / "client.pem"), str(tmp_path / "client.key"))
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx)
+            try:
+                conn.request(
+                    "GET", "/commands/snapshot?streaming=false", headers={"Authorization": auth}
+                )
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        assert ask("ip", True) == 403  # authenticated, but / wants the certificate's id
+        assert ask("x509", True) == 200
+        with pytest.raises((ssl.SSLError, OSError)):
+            ask("x509", False)  # needClientAuth: no certificate, no connection
+    finally:
+        srv.stop()
