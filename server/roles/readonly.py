@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from trizk.server.common.coreconfig import CoreConfig, ServerStats
 from trizk.server.frontend.core import FrontEnd
 from trizk.server.writes.committer import Proposal
+from trizk.server.writes.localsessions import LocalSessions
 from trizk.server.writes.sequencer import WriteRequest
 from trizk.server.writes.sessions import SessionTracker, initial_session_id
 from trizk.storage.tree.replica import Replica
@@ -50,6 +51,9 @@ class ReadOnlyWritePath:
     write reaches it (the front end answers them NOTREADONLY)."""
 
     forwards_sync = False
+    #: the front end's own local-session path (``WritePath.local_sessions``) is not taken here:
+    #: a read-only server's sessions go through ``FrontEnd.read_only`` (this class)
+    local_sessions: LocalSessions | None = None
 
     def __init__(
         self,
@@ -62,7 +66,7 @@ class ReadOnlyWritePath:
     ) -> None:
         self.replica = replica
         #: ``localSessionsEnabled``: new sessions are local (else refused NOTREADONLY)
-        self.local_sessions = local_sessions
+        self.local_enabled = local_sessions
         #: the local sessions (LocalSessionTracker); its ids also number the refused ones
         self.sessions = SessionTracker(tick_ms, now, initial_session_id(wall, server_id))
 
@@ -72,7 +76,7 @@ class ReadOnlyWritePath:
         for s in self.sessions.expired(now):
             self.sessions.remove(s.id)
 
-    def submit(self, req: WriteRequest, now: int, wall: int) -> None:
+    def submit(self, req: WriteRequest, now: int, wall: int) -> int | None:
         raise AssertionError("a read-only server takes no writes (answered NOTREADONLY)")
 
     def create_session(self, timeout: int, now: int, wall: int) -> int:
@@ -80,7 +84,7 @@ class ReadOnlyWritePath:
         sessions) the next id, untracked: its createSession is then refused."""
         self._expire(now)
         sid = self.sessions.allocate_id()
-        if self.local_sessions:
+        if self.local_enabled:
             self.sessions.add(sid, timeout, now)
         return sid
 
@@ -88,7 +92,7 @@ class ReadOnlyWritePath:
         """``LearnerSessionTracker.touchSession``: a live local session, or, without local
         sessions, any session."""
         self._expire(now)
-        if not self.local_sessions:
+        if not self.local_enabled:
             return True
         return self.sessions.touch(session_id, now, timeout)
 
@@ -105,7 +109,7 @@ class ReadOnlyWritePath:
 
     def is_local(self, session_id: int) -> bool:
         """A local session of this server (its createSession and closeSession go through)."""
-        return self.local_sessions and session_id in self.sessions.sessions
+        return self.local_enabled and session_id in self.sessions.sessions
 
     def close(self, session_id: int) -> None:
         """A local session's closeSession (``processTxnForSessionEvents``: removed)."""
@@ -129,6 +133,7 @@ class ReadOnly:
         self.stats = stats
         #: no session tracker the shell ticks: local sessions expire lazily
         self.sequencer = None
+        self.expirer = None
         self.path = ReadOnlyWritePath(
             replica, config.server_id, config.tick_time, local_sessions, now, wall
         )

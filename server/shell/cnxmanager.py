@@ -62,6 +62,7 @@ from trizk.quorum.election.messages import (
 from trizk.server.shell import quorumauth
 from trizk.server.shell.clock import Clock
 from trizk.server.shell.reachability import is_reachable
+from trizk.server.shell.streams import socket_of
 
 if TYPE_CHECKING:
     from trizk.server.shell.quorumtls import QuorumTLS
@@ -487,9 +488,12 @@ class ElectionPort:
 
     async def _check_reachable(self, link: _Link, timeout_ms: int) -> None:
         try:
+            sock = socket_of(link.stream)
             try:
-                host = link.stream.socket.getpeername()[0]
+                host = sock.getpeername()[0] if sock is not None else None
             except OSError:
+                return
+            if host is None:
                 return
             if not await is_reachable(host, timeout_ms) and self._links.get(link.sid) is link:
                 log.warning(

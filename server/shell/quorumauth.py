@@ -31,6 +31,7 @@ from trizk.server.auth.quorumsasl import (
     Verdict,
     logins_from_jaas,
 )
+from trizk.server.shell.streams import socket_of
 
 __all__ = ["QuorumAuth", "load", "peer_address"]
 
@@ -117,23 +118,14 @@ class QuorumAuth:
 
 def peer_address(stream: trio.abc.Stream) -> str:
     """``host:port`` of the peer of a socket stream (or of the one a wrapper wraps)."""
-    s: object = stream
-    for _ in range(4):
-        sock = getattr(s, "socket", None)
-        if sock is not None:
-            try:
-                host, port = sock.getpeername()[:2]
-            except (OSError, ValueError, TypeError):
-                return "?"
-            return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-        # trio's SSLStream, TLS and replay wrappers: the stream they wrap
-        s = next(
-            (w for a in ("transport_stream", "transport", "stream") if (w := getattr(s, a, None))),
-            None,
-        )
-        if s is None:
-            break
-    return "?"
+    sock = socket_of(stream)
+    if sock is None:
+        return "?"
+    try:
+        host, port = sock.getpeername()[:2]
+    except (OSError, ValueError, TypeError):
+        return "?"
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
 async def _send_quietly(stream: trio.abc.Stream, data: bytes) -> None:

@@ -9,9 +9,11 @@ back to whoever reads the link next.
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
-__all__ = ["ReplayStream"]
+__all__ = ["ReplayStream", "socket_of"]
 
 
 class ReplayStream(trio.abc.Stream):
@@ -38,3 +40,20 @@ class ReplayStream(trio.abc.Stream):
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+def socket_of(stream: trio.abc.Stream) -> Any | None:
+    """The socket under ``stream``: its own, or that of the stream a wrapper wraps (trio's
+    SSLStream, the TLS and replay wrappers); None when there is none."""
+    s: object = stream
+    for _ in range(4):
+        sock = getattr(s, "socket", None)
+        if sock is not None:
+            return sock
+        s = next(
+            (w for a in ("transport_stream", "transport", "stream") if (w := getattr(s, a, None))),
+            None,
+        )
+        if s is None:
+            break
+    return None
