@@ -33,6 +33,10 @@ class CoreConfig:
     #: ``trizk.zookeeperVersion``: the ZooKeeper release the server answers as
     #: (:mod:`trizk.server.common.release`)
     zookeeper_version: str = release.DEFAULT_RELEASE
+    #: ``reconfigEnabled``: also read by a standalone server (ZooKeeperServerMain's
+    #: ZooKeeperServer takes QuorumPeerConfig.isReconfigEnabled()), whose reconfig then passes
+    #: that check and is UNIMPLEMENTED instead of RECONFIGDISABLED
+    reconfig_enabled: bool = False
 
     @property
     def zk39(self) -> bool:

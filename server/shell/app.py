@@ -163,6 +163,7 @@ class TrizkServer:
             sasl=_sasl_login(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
             zookeeper_version=config.zookeeper_version,
+            reconfig_enabled=config.reconfig_enabled,
         )
         assert self.core_config.auth is not None
         for line in self.core_config.auth.enforcement_lines():

@@ -237,9 +237,14 @@ class Sequencer:
             extended_types=self.config.extended_types,
             enforce_quota=self.config.enforce_quota,
         )
-        if op == _RECONFIG and self.leader_config is not None:
-            ctx.reconfig_enabled = True
-            ctx.reconfig = self.leader_config()
+        if op == _RECONFIG:
+            if self.leader_config is not None:
+                ctx.reconfig_enabled = True
+                ctx.reconfig = self.leader_config()
+            else:
+                # standalone: with reconfigEnabled=true ZooKeeper answers UNIMPLEMENTED
+                # (prep_reconfig), without it RECONFIGDISABLED
+                ctx.reconfig_enabled = self.config.reconfig_enabled
         txn_type: int
         txn: r.Record | None
         try:

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.exceptions import (
+    NoAuthError,
+    NoNodeError,
+    ReconfigDisabledError,
+    UnimplementedError,
+)
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock
 from kazoo.security import make_digest_acl
@@ -27,7 +32,7 @@ from trizk.kazoo_harness import (
     TrizkCluster,
     get_global_cluster,
 )
-from trizk.testing import mode_from_env
+from trizk.testing import Server, mode_from_env
 from trizk.testing.ports import free_ports
 
 pytest_plugins = ["pytester"]
@@ -267,6 +272,38 @@ def test_what_trizk_cannot_do_is_a_skip_with_its_reason(monkeypatch: pytest.Monk
     result = _run_case(Kerberos(), success=False)
     assert not result.errors and not result.failures
     assert len(result.skipped) == 1 and "Kerberos" in result.skipped[0][1], result.skipped
+
+
+def test_a_cluster_of_one_answers_reconfig_as_a_standalone_zookeeper(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ZOOKEEPER_CLUSTER_SIZE=1 is a standalone server with reconfigEnabled=true, as under
+    kazoo's harness: ZooKeeper 3.8.0 so configured answers every reconfig UNIMPLEMENTED
+    (super user or not; its standalone server passes the reconfigEnabled check, then has no
+    leader to reconfigure), where a server without reconfigEnabled answers RECONFIGDISABLED."""
+    monkeypatch.setenv("ZOOKEEPER_CLUSTER_SIZE", "1")
+
+    class Case(KazooTestCase):
+        def runTest(self) -> None:
+            for auth in ([], [("digest", "super:test")]):
+                zk = KazooClient(self.servers, auth_data=auth)
+                self._clients.append(zk)
+                zk.start()
+                with self.assertRaises(UnimplementedError):
+                    zk.reconfig(
+                        joining="server.100=127.0.0.1:1:2:observer", leaving=None, new_members=None
+                    )
+
+    _run_case(Case())
+    with Server() as plain:
+        zk = KazooClient(plain.connect_string)
+        zk.start(timeout=30)
+        try:
+            with pytest.raises(ReconfigDisabledError):
+                zk.reconfig(joining=None, leaving="1", new_members=None)
+        finally:
+            zk.stop()
+            zk.close()
 
 
 def _config(address: str) -> str:
