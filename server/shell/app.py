@@ -155,6 +155,7 @@ class TrizkServer:
             max_buffer=config.jute_max_buffer,
             extended_types=config.extended_types_enabled,
             enforce_quota=config.enforce_quota,
+            reconfig_enabled=config.reconfig_enabled,
             super_digest=config.super_digest,
             global_outstanding_limit=config.global_outstanding_limit,
             auth=aclmod.AuthConfig.from_properties(
@@ -163,7 +164,6 @@ class TrizkServer:
             sasl=_sasl_login(config.properties),
             server_id=ensemble.myid if ensemble is not None else 1,
             zookeeper_version=config.zookeeper_version,
-            reconfig_enabled=config.reconfig_enabled,
         )
         assert self.core_config.auth is not None
         for line in self.core_config.auth.enforcement_lines():
