@@ -58,9 +58,11 @@ Differences, on purpose:
   previous classes ran (:class:`TrizkCluster`), and a terminated one is closed in the
   background; a test's chroot is made through one session the cluster keeps rather than a
   session per test (kazoo's health check).
-* What trizk cannot do yet is a skip with the reason, never an error: dynamic
-  reconfiguration (a test whose ``reconfig`` is answered ReconfigDisabledError: kazoo's
-  harness runs ZooKeeper with ``reconfigEnabled=true``, trizk has no reconfig).
+* An ensemble's members reach each other directly, not through the link proxies of
+  :class:`trizk.testing.Ensemble` (``links=False``): kazoo's tests never partition, and every
+  server has ``reconfigEnabled=true`` as under kazoo's harness, so a reconfig hands every
+  member the leader's server lines (kazoo's ``TestReconfig``).
+* What trizk cannot do yet is a skip with the reason, never an error (Kerberos).
 """
 
 from __future__ import annotations
@@ -84,7 +86,6 @@ from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
     NodeExistsError,
-    ReconfigDisabledError,
     SessionExpiredError,
 )
 from kazoo.protocol.connection import _SESSION_EXPIRED
@@ -132,10 +133,6 @@ SPARES = 2
 
 #: kazoo's harness starts every server with -Dreadonlymode.enabled=true
 READ_ONLY_MODE = {"readonlymode.enabled": "true"}
-RECONFIG_REASON = (
-    "trizk has no dynamic reconfiguration yet: the server answered ReconfigDisabledError where"
-    " kazoo's harness runs ZooKeeper with reconfigEnabled=true"
-)
 GSSAPI_REASON = "trizk has no Kerberos (ZOOKEEPER_JAAS_AUTH=gssapi); it serves SASL DIGEST-MD5"
 
 
@@ -482,6 +479,8 @@ class TrizkCluster:
         self._admin: KazooClient | None = None
         self._properties = {
             "DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
+            # kazoo's harness (ZooKeeper 3.5 on): TestReconfig adds and removes an observer
+            "reconfigEnabled": "true",
             "authProvider.1": SASL_PROVIDER,
             # kazoo's harness: ZOOKEEPER_LOCAL_SESSION_RO, "required to avoid session
             # validation error in read only test"
@@ -555,6 +554,9 @@ class TrizkCluster:
                 for m, port in zip(self._servers, free_ports(self.size), strict=True)
             },
             system_properties=self._system_properties(),
+            # no link proxies: with reconfigEnabled every member may take the leader's
+            # server lines, which must name the members themselves (kazoo never partitions)
+            links=False,
         )
 
     def _take_spare(self) -> Any:
@@ -808,10 +810,7 @@ class KazooTestHarness(unittest.TestCase):
         # runs: its setUp has set what it needs and its tearDown runs after the skip.
         if os.environ.get("ZOOKEEPER_JAAS_AUTH") == "gssapi":
             raise unittest.SkipTest(GSSAPI_REASON)
-        try:
-            super()._callTestMethod(method)  # type: ignore[misc]
-        except ReconfigDisabledError as e:
-            raise unittest.SkipTest(RECONFIG_REASON) from e
+        super()._callTestMethod(method)  # type: ignore[misc]
 
     def setup_zookeeper(self, **client_options: Any) -> None:
         """Start the cluster if a member is not running; a client chrooted to a fresh path

@@ -24,6 +24,10 @@ class CoreConfig:
     extended_types: bool = False
     #: ``zookeeper.enforceQuota``: check quotas on create/setData (warn, refuse hard limits)
     enforce_quota: bool = False
+    #: ``reconfigEnabled``: also read by a standalone server (ZooKeeperServerMain's
+    #: ZooKeeperServer takes QuorumPeerConfig.isReconfigEnabled()), whose reconfig then passes
+    #: that check and is UNIMPLEMENTED instead of RECONFIGDISABLED
+    reconfig_enabled: bool = False
     super_digest: str | None = None
     global_outstanding_limit: int = 1000
     #: authentication providers (ProviderRegistry); None: ip + digest with ``super_digest``

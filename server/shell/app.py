@@ -156,6 +156,7 @@ class TrizkServer:
             max_buffer=config.jute_max_buffer,
             extended_types=config.extended_types_enabled,
             enforce_quota=config.enforce_quota,
+            reconfig_enabled=config.reconfig_enabled,
             super_digest=config.super_digest,
             global_outstanding_limit=config.global_outstanding_limit,
             auth=aclmod.AuthConfig.from_properties(

@@ -303,9 +303,14 @@ class Sequencer:
             enforce_quota=self.config.enforce_quota,
             ephemeral_error=ephemeral_error,
         )
-        if op == _RECONFIG and self.leader_config is not None:
-            ctx.reconfig_enabled = True
-            ctx.reconfig = self.leader_config()
+        if op == _RECONFIG:
+            if self.leader_config is not None:
+                ctx.reconfig_enabled = True
+                ctx.reconfig = self.leader_config()
+            else:
+                # standalone: with reconfigEnabled=true ZooKeeper answers UNIMPLEMENTED
+                # (prep_reconfig), without it RECONFIGDISABLED
+                ctx.reconfig_enabled = self.config.reconfig_enabled
         txn_type: int
         txn: r.Record | None
         try:

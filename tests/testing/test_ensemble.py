@@ -298,3 +298,30 @@ def test_connect_string_before_start_raises() -> None:
     with pytest.raises(ServerError, match="after start"):
         _ = ens.connect_string
     ens.close()
+
+
+def test_without_link_proxies_members_name_each_other() -> None:
+    """``links=False`` (kazoo's drop-in, reconfigEnabled=true): every member's zoo.cfg gives
+    the others' own quorum and election addresses, the ensemble serves, and the partition
+    controls say there are no proxies to cut."""
+    from trizk.testing import ServerError
+
+    with Ensemble(3, links=False) as ens:
+        assert ens.links is None
+        wanted = {
+            f"server.{a.sid}={a.host}:{a.quorum_port}:{a.election_port}"
+            for a in (ens._addrs[sid] for sid in ens.members)
+        }
+        for sid in ens.members:
+            cfg = (ens.data_dir(sid).parent / "zoo.cfg").read_text()
+            lines = {ln.split(";")[0].removesuffix(":participant") for ln in cfg.splitlines()}
+            assert wanted <= lines, cfg
+        zk = client(ens.connect_string)
+        try:
+            zk.create("/direct", b"d")
+        finally:
+            zk.stop()
+            zk.close()
+        for control in (lambda: ens.cut(1, 2), lambda: ens.isolate(1), ens.heal):
+            with pytest.raises(ServerError, match="links=False"):
+                control()

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.exceptions import (
+    NoAuthError,
+    NoNodeError,
+    ReconfigDisabledError,
+    UnimplementedError,
+)
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.lock import Lock
 from kazoo.security import make_digest_acl
@@ -27,7 +32,8 @@ from trizk.kazoo_harness import (
     TrizkCluster,
     get_global_cluster,
 )
-from trizk.testing import mode_from_env
+from trizk.testing import Server, mode_from_env
+from trizk.testing.ports import free_ports
 
 pytest_plugins = ["pytester"]
 
@@ -257,15 +263,109 @@ def test_tls_port_with_kazoos_client_configuration(monkeypatch: pytest.MonkeyPat
 
 def test_what_trizk_cannot_do_is_a_skip_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZOOKEEPER_CLUSTER_SIZE", "1")
+    monkeypatch.setenv("ZOOKEEPER_JAAS_AUTH", "gssapi")
 
-    class Reconfig(KazooTestCase):
+    class Kerberos(KazooTestCase):
         def runTest(self) -> None:
-            self.client.reconfig(joining=None, leaving="3", new_members=None)
+            raise AssertionError("not run: trizk has no Kerberos")
 
-    for case, reason in ((Reconfig(), "reconfiguration"),):
-        result = _run_case(case, success=False)
-        assert not result.errors and not result.failures
-        assert len(result.skipped) == 1 and reason in result.skipped[0][1], result.skipped
+    result = _run_case(Kerberos(), success=False)
+    assert not result.errors and not result.failures
+    assert len(result.skipped) == 1 and "Kerberos" in result.skipped[0][1], result.skipped
+
+
+def test_a_cluster_of_one_answers_reconfig_as_a_standalone_zookeeper(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ZOOKEEPER_CLUSTER_SIZE=1 is a standalone server with reconfigEnabled=true, as under
+    kazoo's harness: ZooKeeper 3.8.0 so configured answers every reconfig UNIMPLEMENTED
+    (super user or not; its standalone server passes the reconfigEnabled check, then has no
+    leader to reconfigure), where a server without reconfigEnabled answers RECONFIGDISABLED."""
+    monkeypatch.setenv("ZOOKEEPER_CLUSTER_SIZE", "1")
+
+    class Case(KazooTestCase):
+        def runTest(self) -> None:
+            for auth in ([], [("digest", "super:test")]):
+                zk = KazooClient(self.servers, auth_data=auth)
+                self._clients.append(zk)
+                zk.start()
+                with self.assertRaises(UnimplementedError):
+                    zk.reconfig(
+                        joining="server.100=127.0.0.1:1:2:observer", leaving=None, new_members=None
+                    )
+
+    _run_case(Case())
+    with Server() as plain:
+        zk = KazooClient(plain.connect_string)
+        zk.start(timeout=30)
+        try:
+            with pytest.raises(ReconfigDisabledError):
+                zk.reconfig(joining=None, leaving="1", new_members=None)
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def _config(address: str) -> str:
+    """``/zookeeper/config`` as the member at ``address`` has it (after a sync)."""
+    zk = KazooClient(hosts=address, timeout=10)
+    zk.start(timeout=30)
+    try:
+        zk.sync("/zookeeper/config")
+        return zk.get("/zookeeper/config")[0].decode()
+    finally:
+        zk.stop()
+        zk.close()
+
+
+@pytest.mark.parametrize("mode", ["in-process", pytest.param("process", marks=pytest.mark.slow)])
+def test_reconfig_then_the_leader_stopped_and_back(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reconfigEnabled=true, as under kazoo's harness: kazoo's TestReconfig steps (an observer
+    that never starts added and removed, as the super user), then the leader stopped, the
+    other two elect a leader and take writes, the old leader rejoins; every member ends with
+    the same ``/zookeeper/config``. (Through link proxies, every member took the leader's
+    server lines, the proxies from the leader among them.)"""
+    monkeypatch.setenv("TRIZK_MODE", mode)
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+
+    class Case(KazooTestCase):
+        def runTest(self) -> None:
+            admin = KazooClient(self.servers, auth_data=[("digest", "super:test")])
+            self._clients.append(admin)  # stopped by the harness's teardown
+            admin.start()
+            before = admin.get("/zookeeper/config")[0].decode()
+            self.assertEqual(before.count("server."), 3)
+            p1, p2, p3 = free_ports(3)
+            joining = f"server.100=0.0.0.0:{p1}:{p2}:observer;0.0.0.0:{p3}"
+            data, _ = admin.reconfig(joining=joining, leaving=None, new_members=None)
+            self.assertIn(joining.encode(), data)
+            data, _ = admin.reconfig(joining=None, leaving="100", new_members=None)
+            self.assertNotIn(joining.encode(), data)
+            config = data.decode()
+
+            ens = self.cluster.ensemble()
+            leader = ens.leader()
+            assert leader is not None
+            self.cluster[leader - 1].stop()
+            self.client.retry(self.client.ensure_path, "/after-the-leader")
+            self.cluster[leader - 1].run()
+            self.cluster.start()  # waits for it to rejoin, then for a serving quorum
+            for member in self.cluster:
+                self.assertEqual(_config(member.address), config, member.address)
+            zk = KazooClient(
+                hosts=self.cluster[leader - 1].address + self.hosts[len(self.servers) :]
+            )
+            zk.start(timeout=30)
+            try:
+                zk.sync("/")
+                self.assertIsNotNone(zk.exists("/after-the-leader"))
+            finally:
+                zk.stop()
+                zk.close()
+
+    _run_case(Case())
 
 
 @pytest.mark.slow
@@ -341,14 +441,10 @@ KAZOO_SUITES = [
     "lease",
     "sasl",  # ZOOKEEPER_JAAS_AUTH=digest: kazoo's JAAS users (skipped without puresasl)
     "connection",  # TestReadOnlyMode: read-only mode, as on ZooKeeper
-    "client",  # test_update_host_list stops cluster[0]; TestSSLClient; TestReconfig: skips
+    "client",  # test_update_host_list stops cluster[0]; TestSSLClient; TestReconfig
 ]
-#: what trizk cannot do yet: kazoo tests that must be skipped, and why
-KAZOO_SKIPS = {
-    "test_no_super_auth": "dynamic reconfiguration",
-    "test_add_remove_observer": "dynamic reconfiguration",
-    "test_bad_input": "dynamic reconfiguration",
-}
+#: what trizk cannot do yet: kazoo tests that must be skipped, and why (none of these modules')
+KAZOO_SKIPS: dict[str, str] = {}
 #: races in kazoo's own tests, not in a server: each that fails is run once more, alone,
 #: and must pass then (any other failure fails this test).
 #: - test_invalid_sasl_auth: ``KazooClient.start()`` returns as soon as the session is

@@ -22,7 +22,13 @@ Members reach each other only through the link proxies of :mod:`trizk.testing.li
 per directed pair of members, quorum and election ports; each member's zoo.cfg lists its own
 address and the proxies towards the others), so a test chooses which links fail:
 ``cut(1, 3)``, ``isolate(2)``, ``partition({1, 2}, {3})``, ``heal()``. Clients connect to the
-members directly (``connect_string`` lists every member, as kazoo wants it).
+members directly (``connect_string`` lists every member, as kazoo wants it). ``links=False``
+gives the members each other's own addresses instead (no partitions then): what an ensemble
+with ``reconfigEnabled=true`` needs, as its members take the leader's server lines on a
+reconfig (and when they sync with a leader whose configuration is newer: ZooKeeper's
+``QuorumPeer.processReconfig``), and in the leader's lines another member's own address is
+the leader's proxy towards it: its links would no longer be its own, and its quorum and
+election addresses would move onto ports its proxy holds.
 
 ``leader()`` and :meth:`Ensemble.wait_for_quorum` read the members' ``srvr`` answers (``Mode:``);
 every wait is bounded and fails with the members' modes (and, out of process, their logs).
@@ -162,16 +168,21 @@ class _InProcessMembers(MemberSet):
     """The members as Trio tasks of one loop thread, which also serves the link proxies."""
 
     def __init__(
-        self, kinds: Mapping[int, str], system_properties: Mapping[str, str], **kwargs: Any
+        self,
+        kinds: Mapping[int, str],
+        system_properties: Mapping[str, str],
+        *,
+        links: bool = True,
+        **kwargs: Any,
     ) -> None:
         self.loop: LoopThread | None = None
         self._runs: dict[int, _Run] = {}
         self.system_properties = dict(system_properties)
-        super().__init__(kinds, links=True, serve_links=False, **kwargs)
+        super().__init__(kinds, links=links, serve_links=False, **kwargs)
         try:
-            assert self.links is not None
             self.loop = LoopThread("trizk-ensemble").start(self.timeout)
-            self.loop.start_task(self.links.serve)
+            if self.links is not None:
+                self.loop.start_task(self.links.serve)
         except BaseException:
             self.close()
             raise
@@ -287,9 +298,11 @@ class Ensemble:
     a member's own (its ``secureClientPort``), ``system_properties`` what java's ``-D`` would
     set (``java.security.auth.login.config``); the ensemble's temporary directory is made in
     ``base_dir`` (default: the system's temp dir). ``start_timeout`` bounds every start and
-    wait (s). ``maxClientCnxns`` is 0 (no per-address limit, as kazoo's and Curator's
-    harnesses) and ``maxSessionTimeout`` 60 s (:data:`MAX_SESSION_TIMEOUT`) unless
-    ``properties`` say otherwise."""
+    wait (s). ``links=False``: no link proxies, the members' zoo.cfg lists their own addresses
+    (for ``reconfigEnabled=true``; :meth:`cut`, :meth:`isolate`, :meth:`partition` and
+    :meth:`heal` then raise ServerError). ``maxClientCnxns`` is 0 (no per-address limit, as
+    kazoo's and Curator's harnesses) and ``maxSessionTimeout`` 60 s
+    (:data:`MAX_SESSION_TIMEOUT`) unless ``properties`` say otherwise."""
 
     def __init__(
         self,
@@ -305,6 +318,7 @@ class Ensemble:
         system_properties: Mapping[str, str] | None = None,
         start_timeout: float = 30.0,
         base_dir: str | Path | None = None,
+        links: bool = True,
     ) -> None:
         if mode not in (IN_PROCESS, PROCESS):
             raise ValueError(f"mode must be {IN_PROCESS!r} or {PROCESS!r}, not {mode!r}")
@@ -335,6 +349,8 @@ class Ensemble:
         self.members: tuple[int, ...] = tuple(sids)
         #: the observers' sids
         self.observers: tuple[int, ...] = tuple(sids[n:])
+        #: whether the members reach each other through link proxies (see the module docstring)
+        self.use_links = links
         self.root: Path | None = None
         self.links: LinkNet | None = None
         self._set: _InProcessMembers | _ProcessMembers | None = None
@@ -351,11 +367,12 @@ class Ensemble:
             "member_extra": self.member_cfg,
             "base_dir": self.base_dir,
             "timeout": self.start_timeout,
+            "links": self.use_links,
         }
         if self.mode == IN_PROCESS:
             self._set = _InProcessMembers(kinds, self.system_properties, **common)
         else:
-            self._set = _ProcessMembers(kinds, self.system_properties, links=True, **common)
+            self._set = _ProcessMembers(kinds, self.system_properties, **common)
         self.root, self.links = self._set.root, self._set.links
         try:
             for sid in self.members:
@@ -545,6 +562,8 @@ class Ensemble:
 
     # ------------------------------------------------------------------ partitions
     def _net(self) -> LinkNet:
+        if not self.use_links:
+            raise ServerError("the ensemble has no link proxies (it was made with links=False)")
         if self.links is None:
             raise ServerError("the ensemble is not running")
         return self.links
