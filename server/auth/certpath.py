@@ -166,39 +166,29 @@ def _check_ca(cert: x509.Certificate, below: int) -> None:
         raise CertificateRejected("PKIX path validation failed: CA key usage check failed")
 
 
-def _check_tls_client(leaf: x509.Certificate) -> None:
-    ku = _extension(leaf, ExtensionOID.KEY_USAGE)
-    if isinstance(ku, x509.KeyUsage) and not ku.digital_signature:
-        raise CertificateRejected("KeyUsage does not allow digital signatures")
-    eku = _extension(leaf, ExtensionOID.EXTENDED_KEY_USAGE)
-    if isinstance(eku, x509.ExtendedKeyUsage):
-        usages = set(eku)
-        if not usages & {
-            ExtendedKeyUsageOID.CLIENT_AUTH,
-            ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,
-        }:
-            raise CertificateRejected(
-                "Extended key usage does not permit use for TLS client authentication"
-            )
+def _tls_end_entity_check(
+    purpose: x509.ObjectIdentifier, role: str
+) -> Callable[[x509.Certificate], None]:
+    """``EndEntityChecker.checkTLSClient``/``checkTLSServer`` (for the (EC)DHE suites TLS uses
+    here): a keyUsage must allow digitalSignature; an extendedKeyUsage must name ``purpose``
+    (clientAuth or serverAuth) or anyExtendedKeyUsage."""
+
+    def check(leaf: x509.Certificate) -> None:
+        ku = _extension(leaf, ExtensionOID.KEY_USAGE)
+        if isinstance(ku, x509.KeyUsage) and not ku.digital_signature:
+            raise CertificateRejected("KeyUsage does not allow digital signatures")
+        eku = _extension(leaf, ExtensionOID.EXTENDED_KEY_USAGE)
+        if isinstance(eku, x509.ExtendedKeyUsage):
+            if not set(eku) & {purpose, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE}:
+                raise CertificateRejected(
+                    f"Extended key usage does not permit use for TLS {role} authentication"
+                )
+
+    return check
 
 
-def _check_tls_server(leaf: x509.Certificate) -> None:
-    """``EndEntityChecker.checkTLSServer`` for the (EC)DHE suites quorum TLS uses: a keyUsage
-    must allow digitalSignature; an extendedKeyUsage must name serverAuth or
-    anyExtendedKeyUsage."""
-    ku = _extension(leaf, ExtensionOID.KEY_USAGE)
-    if isinstance(ku, x509.KeyUsage) and not ku.digital_signature:
-        raise CertificateRejected("KeyUsage does not allow digital signatures")
-    eku = _extension(leaf, ExtensionOID.EXTENDED_KEY_USAGE)
-    if isinstance(eku, x509.ExtendedKeyUsage):
-        usages = set(eku)
-        if not usages & {
-            ExtendedKeyUsageOID.SERVER_AUTH,
-            ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,
-        }:
-            raise CertificateRejected(
-                "Extended key usage does not permit use for TLS server authentication"
-            )
+_check_tls_client = _tls_end_entity_check(ExtendedKeyUsageOID.CLIENT_AUTH, "client")
+_check_tls_server = _tls_end_entity_check(ExtendedKeyUsageOID.SERVER_AUTH, "server")
 
 
 def validate_server_chain(

@@ -64,7 +64,31 @@ def default_realm(properties: Mapping[str, str]) -> str | None:
     return None
 
 
-class _Acceptor:
+class _Context:
+    """What both ends of a GSS-API context share: its state and its per-message wrapping."""
+
+    _ctx: Any
+    _errors: tuple[type[Exception], ...]
+    _established: bool
+
+    @property
+    def established(self) -> bool:
+        return self._established
+
+    def wrap(self, data: bytes) -> bytes:
+        try:
+            return bytes(self._ctx.wrap(data, False).message)
+        except self._errors as e:
+            raise saslmod.GssError(_message(e)) from None
+
+    def unwrap(self, data: bytes) -> bytes:
+        try:
+            return bytes(self._ctx.unwrap(data).message)
+        except self._errors as e:
+            raise saslmod.GssError(_message(e)) from None
+
+
+class _Acceptor(_Context):
     """:class:`~trizk.server.auth.sasl.GssAcceptor` over ``gssapi.SecurityContext``."""
 
     def __init__(self, creds: Any) -> None:
@@ -84,24 +108,8 @@ class _Acceptor:
             raise saslmod.GssError(_message(e)) from None
         return out or None
 
-    @property
-    def established(self) -> bool:
-        return self._established
-
     def initiator(self) -> str:
         return str(self._ctx.initiator_name)
-
-    def wrap(self, data: bytes) -> bytes:
-        try:
-            return bytes(self._ctx.wrap(data, False).message)
-        except self._errors as e:
-            raise saslmod.GssError(_message(e)) from None
-
-    def unwrap(self, data: bytes) -> bytes:
-        try:
-            return bytes(self._ctx.unwrap(data).message)
-        except self._errors as e:
-            raise saslmod.GssError(_message(e)) from None
 
 
 def _gss_errors() -> tuple[type[Exception], ...]:
@@ -193,7 +201,7 @@ def acceptor_factory(
     return acceptor
 
 
-class _Initiator:
+class _Initiator(_Context):
     """A quorum learner's :class:`~trizk.server.auth.quorumsasl.GssInitiator` over
     ``gssapi.SecurityContext`` (no mutual authentication asked, as the JDK's GssKrb5Client)."""
 
@@ -219,22 +227,6 @@ class _Initiator:
         except self._errors as e:
             raise saslmod.GssError(_message(e)) from None
         return out or None
-
-    @property
-    def established(self) -> bool:
-        return self._established
-
-    def wrap(self, data: bytes) -> bytes:
-        try:
-            return bytes(self._ctx.wrap(data, False).message)
-        except self._errors as e:
-            raise saslmod.GssError(_message(e)) from None
-
-    def unwrap(self, data: bytes) -> bytes:
-        try:
-            return bytes(self._ctx.unwrap(data).message)
-        except self._errors as e:
-            raise saslmod.GssError(_message(e)) from None
 
 
 def initiator_factory(
