@@ -172,11 +172,16 @@ def _check_keytab(krb: saslmod.KerberosLogin, prefix: str) -> str:
     return keytab
 
 
-def acceptor_factory(
-    krb: saslmod.KerberosLogin, properties: Mapping[str, str], prefix: str
-) -> Callable[[], saslmod.GssAcceptor]:
-    """Accepting credentials for ``krb``'s principal from its keytab (``Krb5LoginModule``'s
-    login with ``storeKey=true``): a new acceptor per exchange, or JaasError (one line)."""
+def _keytab_credentials(
+    krb: saslmod.KerberosLogin,
+    properties: Mapping[str, str],
+    prefix: str,
+    usage: str,
+    store: Callable[[bytes], dict[bytes | str, bytes | str]],
+) -> Any:
+    """Credentials of ``usage`` for ``krb``'s principal, acquired at once from its keytab
+    (``store(keytab)``: the credential store entries) and inquired, so that a keytab without
+    the principal's keys, or a KDC that refuses it, is a JaasError (one line) at start-up."""
     _use_krb5_conf(properties)
     keytab = _check_keytab(krb, prefix)
     import gssapi
@@ -185,15 +190,24 @@ def acceptor_factory(
         name = gssapi.Name(krb.principal, gssapi.NameType.kerberos_principal)
         creds = gssapi.Credentials(
             name=name,
-            usage="accept",
+            usage=usage,
             mechs=[gssapi.OID.from_int_seq(KRB5_MECH_OID)],
-            store={b"keytab": keytab.encode()},
+            store=store(keytab.encode()),
         )
-        # MIT's acquisition checks that the keytab has the principal's keys, as
-        # Krb5LoginModule's login does ("Unable to obtain password from user")
         creds.lifetime  # noqa: B018 -- inquire: the credentials are usable
     except _gss_errors() as e:
         raise saslmod.JaasError(prefix + _message(e)) from None
+    return creds
+
+
+def acceptor_factory(
+    krb: saslmod.KerberosLogin, properties: Mapping[str, str], prefix: str
+) -> Callable[[], saslmod.GssAcceptor]:
+    """Accepting credentials for ``krb``'s principal from its keytab (``Krb5LoginModule``'s
+    login with ``storeKey=true``): a new acceptor per exchange, or JaasError (one line)."""
+    # MIT's acquisition checks that the keytab has the principal's keys, as Krb5LoginModule's
+    # login does ("Unable to obtain password from user")
+    creds = _keytab_credentials(krb, properties, prefix, "accept", lambda k: {b"keytab": k})
 
     def acceptor() -> saslmod.GssAcceptor:
         return _Acceptor(creds)
@@ -235,26 +249,15 @@ def initiator_factory(
     """Initiating credentials for ``krb``'s principal from its keytab (``Krb5LoginModule``
     with ``useKeyTab=true``: the TGT is obtained at once, as Login does at start-up): a new
     initiator per exchange ``(service, host)``, or JaasError (one line)."""
-    _use_krb5_conf(properties)
-    keytab = _check_keytab(krb, prefix)
-    import gssapi
-
-    try:
-        name = gssapi.Name(krb.principal, gssapi.NameType.kerberos_principal)
-        creds = gssapi.Credentials(
-            name=name,
-            usage="initiate",
-            mechs=[gssapi.OID.from_int_seq(KRB5_MECH_OID)],
-            # a memory cache of this process: the TGT from the keytab, renewed by MIT's
-            # library from the client keytab when it expires
-            store={
-                b"client_keytab": keytab.encode(),
-                b"ccache": f"MEMORY:trizk-quorum-{id(krb)}".encode(),
-            },
-        )
-        creds.lifetime  # noqa: B018 -- inquire: a TGT was obtained
-    except _gss_errors() as e:
-        raise saslmod.JaasError(prefix + _message(e)) from None
+    # a memory cache of this process: the TGT from the keytab, renewed by MIT's library from
+    # the client keytab when it expires
+    creds = _keytab_credentials(
+        krb,
+        properties,
+        prefix,
+        "initiate",
+        lambda k: {b"client_keytab": k, b"ccache": f"MEMORY:trizk-quorum-{id(krb)}".encode()},
+    )
 
     def initiator(service: str, host: str) -> _Initiator:
         return _Initiator(creds, service, host)
