@@ -3,8 +3,9 @@
 ``-Djava.security.auth.login.config``):
 
 * DIGEST-MD5 required everywhere: a mixed ensemble forms under a trizk leader and, after a
-  SIGKILL of it under write load, under a ZooKeeper leader; no acknowledged write is lost, and
-  the killed member rejoins (authenticating to the Java leader); with a 3.9.3 member too;
+  SIGKILL of it under write load, under whichever survivor logged more (either kind); no
+  acknowledged write is lost, the killed member rejoins, and after a full restart a ZooKeeper
+  leader authenticates trizk learners; with a 3.9.3 member too;
 * a member whose ``QuorumLearner`` password is wrong is refused by the trizk and the ZooKeeper
   member alike (ZooKeeper's "Failed to authenticate using SASL" beside trizk's one line, no
   traceback), and stays out while the other two serve;
@@ -127,14 +128,34 @@ def test_required_digest_mixed_ensemble_survives_leader_kill(release: str) -> No
         finally:
             w.finish()
         modes = ens.wait_serving()
-        assert modes[2] == "leader", modes
-        _unauthenticated_learner_refused(ens, 2)  # ZooKeeper's LearnerHandler refuses it too
-        assert "Server failed to authenticate quorum learner" in ens.log(2)
+        # The survivor with the highest (epoch, zxid, sid) leads: ZooKeeper 2 when both logged
+        # the same proposals, trizk 1 when the killed leader's last proposal reached only it
+        # (FastLeaderElection.totalOrderPredicate): either is right, both refuse the intruder.
+        new = next(s for s, mode in modes.items() if mode == "leader")
+        _unauthenticated_learner_refused(ens, new)
+        refusal = {
+            "zookeeper": "Server failed to authenticate quorum learner",
+            "trizk": "quorum SASL: quorum port refused 127.0.0.1:",
+        }[kinds[new]]
+        assert refusal in ens.log(new)
         final = assert_identical(ens)
         assert [p for p in w.acked if "/" + p.lstrip("/") not in final] == []
-        ens.start(3)  # rejoins, authenticating to the Java leader
+        ens.start(3)  # rejoins, authenticating to the new leader
         modes = ens.wait_serving()
         assert modes[3] == "follower", modes
+        assert "/" + w.acked[-1].lstrip("/") in assert_identical(ens)
+        # A Java leader of trizk learners, deterministically: the whole ensemble restarts with
+        # member 3 last; 1 and 2 logged the same txns, so the higher sid, ZooKeeper 2, leads.
+        for sid in kinds:
+            ens.stop(sid)
+        for sid in (1, 2):
+            ens.start(sid)
+        assert ens.wait_serving(members=[1, 2]) == {1: "follower", 2: "leader"}
+        _unauthenticated_learner_refused(ens, 2)  # ZooKeeper's LearnerHandler refuses it too
+        assert "Server failed to authenticate quorum learner" in ens.log(2)
+        ens.start(3)  # a trizk learner authenticating to the Java leader
+        modes = ens.wait_serving()
+        assert modes == {1: "follower", 2: "leader", 3: "follower"}, modes
         assert "/" + w.acked[-1].lstrip("/") in assert_identical(ens)
         # both kinds authenticated their peers
         assert "Successfully completed the authentication using SASL" in ens.log(2)
