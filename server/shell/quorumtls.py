@@ -62,8 +62,6 @@ from dataclasses import dataclass
 
 import trio
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from OpenSSL import SSL
 
 from trizk.server.auth.certpath import (
@@ -80,8 +78,8 @@ from trizk.server.shell.tls import (
     QUORUM_PREFIX,
     TLSConfigError,
     TLSSettings,
-    load_stores,
     server_context,
+    use_key_store,
 )
 from trizk.server.shell.tlsstream import OpenSSLServerStream
 
@@ -299,14 +297,6 @@ def _accept_any(conn: SSL.Connection, cert: object, errnum: int, depth: int, ok:
     return True
 
 
-_Key = (
-    rsa.RSAPrivateKey
-    | ec.EllipticCurvePrivateKey
-    | ed25519.Ed25519PrivateKey
-    | ed448.Ed448PrivateKey
-)
-
-
 def _stamp(path: str) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
@@ -378,30 +368,9 @@ class QuorumTLS:
         stamps = tuple(_stamp(p) for p in paths)
         served = server_context(settings)  # reads both stores; clientAuth, key and chain
         self._configure(served.context)
-        stores = load_stores(settings)
-        key = stores.key
-        assert key is not None and settings.key_store is not None
         client = SSL.Context(SSL.TLS_CLIENT_METHOD)
         self._configure(client)
-        try:
-            loaded = serialization.load_pem_private_key(key.key_pem, None)
-            if not isinstance(
-                loaded,
-                (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey,
-                 ed448.Ed448PrivateKey),
-            ):  # fmt: skip
-                raise ValueError(f"a {type(loaded).__name__} cannot sign a TLS handshake")
-            signing: _Key = loaded
-            client.use_privatekey(signing)
-            client.use_certificate(key.chain[0])
-            for extra in key.chain[1:]:
-                client.add_extra_chain_cert(extra)
-            client.check_privatekey()
-        except (SSL.Error, ValueError, TypeError) as e:
-            raise TLSConfigError(
-                f"{settings.key_store.location_key} {settings.key_store.location}: cannot use "
-                f"the private key and certificate ({key.format}): {e}"
-            ) from None
+        use_key_store(client, settings, served.key)  # the same key and chain, read once
         client.set_verify(SSL.VERIFY_PEER, _accept_any)
         return _Contexts(served.context, client, served.anchors, stamps)
 

@@ -226,6 +226,7 @@ class ServerTLS:
     settings: TLSSettings
     context: SSL.Context
     anchors: tuple[x509.Certificate, ...]
+    key: KeyMaterial  # what ``context`` presents (a quorum peer's client side presents it too)
 
     def check_client(self, chain: list[x509.Certificate], now: datetime.datetime) -> str | None:
         """None when the client's chain is trusted, else why not (Java's words)."""
@@ -253,6 +254,23 @@ def _signing_key(pem: bytes) -> _SigningKey:
     return key
 
 
+def use_key_store(ctx: SSL.Context, settings: TLSSettings, key: KeyMaterial) -> None:
+    """Present ``key`` (a key store's private key and certificate chain) on ``ctx``, a server's
+    or a client's context (raises TLSConfigError naming the key store)."""
+    assert settings.key_store is not None
+    try:
+        ctx.use_privatekey(_signing_key(key.key_pem))
+        ctx.use_certificate(key.chain[0])
+        for extra in key.chain[1:]:
+            ctx.add_extra_chain_cert(extra)
+        ctx.check_privatekey()
+    except (SSL.Error, ValueError, TypeError) as e:
+        raise TLSConfigError(
+            f"{settings.key_store.location_key} {settings.key_store.location}: cannot use the "
+            f"private key and certificate ({key.format}): {e}"
+        ) from None
+
+
 def server_context(settings: TLSSettings) -> ServerTLS:
     """The TLS context of a listener from its settings (reads the stores; raises
     TLSConfigError naming the key)."""
@@ -267,24 +285,14 @@ def server_context(settings: TLSSettings) -> ServerTLS:
         ctx.set_max_proto_version(max(versions))
     else:
         ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-    try:
-        ctx.use_privatekey(_signing_key(key.key_pem))
-        ctx.use_certificate(key.chain[0])
-        for extra in key.chain[1:]:
-            ctx.add_extra_chain_cert(extra)
-        ctx.check_privatekey()
-    except (SSL.Error, ValueError, TypeError) as e:
-        raise TLSConfigError(
-            f"{settings.key_store.location_key} {settings.key_store.location}: cannot use the "
-            f"private key and certificate ({key.format}): {e}"
-        ) from None
+    use_key_store(ctx, settings, key)
     ctx.set_verify(_VERIFY[settings.client_auth], _accept_any)
     if stores.anchors:
         # Java's CertificateRequest names the trust store's subjects (certificate_authorities)
         for anchor in stores.anchors:
             ctx.add_client_ca(anchor)
     ctx.set_session_id(b"trizk")
-    return ServerTLS(settings, ctx, stores.anchors)
+    return ServerTLS(settings, ctx, stores.anchors, key)
 
 
 # ------------------------------------------------------------------ x509 ids
