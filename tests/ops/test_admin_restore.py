@@ -1,0 +1,314 @@
+"""ZooKeeper 3.9's AdminServer ``restore`` command (:mod:`trizk.server.ops.admin`,
+:func:`trizk.server.roles.factory.restore`): the stream reader, a live trizk answering real
+HTTP requests with kazoo clients watching the state change under them, and the same
+conversation with ZooKeeper 3.9.3 side by side (``oracle``)."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss
+from kazoo.security import make_digest_acl
+
+from tests.conftest import ThreadedServer, free_port, make_config
+from trizk.storage.formats import snapshot as snapfmt
+from trizk.storage.formats import treeio
+
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+def _request(
+    port: int, method: str, path: str, auth: str | None = None, body: bytes | None = None
+) -> Answer:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        c.request(method, path, body=body, headers={"Authorization": auth} if auth else {})
+        resp = c.getresponse()
+        return resp.status, resp.getheaders(), resp.read()
+    finally:
+        c.close()
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    return next((v for k, v in headers if k.lower() == name.lower()), None)
+
+
+def _client(port: int, timeout: float) -> KazooClient:
+    zk = KazooClient(hosts=f"127.0.0.1:{port}", timeout=timeout)
+    zk.start(timeout=15)
+    return zk
+
+
+def _close(*clients: KazooClient) -> None:
+    for zk in clients:
+        zk.stop()
+        zk.close()
+
+
+# -- the stream reader (pure) ----------------------------------------------------------------
+
+
+def _content() -> snapfmt.SnapshotContent:
+    content = snapfmt.initial_content()
+    content.sessions[0x1234] = 30000
+    content.digest = snapfmt.SnapshotDigest(7, content.tree_digest(), snapfmt.DIGEST_VERSION)
+    content.last_processed_zxid = 7
+    return content
+
+
+def test_restore_stream_reader() -> None:
+    data = snapfmt.serialize(_content())
+    tree, sessions = treeio.restore_from_stream(data)
+    assert sessions == {0x1234: 30000}
+    assert tree.last_processed_zxid == 7
+    # ZKDatabase.deserializeSnapshot never reads past the last section
+    tree, _ = treeio.restore_from_stream(data + b"anything")
+    assert tree.last_processed_zxid == 7
+    # no SnapStream around the archive: a compressed stream fails the magic check
+    with pytest.raises(snapfmt.SnapshotFormatError, match="magic"):
+        treeio.restore_from_stream(gzip.compress(data))
+    with pytest.raises(snapfmt.SnapshotFormatError):
+        treeio.restore_from_stream(b"")
+    with pytest.raises(snapfmt.SnapshotFormatError):
+        treeio.restore_from_stream(data[: len(data) // 2])
+    # a 3.8 snapshot (no trailer): the new DataTree's lastProcessedZxid stays 0
+    old = _content()
+    old.last_processed_zxid = None
+    tree, _ = treeio.restore_from_stream(snapfmt.serialize(old))
+    assert tree.last_processed_zxid == 0
+
+
+# -- one conversation, for trizk and ZooKeeper alike -----------------------------------------
+
+#: every server of these tests: a short tick, so that a session the restore drops times out
+#: and is expired within a couple of seconds
+_TICK = {"tickTime": "500"}
+
+
+def _admin_keys(port: int, interval: str, **extra: str) -> dict[str, str]:
+    return {
+        "admin.enableServer": "true",
+        "admin.serverAddress": "127.0.0.1",
+        "admin.serverPort": str(port),
+        "admin.rateLimiterIntervalInMS": interval,
+        **_TICK,
+        **extra,
+    }
+
+
+def _shown(answer: Answer, snap_zxid: int | None = None) -> Any:
+    """What a client sees of an answer: status, content type, the JSON (``last_zxid`` as
+    whether it is the zxid the snapshot's header gave)."""
+    status, headers, body = answer
+    ctype = _header(headers, "Content-Type")
+    shown: Any = None
+    if ctype == "application/json":
+        shown = json.loads(body)
+        if "last_zxid" in shown:
+            shown["last_zxid"] = shown["last_zxid"] == snap_zxid
+    return status, ctype, shown
+
+
+def _metrics(port: int) -> dict[str, Any]:
+    _, _, body = _request(port, "GET", "/commands/monitor")
+    m = json.loads(body)
+    return {
+        k: m[k] for k in ("restore_error_count", "restore_rate_limited_count", "cnt_restore_time")
+    }
+
+
+def _round_trip(client_port: int, admin_port: int) -> list[Any]:
+    """Snapshot, change the tree, restore: answers, then what kazoo clients see."""
+    seen: list[Any] = []
+    a = _client(client_port, 30)
+    events: list[Any] = []
+    try:
+        a.create("/a", b"v1")
+        a.create("/eph", b"", ephemeral=True)
+        status, headers, snap = _request(admin_port, "GET", "/commands/snapshot", "ip")
+        assert status == 200
+        snap_zxid = int(_header(headers, "last_zxid") or "", 16)
+        a.set("/a", b"v2")
+        a.create("/b", b"")
+        a.get("/a", watch=lambda e: events.append(("data", e.type, e.path)))
+        a.exists("/c", watch=lambda e: events.append(("exists", e.type, e.path)))
+        b = _client(client_port, 2)  # a session the snapshot does not hold
+        lost = threading.Event()
+        b.add_listener(lambda s: lost.set() if s == KazooState.LOST else None)
+        try:
+            for method, path, auth, body in [
+                ("POST", "/commands/restore", None, snap),
+                ("POST", "/commands/rest", "bogus", snap),
+                ("GET", "/commands/restore", "ip", None),
+                ("POST", "/commands/restore", "ip", b""),
+                ("POST", "/commands/restore", "ip", b"not a snapshot" * 8),
+                ("POST", "/commands/restore", "ip", gzip.compress(snap)),
+                ("POST", "/commands/restore", "ip", snap[: len(snap) // 2]),
+                ("POST", "/commands/rest", "ip", snap),
+            ]:
+                answer = _request(admin_port, method, path, auth, body)
+                seen.append((method, path, auth, _shown(answer, snap_zxid)))
+            # the restored state, as the session the snapshot holds sees it
+            seen.append(("a", a.get("/a")[0], a.exists("/b"), a.exists("/eph") is not None))
+            a.set("/a", b"v3")
+            a.create("/c", b"")
+            a.sync("/")
+            seen.append(("events after the restore", list(events)))  # the watches are gone
+            # b's requests are dropped: its read times out, its reconnect is expired
+            try:
+                b.get("/a")
+                seen.append(("b", "answered"))
+            except ConnectionLoss:
+                seen.append(("b", "connection loss"))
+            seen.append(("b lost its session", lost.wait(20)))
+        finally:
+            _close(b)
+        seen.append(("metrics", _metrics(admin_port)))
+    finally:
+        _close(a)
+    return seen
+
+
+def _rate_limited(client_port: int, admin_port: int) -> list[Any]:
+    """restore's limiter reads the interval as ms: a failed restore spends the one token."""
+    _, _, snap = _request(admin_port, "GET", "/commands/snapshot", "ip")
+    seen = [
+        _shown(_request(admin_port, "POST", "/commands/restore", "ip", b"x")),
+        _shown(_request(admin_port, "POST", "/commands/restore", "ip", snap)),
+        _metrics(admin_port),
+    ]
+    return seen
+
+
+def _disabled(client_port: int, admin_port: int) -> list[Any]:
+    zk = _client(client_port, 10)
+    try:
+        zk.set_acls("/", [make_digest_acl("alice", "secret", all=True)])
+    finally:
+        _close(zk)
+    return [
+        _shown(_request(admin_port, "POST", "/commands/restore", None, b"x")),
+        _shown(_request(admin_port, "POST", "/commands/restore", "ip", b"x")),
+        _shown(_request(admin_port, "POST", "/commands/restore", "digest alice:secret", b"x")),
+        _metrics(admin_port),
+    ]
+
+
+Scenario = Callable[[int, int], list[Any]]
+
+#: (scenario, rate limiter interval, more keys)
+_SCENARIOS: list[tuple[Scenario, str, dict[str, str]]] = [
+    (_round_trip, "-1", {}),  # a negative interval never limits
+    (_rate_limited, "1000000000", {}),
+    (_disabled, "-1", {"admin.restore.enabled": "false"}),
+]
+
+
+# -- a live trizk ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def trizk_admin(tmp_path: Path) -> Iterator[Callable[..., tuple[int, int]]]:
+    started: list[ThreadedServer] = []
+
+    def start(interval: str, **extra: str) -> tuple[int, int]:
+        admin_port = free_port()
+        keys = _admin_keys(admin_port, interval, **extra)
+        srv = ThreadedServer(make_config(tmp_path / str(len(started)), **keys)).start()
+        started.append(srv)
+        assert srv.server is not None and srv.server.admin_port == admin_port
+        return srv.port, admin_port
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+def test_restore_round_trip(trizk_admin: Callable[..., tuple[int, int]]) -> None:
+    seen = _round_trip(*trizk_admin("-1"))
+    json_ = "application/json"
+    empty = {"command": "restore", "error": None}
+    assert seen == [
+        ("POST", "/commands/restore", None, (401, json_, {**empty, "error": _NO_AUTH})),
+        ("POST", "/commands/rest", "bogus", (401, json_, {"command": "rest", "error": _BAD})),
+        ("GET", "/commands/restore", "ip", (500, "text/html;charset=iso-8859-1", None)),
+        ("POST", "/commands/restore", "ip", (500, json_, empty)),
+        ("POST", "/commands/restore", "ip", (500, json_, empty)),
+        ("POST", "/commands/restore", "ip", (500, json_, empty)),
+        ("POST", "/commands/restore", "ip", (500, json_, empty)),
+        ("POST", "/commands/rest", "ip", (200, json_, {"last_zxid": True, **empty})),
+        ("a", b"v1", None, True),
+        ("events after the restore", []),
+        ("b", "connection loss"),
+        ("b lost its session", True),
+        (
+            "metrics",
+            {"restore_error_count": 4, "restore_rate_limited_count": 0, "cnt_restore_time": 1},
+        ),
+    ]
+
+
+_NO_AUTH = "Auth info is missing for the command"
+_BAD = "Not authenticated"
+
+
+def test_restore_rate_limit_and_switch(trizk_admin: Callable[..., tuple[int, int]]) -> None:
+    json_ = "application/json"
+    empty = {"command": "restore", "error": None}
+    assert _rate_limited(*trizk_admin("1000000000")) == [
+        (500, json_, empty),
+        (429, json_, empty),
+        {"restore_error_count": 1, "restore_rate_limited_count": 1, "cnt_restore_time": 0},
+    ]
+    assert _disabled(*trizk_admin("-1", **{"admin.restore.enabled": "false"})) == [
+        (401, json_, {**empty, "error": _NO_AUTH}),
+        (403, json_, {**empty, "error": "Not authorized"}),  # auth comes first
+        (503, json_, empty),
+        {"restore_error_count": 0, "restore_rate_limited_count": 0, "cnt_restore_time": 0},
+    ]
+
+
+def test_no_restore_as_380(tmp_path: Path) -> None:
+    admin_port = free_port()
+    keys = _admin_keys(admin_port, "-1", **{"trizk.zookeeperVersion": "3.8.0"})
+    srv = ThreadedServer(make_config(tmp_path, **keys)).start()
+    try:
+        status, _, body = _request(admin_port, "GET", "/commands/restore")
+        assert (status, json.loads(body)) == (
+            200,
+            {"command": "restore", "error": "Unknown command: restore"},
+        )
+        status, _, _ = _request(admin_port, "POST", "/commands/restore", "ip", b"x")
+        assert status == 405
+        _, _, body = _request(admin_port, "GET", "/commands/monitor")
+        assert not any("restore" in k for k in json.loads(body))
+    finally:
+        srv.stop()
+
+
+# -- side by side with ZooKeeper 3.9.3 -------------------------------------------------------
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+def test_same_restore_as_zookeeper_393() -> None:
+    from trizk.compat.procs import servers
+
+    if not servers.zookeeper_available("3.9.3"):
+        pytest.skip("ZooKeeper 3.9.3 is not installed")
+    for scenario, interval, extra in _SCENARIOS:
+        both = []
+        for kind in ("zookeeper@3.9.3", "trizk@3.9.3"):
+            admin_port = free_port()
+            with servers.running(kind, _admin_keys(admin_port, interval, **extra)) as srv:
+                both.append(scenario(srv.port, admin_port))
+        theirs, ours = both
+        assert theirs == ours, scenario.__name__
