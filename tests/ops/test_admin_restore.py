@@ -312,3 +312,46 @@ def test_same_restore_as_zookeeper_393() -> None:
                 both.append(scenario(srv.port, admin_port))
         theirs, ours = both
         assert theirs == ours, scenario.__name__
+
+
+def test_restore_on_ensemble_members() -> None:
+    """ZooKeeper's RestoreCommand runs on any ZooKeeperServer and restores that member alone:
+    its clients see the snapshot's tree, the other members keep theirs, and the txns
+    committed afterwards apply on top of the restored tree (a follower's and a leader's)."""
+    from trizk.testing.ensemble import Ensemble
+
+    ports = {sid: free_port() for sid in (1, 2, 3)}
+    member = {sid: _admin_keys(port, "-1") for sid, port in ports.items()}
+    with Ensemble(3, member_properties=member) as ens:
+        leader = ens.leader()
+        assert leader is not None
+        follower, other = (s for s in (1, 2, 3) if s != leader)
+        writer = KazooClient(hosts=f"127.0.0.1:{ens.port(other)}", timeout=10)
+        writer.start(timeout=15)
+        try:
+            writer.create("/x", b"1")
+            writer.sync("/")
+            snaps: dict[int, tuple[int, bytes]] = {}
+            for sid in (follower, leader):
+                status, headers, body = _request(ports[sid], "GET", "/commands/snapshot", "ip")
+                assert status == 200
+                snaps[sid] = (int(_header(headers, "last_zxid") or "", 16), body)
+            writer.create("/y", b"2")
+            writer.sync("/")
+            for sid in (follower, leader):
+                zxid, body = snaps[sid]
+                status, _, answer = _request(ports[sid], "POST", "/commands/restore", "ip", body)
+                assert (status, json.loads(answer)["last_zxid"]) == (200, zxid)
+                reader = KazooClient(hosts=f"127.0.0.1:{ens.port(sid)}", timeout=10)
+                reader.start(timeout=15)
+                try:
+                    assert reader.exists("/x") is not None and reader.exists("/y") is None
+                    writer.create(f"/after-{sid}", b"")
+                    reader.sync("/")
+                    assert reader.exists(f"/after-{sid}") is not None
+                finally:
+                    _close(reader)
+            assert writer.exists("/y") is not None  # the member that was not restored
+            assert writer.exists(f"/after-{leader}") is not None
+        finally:
+            _close(writer)
