@@ -86,6 +86,48 @@ def test_restore_stream_reader() -> None:
     assert tree.last_processed_zxid == 0
 
 
+def test_restore_swaps_a_standalone_role_in_place() -> None:
+    """roles.factory.restore on a standalone role: the replica object stays (every piece holds
+    it), its state is the snapshot's; the session tracker holds exactly the snapshot's
+    sessions, alive for their timeout from the restore and then expired; zxids go on; every
+    watch is gone."""
+    from trizk.jute.codes import OpCode
+    from trizk.server.common.coreconfig import CoreConfig
+    from trizk.server.roles.factory import restore
+    from trizk.server.roles.standalone import Standalone
+    from trizk.server.writes.committer import MemoryCommitter
+    from trizk.storage.tree.datatree import DataTree
+    from trizk.storage.tree.replica import Replica
+
+    wall = 1_700_000_000_000
+    committer = MemoryCommitter()
+    replica = Replica(DataTree())
+    node = Standalone(CoreConfig(tick_time=2000), replica, committer, now=0, wall=wall)
+    committer.sink = node.commit
+    seq = node.sequencer
+    kept = seq.create_session(4000, 0, wall)
+    gone = seq.create_session(4000, 0, wall)
+    committer.flush()
+    assert set(replica.sessions) == {kept, gone}
+    zxid = seq.last_zxid
+    node.front.watches.data.add("/a", "someone")
+    watches = node.front.watches
+    content = _content()
+    content.sessions = {kept: 6000, 0x99: 30000}
+    tree, sessions = treeio.restore_from_stream(snapfmt.serialize(content))
+    restore(node, tree, sessions, 1000, wall + 1000)
+    assert node.replica is replica and replica.tree is tree and seq.pending.tree is tree
+    assert replica.sessions == {kept: 6000, 0x99: 30000}
+    assert node.front.watches is not watches and "/a" not in node.front.watches.data.by_path
+    assert seq.touch(kept, 1000) and seq.touch(0x99, 1000)
+    assert not seq.touch(gone, 1000)  # unknown: its requests are dropped
+    assert seq.last_zxid == zxid  # hzxid is not reset
+    seq.tick(1000 + 6000 + 2000, wall + 9000)
+    closes = [p for p in committer.queue if p.hdr.type == OpCode.CLOSESESSION]
+    assert [p.hdr.clientId for p in closes] == [kept]
+    assert closes[0].hdr.zxid == zxid + 1
+
+
 # -- one conversation, for trizk and ZooKeeper alike -----------------------------------------
 
 #: every server of these tests: a short tick, so that a session the restore drops times out
@@ -274,6 +316,12 @@ def test_restore_rate_limit_and_switch(trizk_admin: Callable[..., tuple[int, int
         (503, json_, empty),
         {"restore_error_count": 0, "restore_rate_limited_count": 0, "cnt_restore_time": 0},
     ]
+    # without 3.9's lastProcessedZxid trailer there is no restore (checked before the limiter)
+    _, admin_port = trizk_admin("1000000000", **{"serializeLastProcessedZxid.enabled": "false"})
+    for _ in range(2):
+        answer = _request(admin_port, "POST", "/commands/restore", "ip", b"x")
+        assert _shown(answer) == (500, json_, empty)
+    assert _metrics(admin_port)["restore_rate_limited_count"] == 0
 
 
 def test_no_restore_as_380(tmp_path: Path) -> None:
