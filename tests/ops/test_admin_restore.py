@@ -368,6 +368,56 @@ def test_same_restore_as_zookeeper_393() -> None:
             assert scenario(srv.port, admin_port) == expected, scenario.__name__
 
 
+def _ensemble_flow(
+    client_ports: dict[int, int], admin_ports: dict[int, int], leader: int
+) -> list[Any]:
+    """Snapshots of a follower and of the leader, a write, then each restored: what clients of
+    the restored member, and of the member left alone, see."""
+    seen: list[Any] = []
+    follower, other = (s for s in sorted(client_ports) if s != leader)
+    writer = KazooClient(hosts=f"127.0.0.1:{client_ports[other]}", timeout=10)
+    writer.start(timeout=15)
+    try:
+        writer.create("/x", b"1")
+        writer.sync("/")
+        snaps: dict[int, tuple[int, bytes]] = {}
+        for sid in (follower, leader):
+            status, headers, body = _request(admin_ports[sid], "GET", "/commands/snapshot", "ip")
+            assert status == 200
+            snaps[sid] = (int(_header(headers, "last_zxid") or "", 16), body)
+        writer.create("/y", b"2")
+        writer.sync("/")
+        for role, sid in (("follower", follower), ("leader", leader)):
+            zxid, body = snaps[sid]
+            answer = _request(admin_ports[sid], "POST", "/commands/restore", "ip", body)
+            seen.append((role, _shown(answer, zxid)))
+            reader = KazooClient(hosts=f"127.0.0.1:{client_ports[sid]}", timeout=10)
+            reader.start(timeout=15)
+            try:
+                seen.append((role, reader.exists("/x") is not None, reader.exists("/y") is None))
+                writer.create(f"/after-{role}", b"")
+                reader.sync("/")
+                seen.append((role, "later write seen", reader.exists(f"/after-{role}") is not None))
+            finally:
+                _close(reader)
+        seen.append(("left alone", writer.exists("/y") is not None))
+    finally:
+        _close(writer)
+    return seen
+
+
+#: what a ZooKeeper 3.9.3 ensemble answers (test_same_ensemble_restore_as_zookeeper_393)
+_ENSEMBLE = [
+    ("follower", (200, _JSON, {"last_zxid": True, **_EMPTY})),
+    ("follower", True, True),
+    ("follower", "later write seen", True),
+    ("leader", (200, _JSON, {"last_zxid": True, **_EMPTY})),
+    ("leader", True, True),
+    ("leader", "later write seen", True),
+    ("left alone", True),
+]
+
+
 def test_restore_on_ensemble_members() -> None:
     """ZooKeeper's RestoreCommand runs on any ZooKeeperServer and restores that member alone:
     its clients see the snapshot's tree, the other members keep theirs, and the txns
@@ -379,33 +429,27 @@ def test_restore_on_ensemble_members() -> None:
     with Ensemble(3, member_properties=member) as ens:
         leader = ens.leader()
         assert leader is not None
-        follower, other = (s for s in (1, 2, 3) if s != leader)
-        writer = KazooClient(hosts=f"127.0.0.1:{ens.port(other)}", timeout=10)
-        writer.start(timeout=15)
-        try:
-            writer.create("/x", b"1")
-            writer.sync("/")
-            snaps: dict[int, tuple[int, bytes]] = {}
-            for sid in (follower, leader):
-                status, headers, body = _request(ports[sid], "GET", "/commands/snapshot", "ip")
-                assert status == 200
-                snaps[sid] = (int(_header(headers, "last_zxid") or "", 16), body)
-            writer.create("/y", b"2")
-            writer.sync("/")
-            for sid in (follower, leader):
-                zxid, body = snaps[sid]
-                status, _, answer = _request(ports[sid], "POST", "/commands/restore", "ip", body)
-                assert (status, json.loads(answer)["last_zxid"]) == (200, zxid)
-                reader = KazooClient(hosts=f"127.0.0.1:{ens.port(sid)}", timeout=10)
-                reader.start(timeout=15)
-                try:
-                    assert reader.exists("/x") is not None and reader.exists("/y") is None
-                    writer.create(f"/after-{sid}", b"")
-                    reader.sync("/")
-                    assert reader.exists(f"/after-{sid}") is not None
-                finally:
-                    _close(reader)
-            assert writer.exists("/y") is not None  # the member that was not restored
-            assert writer.exists(f"/after-{leader}") is not None
-        finally:
-            _close(writer)
+        clients = {sid: ens.port(sid) for sid in ports}
+        assert _ensemble_flow(clients, ports, leader) == _ENSEMBLE
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+def test_same_ensemble_restore_as_zookeeper_393() -> None:
+    from trizk.compat.procs import servers
+    from trizk.compat.procs.ensemble import ProcessEnsemble
+
+    if not servers.zookeeper_available("3.9.3"):
+        pytest.skip("ZooKeeper 3.9.3 is not installed")
+    keys = _admin_keys(0, "-1")
+    del keys["admin.serverPort"], keys["tickTime"]  # one port per member, below
+    kinds = dict.fromkeys((1, 2, 3), "zookeeper")
+    with ProcessEnsemble(kinds, start=False, extra=keys, versions={}) as ens:
+        ports = {sid: free_port() for sid in kinds}
+        for sid, m in ens.members.items():
+            with open(m.cfg_path, "a") as f:
+                f.write(f"admin.serverPort={ports[sid]}\n")
+            ens.start(sid)
+        ens.wait_leader(3)
+        clients = {sid: m.addrs.client_port for sid, m in ens.members.items()}
+        assert _ensemble_flow(clients, ports, 3) == _ENSEMBLE
