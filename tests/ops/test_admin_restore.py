@@ -163,9 +163,10 @@ def _shown(answer: Answer, snap_zxid: int | None = None) -> Any:
 def _metrics(port: int) -> dict[str, Any]:
     _, _, body = _request(port, "GET", "/commands/monitor")
     m = json.loads(body)
-    return {
-        k: m[k] for k in ("restore_error_count", "restore_rate_limited_count", "cnt_restore_time")
-    }
+    keys = ["restore_error_count", "restore_rate_limited_count", "cnt_restore_time"]
+    if m["snapshot_rate_limited_count"] or m["snapshot_error_count"]:
+        keys += ["snapshot_rate_limited_count", "snapshot_error_count"]
+    return {k: m[k] for k in keys}
 
 
 def _round_trip(client_port: int, admin_port: int) -> list[Any]:
@@ -226,6 +227,8 @@ def _rate_limited(client_port: int, admin_port: int) -> list[Any]:
     seen = [
         _shown(_request(admin_port, "POST", "/commands/restore", "ip", b"x")),
         _shown(_request(admin_port, "POST", "/commands/restore", "ip", snap)),
+        # snapshot's limiter (the same interval, read as microseconds: still 1000 s)
+        _shown(_request(admin_port, "GET", "/commands/snapshot?streaming=false", "ip")),
         _metrics(admin_port),
     ]
     return seen
@@ -277,7 +280,14 @@ _ROUND_TRIP = [
 _RATE_LIMITED = [
     (500, _JSON, _EMPTY),
     (429, _JSON, _EMPTY),
-    {"restore_error_count": 1, "restore_rate_limited_count": 1, "cnt_restore_time": 0},
+    (429, _JSON, {"command": "snapshot", "error": None}),
+    {
+        "restore_error_count": 1,
+        "restore_rate_limited_count": 1,
+        "cnt_restore_time": 0,
+        "snapshot_rate_limited_count": 1,
+        "snapshot_error_count": 0,
+    },
 ]
 _DISABLED = [
     (401, _JSON, {**_EMPTY, "error": _NO_AUTH}),
