@@ -275,10 +275,6 @@ SUMMARY_SETS: tuple[Metric, ...] = (
 #: The summary sets in mntr's order (see the module docstring).
 SUMMARY_SET_MNTR_ORDER: tuple[str, ...] = tuple(JavaHashSet(16, (m.name for m in SUMMARY_SETS)))
 
-#: What ServerMetrics keeps.
-MEASURED_COUNTERS: tuple[str, ...] = tuple(m.name for m in COUNTERS if m.measured)
-MEASURED_SUMMARIES: tuple[Metric, ...] = tuple(m for m in SUMMARIES if m.measured)
-MEASURED_SUMMARY_SETS: tuple[Metric, ...] = tuple(m for m in SUMMARY_SETS if m.measured)
 
 #: The Prometheus provider's quantiles (quantile, allowed error) of a BASIC / ADVANCED summary
 #: (``PrometheusMetricsProvider``: simpleclient ``Summary.quantile``), by ``advanced``.
@@ -325,14 +321,21 @@ MNTR_ORDER: tuple[str, ...] = _mntr_order()
 # -- ZooKeeper 3.9 (trizk.zookeeperVersion=3.9.3) ---------------------------------------------
 
 #: The metrics 3.9 registers that 3.8.0 does not (its AdminServer's snapshot and restore
-#: commands); trizk reports them at their idle value.
+#: commands: ``SNAPSHOT_*_COUNT``, ``RESTORE_*_COUNT``, ``RESTORE_TIME`` in 3.9.3's
+#: ServerMetrics), measured (by :mod:`trizk.server.ops.admin`) whatever the release; only a
+#: server answering as 3.9.3 shows them.
 COUNTERS_39: tuple[Metric, ...] = (
-    _counter("restore_error_count"),
-    _counter("snapshot_rate_limited_count"),
-    _counter("snapshot_error_count"),
-    _counter("restore_rate_limited_count"),
+    _counter("restore_error_count", _M),
+    _counter("snapshot_rate_limited_count", _M),
+    _counter("snapshot_error_count", _M),
+    _counter("restore_rate_limited_count", _M),
 )
-SUMMARIES_39: tuple[Metric, ...] = (_summary("restore_time"),)
+SUMMARIES_39: tuple[Metric, ...] = (_summary("restore_time", BASIC, _M),)
+
+#: What ServerMetrics keeps.
+MEASURED_COUNTERS: tuple[str, ...] = tuple(m.name for m in COUNTERS + COUNTERS_39 if m.measured)
+MEASURED_SUMMARIES: tuple[Metric, ...] = tuple(m for m in SUMMARIES + SUMMARIES_39 if m.measured)
+MEASURED_SUMMARY_SETS: tuple[Metric, ...] = tuple(m for m in SUMMARY_SETS if m.measured)
 
 #: 3.9.3's counters in its mntr order (captured from a live standalone 3.9.3: four more names
 #: in the counters' hash map reorder them all).

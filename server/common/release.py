@@ -51,10 +51,9 @@ mntr                               3.8.0's names and order      4 more counters,
 version strings                    ``3.8.0-trizk-...``          ``3.9.3-trizk-...``
 =================================  ===========================  ===============================
 
-3.9.3's AdminServer authentication, POST and ``snapshot`` command follow the setting
-(:mod:`trizk.server.ops.admin`); not served: its ``restore`` command. The metrics for them
-(four counters and ``restore_time``) are in mntr and, with the Prometheus provider, in
-``/metrics``, at their idle values.
+3.9.3's AdminServer authentication, POST and ``snapshot`` and ``restore`` commands follow the
+setting (:mod:`trizk.server.ops.admin`). The metrics for them (four counters and
+``restore_time``) are in mntr and, with the Prometheus provider, in ``/metrics``.
 
 Invariants
 ----------

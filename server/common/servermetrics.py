@@ -237,6 +237,11 @@ class ServerMetrics:
         self.unrecoverable_error_count = 0
         self.digest_mismatches_count = 0
         self.unsuccessful_handshake = 0
+        # (3.9: the AdminServer's snapshot and restore commands)
+        self.restore_error_count = 0
+        self.snapshot_rate_limited_count = 0
+        self.snapshot_error_count = 0
+        self.restore_rate_limited_count = 0
         # -- summaries (getSummary)
         self.readlatency = summary("readlatency")
         self.updatelatency = summary("updatelatency")
@@ -260,6 +265,7 @@ class ServerMetrics:
         self.leader_unavailable_time = summary("leader_unavailable_time")
         self.follower_sync_time = summary("follower_sync_time")
         self.observer_sync_time = summary("observer_sync_time")
+        self.restore_time = summary("restore_time")
         # -- summary sets (getSummarySet)
         self.read_per_namespace = summary_set("read_per_namespace")
         self.write_per_namespace = summary_set("write_per_namespace")

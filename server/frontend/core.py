@@ -273,6 +273,13 @@ class FrontEnd:
     def tree(self) -> DataTree:
         return self.replica.tree
 
+    def restored(self) -> None:
+        """The replica's tree was replaced (the AdminServer's ``restore``): the watches lived
+        in the old ``DataTree``'s watch managers, so none is left (no notification is sent
+        for them, ever); connections and sessions stay."""
+        self.watches = WatchManager(mode_sets=self.config.zk39)
+        self.watches.stats = self.stats
+
     # ------------------------------------------------------------------ connections
     def connection_made(self, conn: ClientConnection) -> None:
         self.connections[conn.id] = conn
@@ -527,7 +534,7 @@ class FrontEnd:
             log.warning("%s: request shorter than its header, closing connection", conn)
             self._close(conn, "truncated request header")
             return
-        self.write_path.touch(conn.session_id, now)
+        alive = self.write_path.touch(conn.session_id, now)
         if op == _AUTH:
             self._auth(conn, xid, frame)
             return
@@ -536,6 +543,14 @@ class FrontEnd:
             return
         if self.auth_config.enforced_on(conn.auth):
             self._refuse_unauthenticated(conn, xid)
+            return
+        if not alive:
+            # ZooKeeperServer.submitRequestNow: touch() throws MissingSessionException for a
+            # session its tracker does not hold (or is closing), and the request is dropped
+            # unanswered -- pings too, so the client times out, reconnects and is told its
+            # session expired (after the AdminServer's restore, every session the snapshot
+            # lacks).
+            log.debug("Dropping request: no session with sessionid 0x%x", conn.session_id)
             return
         if op not in VALID_OPS or (op == _CHECK and self.config.zk39):
             # UnimplementedRequestProcessor: reply UNIMPLEMENTED with zxid -1, then close.

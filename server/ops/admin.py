@@ -51,14 +51,16 @@ not-serving checks, :func:`check_auth` reads the ``Authorization`` header ``<sch
 [<credentials>]`` (``String.split(" ")``: one or two parts), asks the scheme's provider
 (:func:`admin_ids`: digest, ip -- the peer address or, with
 ``zookeeper.IPAuthenticationProvider.usexforwardedfor``, the first ``X-Forwarded-For`` entry)
-and checks the node's ACL with ``checkACL`` (any shared permission bit grants). The one such
-command served is ``snapshot`` (``SnapshotCommand``: feature flag, lastProcessedZxid trailer,
-:class:`RateLimiter` whose interval 3.9.3 reads as microseconds, ``streaming``); it is run by the
-shell (:func:`answer_request`), which takes the snapshot through the server's own snapshot
-writer. ``x509``: with ``admin.needClientAuth`` the HTTPS handshake asks for a client
-certificate (judged by the ``ssl.quorum.*`` trust store, as Jetty's); the provider's own trust
-store (``ssl.*``) then gives its subject (:attr:`AdminAuth.x509_subject`). Not served yet:
-``restore``.
+and checks the node's ACL with ``checkACL`` (any shared permission bit grants). The two such
+commands served are ``snapshot`` (``SnapshotCommand``: feature flag, lastProcessedZxid trailer,
+:class:`RateLimiter` whose interval 3.9.3 reads as microseconds, ``streaming``) and ``restore``
+(``RestoreCommand``, a POST command: feature flag ``zookeeper.admin.restore.enabled``, on by
+default, the trailer flag, a rate limiter of the same property read as milliseconds, then
+``restoreFromSnapshot`` of the body: :func:`~trizk.server.roles.factory.restore`); both are run
+by the shell (:func:`answer_request`), through the server's own snapshot writer and restore.
+``x509``: with ``admin.needClientAuth`` the HTTPS handshake asks for a client certificate
+(judged by the ``ssl.quorum.*`` trust store, as Jetty's); the provider's own trust store
+(``ssl.*``) then gives its subject (:attr:`AdminAuth.x509_subject`).
 
 Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
 view does not tell TLS connections apart yet).
@@ -83,6 +85,7 @@ from trizk.jute.codes import Perms
 from trizk.jute.javalang import get_boolean, get_integer, java_split, parse_boolean, parse_long
 from trizk.server.auth import acl as aclmod
 from trizk.server.common import release
+from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.config.zoocfg import ServerConfig
 from trizk.server.ops import status
 from trizk.server.ops.http import (
@@ -151,6 +154,9 @@ class AdminSettings:
     zookeeper_version: str = release.DEFAULT_RELEASE
     #: ``zookeeper.admin.snapshot.enabled`` (3.9; ``Boolean.parseBoolean``, default true)
     snapshot_enabled: bool = True
+    #: ``zookeeper.admin.restore.enabled`` (3.9; ``Boolean.parseBoolean``, default true: read
+    #: by ``RestoreCommand.runPost`` at each request, here once at start-up)
+    restore_enabled: bool = True
     #: ``zookeeper.admin.rateLimiterIntervalInMS`` (3.9; ``Integer.parseInt``, default 300000)
     rate_limiter_interval: int = 300_000
     #: ``zookeeper.IPAuthenticationProvider.usexforwardedfor`` (``Boolean.getBoolean``)
@@ -177,6 +183,7 @@ class AdminSettings:
             port_unification=get_boolean(props, "zookeeper.admin.portUnification"),
             zookeeper_version=config.zookeeper_version,
             snapshot_enabled=parse_boolean(props.get("zookeeper.admin.snapshot.enabled", "true")),
+            restore_enabled=parse_boolean(props.get("zookeeper.admin.restore.enabled", "true")),
             rate_limiter_interval=_parse_int(
                 props.get("zookeeper.admin.rateLimiterIntervalInMS", "300000"), 300_000
             ),
@@ -186,6 +193,11 @@ class AdminSettings:
             need_client_auth=release.is_39(config.zookeeper_version)
             and get_boolean(props, "zookeeper.admin.needClientAuth"),
         )
+
+
+def _micros_to_millis(interval: int) -> int:
+    """``TimeUnit.MICROSECONDS.toMillis``: Java's long division, towards zero."""
+    return -(-interval // 1000) if interval < 0 else interval // 1000
 
 
 def _parse_int(text: str, default: int) -> int:
@@ -340,6 +352,9 @@ class Command:
     auth: AuthRequest | None = None
     #: registered by ZooKeeper 3.9 only
     since_39: bool = False
+    #: a ``PostCommand`` (3.9): run on POST with the body as its input; its ``runGet``
+    #: returns null, which Jetty answers 500
+    post: bool = False
 
     @property
     def primary(self) -> str:
@@ -586,6 +601,9 @@ COMMANDS: tuple[Command, ...] = (
     Command(("zabstate",), _fixed(("voting", False), ("zabstate", "")), server_required=False),
     # 3.9's SnapshotCommand: run by the shell (answer_request), which takes the snapshot
     Command(("snapshot", "snap"), _nothing, auth=ALL_ON_ROOT, since_39=True),
+    # 3.9's RestoreCommand (a PostCommand): run by the shell (answer_request), which hands the
+    # body to the server's restore
+    Command(("restore", "rest"), _nothing, auth=ALL_ON_ROOT, since_39=True, post=True),
 )
 
 
@@ -751,6 +769,12 @@ class AdminHooks:
     #: whether snapshots carry 3.9's lastProcessedZxid trailer
     #: (``isSerializeLastProcessedZxidEnabled``)
     last_zxid_trailer: Callable[[], bool] = lambda: False
+    #: replace the server's state by the snapshot stream given
+    #: (``ZooKeeperServer.restoreFromSnapshot``): the restored tree's last processed zxid;
+    #: raises on a stream that is not a snapshot (None: the server cannot restore)
+    restore: Callable[[bytes], Awaitable[int]] | None = None
+    #: the server's ServerMetrics (the commands' counters), or None
+    metrics: ServerMetrics | None = None
 
 
 def _newest_snapshot(snap_dir: str | None) -> Path | None:
@@ -826,6 +850,7 @@ class _Limiters:
     """The commands' rate limiters (static in ZooKeeper's ``Commands``: one per server)."""
 
     snapshot: RateLimiter
+    restore: RateLimiter
 
 
 async def answer_request(
@@ -862,12 +887,14 @@ async def answer_request(
         if refused is not None:
             return _json_answer(*refused)
     is_snapshot = command.primary == "snapshot"
-    if request.method == "POST":
-        # GetCommand.runPost returns null: the servlet's
+    if (request.method == "POST") != command.post:
+        # GetCommand.runPost / PostCommand.runGet return null: the servlet's
         # NullPointerException is Jetty's 500 page
         return error_page(
             500, urllib.parse.unquote(request.target.partition("?")[0]), "Server Error"
         )
+    if command.primary == "restore":
+        return await _restore(hooks, settings, limiters, request.body)
     if is_snapshot:
         return await _snapshot(hooks, settings, limiters, a.kwargs)
     return answer(hooks, request.method, request.target, settings.command_url, zk39=True)
@@ -890,6 +917,8 @@ async def _snapshot(
         return _json_answer(500, response)
     if not limiters.snapshot.allow(int(trio.current_time() * 1000)):
         log.warning("Snapshot request was rate limited")
+        if hooks.metrics is not None:
+            hooks.metrics.snapshot_rate_limited_count += 1
         return _json_answer(429, response)
     streaming = True
     if "streaming" in kwargs:
@@ -897,6 +926,8 @@ async def _snapshot(
     path = await hooks.take_snapshot()
     if path is None:
         log.warning("Exception occurred when taking the snapshot via the snapshot admin command")
+        if hooks.metrics is not None:
+            hooks.metrics.snapshot_error_count += 1
         return _json_answer(500, response)
     try:
         data = await trio.to_thread.run_sync(path.read_bytes)
@@ -904,6 +935,8 @@ async def _snapshot(
         log.warning(
             "Exception occurred when taking the snapshot via the snapshot admin command: %s", e
         )
+        if hooks.metrics is not None:
+            hooks.metrics.snapshot_error_count += 1
         return _json_answer(500, response)
     zxid = zxid_from_name(path.name, "snapshot")
     headers = (("last_zxid", f"0x{zxid:x}"), ("snapshot_size", str(len(data))))
@@ -913,6 +946,40 @@ async def _snapshot(
     if streaming:
         return HttpAnswer(200, (*headers, ("Content-Type", "application/octet-stream")), data)
     return HttpAnswer(200, headers + _JSON, jackson_json(response).encode())
+
+
+async def _restore(
+    hooks: AdminHooks, settings: AdminSettings, limiters: _Limiters, body: bytes
+) -> HttpAnswer:
+    """``RestoreCommand.runPost``: the feature flag (503), the lastProcessedZxid trailer
+    (500), the rate limit (429, counted), then ``restoreFromSnapshot`` of the request body:
+    ``{"last_zxid": <the restored tree's last processed zxid>}``, or 500 (counted) when the
+    body is not a snapshot. Jetty always hands the servlet an input stream, empty or not, so
+    the 400 for a null one never happens; an empty body is a failed restore."""
+    response = _to_map("restore", None, [])
+    if not settings.restore_enabled:
+        log.warning("Restore command is disabled")
+        return _json_answer(503, response)
+    if hooks.restore is None or not hooks.last_zxid_trailer():
+        log.warning("Restore command requires serializeLastProcessedZxidEnable flag is set to true")
+        return _json_answer(500, response)
+    metrics = hooks.metrics
+    if not limiters.restore.allow(int(trio.current_time() * 1000)):
+        log.warning("Restore request was rate limited")
+        if metrics is not None:
+            metrics.restore_rate_limited_count += 1
+        return _json_answer(429, response)
+    start = trio.current_time()
+    try:
+        last_zxid = await hooks.restore(body)
+    except Exception as e:  # RestoreCommand catches every Exception of the restore
+        log.warning("Exception occurred when restore snapshot via the restore command: %s", e)
+        if metrics is not None:
+            metrics.restore_error_count += 1
+        return _json_answer(500, response)
+    if metrics is not None:
+        metrics.restore_time.add(int((trio.current_time() - start) * 1000))
+    return _json_answer(200, _to_map("restore", None, [("last_zxid", last_zxid)]))
 
 
 async def serve_admin(
@@ -940,10 +1007,13 @@ async def serve_admin(
     def respond(method: str, target: str) -> HttpAnswer:
         return answer(hooks, method, target, settings.command_url)
 
+    now_ms = int(trio.current_time() * 1000)
     limiters = _Limiters(
         # SnapshotCommand's RateLimiter is built with TimeUnit.MICROSECONDS: the interval
-        # property is read as microseconds (300000 -> 300 ms), as ZooKeeper 3.9.3 does.
-        RateLimiter(1, settings.rate_limiter_interval // 1000, int(trio.current_time() * 1000))
+        # property is read as microseconds (300000 -> 300 ms), as ZooKeeper 3.9.3 does;
+        # RestoreCommand's with MILLISECONDS (300000 -> 5 minutes). Both start full.
+        RateLimiter(1, _micros_to_millis(settings.rate_limiter_interval), now_ms),
+        RateLimiter(1, settings.rate_limiter_interval, now_ms),
     )
 
     async def respond_request(request: HttpRequest) -> HttpAnswer:

@@ -541,7 +541,7 @@ def families(view: StatusView) -> list[Family]:
     sets, summaries, summary sets), valued from the default provider's mntr values. Answering
     as 3.9.3, the counters and summaries 3.9's ``ServerMetrics`` adds (its AdminServer's
     snapshot and restore commands: :data:`~registry.COUNTERS_39`, :data:`~registry.SUMMARIES_39`,
-    at their idle values, as in mntr) follow those of 3.8.0."""
+    as in mntr) follow those of 3.8.0."""
     values = dict(mntr_values(view, provider_dump=False))
     zk39 = release.is_39(view.config.zookeeper_version)
     out: list[Family] = []

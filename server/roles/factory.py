@@ -51,11 +51,12 @@ from trizk.server.roles.notserving import NotServingRole
 from trizk.server.roles.readonly import ReadOnly
 from trizk.server.roles.standalone import Standalone
 from trizk.server.writes.committer import Committer, Proposal
-from trizk.server.writes.forwarder import LeaderLink
+from trizk.server.writes.forwarder import LeaderLink, LearnerWritePath
 from trizk.server.writes.sequencer import Sequencer
+from trizk.storage.tree.datatree import DataTree
 from trizk.storage.tree.replica import Replica
 
-__all__ = ["Role", "RoleFactory", "SessionExpirer"]
+__all__ = ["Role", "RoleFactory", "SessionExpirer", "restore"]
 
 
 class SessionExpirer(Protocol):
@@ -151,3 +152,23 @@ class RoleFactory:
 
     def _stats(self) -> ServerStats:
         return ServerStats(metrics=self.metrics)
+
+
+def restore(role: Role, tree: DataTree, sessions: dict[int, int], now: int, wall: int) -> None:
+    """``ZooKeeperServer.restoreFromSnapshot`` once the snapshot is read (ZooKeeper 3.9's
+    AdminServer ``restore``), on whatever role serves: the replica takes the restored tree and
+    sessions in place (``setZKDatabase``: no txn, nothing written to disk; the txns committed
+    afterwards apply to it), the front end loses every watch (they lived in the old tree) but
+    keeps its connections, and the session tracker starts over from the snapshot's sessions
+    (``createSessionTracker``): the sequencer's on a standalone server or a leader, a
+    learner's own sessions filtered to those the snapshot holds. An ensemble member restores
+    only itself, as ZooKeeper's command does (the other members keep their state)."""
+    front = role.front
+    front.replica.reset(tree, sessions)
+    front.restored()
+    sequencer = role.sequencer
+    if sequencer is not None:
+        sequencer.restored(now, wall)
+    path = role.write_path
+    if isinstance(path, LearnerWritePath):
+        path.restored(sessions, now)

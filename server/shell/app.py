@@ -338,6 +338,8 @@ class TrizkServer:
                         ),
                         take_snapshot=self.persistence.take_snapshot,
                         last_zxid_trailer=lambda: self.persistence.settings.last_zxid_trailer,
+                        restore=self.restore_from_snapshot,
+                        metrics=self.server_metrics,
                     ),
                 )
             if self.config.metrics_provider.get("className"):
@@ -349,6 +351,36 @@ class TrizkServer:
                     lambda: self._view(None),
                 )
             task_status.started(self.port)
+
+    async def restore_from_snapshot(self, data: bytes) -> int:
+        """``ZooKeeperServer.restoreFromSnapshot`` (the AdminServer's ``restore``): read the
+        snapshot stream ``data`` off the Trio thread, then, in one step that no request
+        interleaves with (ZooKeeper's ``restoreLatch`` holds requests back meanwhile), make it
+        the state of the role now serving (:func:`~trizk.server.roles.factory.restore`).
+        Nothing is written to disk. Returns the restored tree's last processed zxid; raises
+        ``SnapshotFormatError`` / ``SnapshotLoadError`` on a stream that is not a snapshot."""
+        from trizk.server.roles.factory import restore
+        from trizk.storage.formats import treeio
+
+        log.info(
+            "Before restore database. lastProcessedZxid=0x%x, nodeCount=%d, sessionCount=%d",
+            self.replica.last_zxid,
+            self.replica.tree.node_count(),
+            len(self.replica.sessions),
+        )
+        tree, sessions = await trio.to_thread.run_sync(
+            functools.partial(
+                treeio.restore_from_stream, data, extended_types=self.persistence.extended_types
+            )
+        )
+        restore(self.role, tree, sessions, self.clock.now(), self.clock.wall())
+        log.info(
+            "After restore database. lastProcessedZxid=0x%x, nodeCount=%d, sessionCount=%d",
+            tree.last_processed_zxid,
+            tree.node_count(),
+            len(sessions),
+        )
+        return tree.last_processed_zxid
 
     def _node_acl(self, path: str) -> tuple[r.ACL, ...] | None:
         """The ACL of the node at ``path`` (the AdminServer's authorization), None if none."""

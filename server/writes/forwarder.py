@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from trizk.jute import records as r
@@ -183,6 +183,18 @@ class LearnerWritePath:
         self.sessions.pop(session_id, None)
         if self.local_sessions is not None:
             self.local_sessions.remove(session_id)
+
+    def restored(self, sessions: Mapping[int, int], now: int) -> None:
+        """The replica was replaced by a snapshot holding ``sessions`` (the AdminServer's
+        ``restore``; ``restoreFromSnapshot``'s new ``LearnerSessionTracker``): this server's
+        sessions that the snapshot lacks are unknown from now on (no touch goes to the leader
+        for them; their requests are dropped), and local sessions start over empty."""
+        self.sessions = {s: t for s, t in self.sessions.items() if s in sessions}
+        local = self.local_sessions
+        if local is not None:
+            self.local_sessions = LocalSessions(
+                local.tracker.interval, now, local.upgrading_enabled
+            )
 
     def session_committed(self, session_id: int) -> None:
         """A createSession txn was applied: an upgrading session is global now

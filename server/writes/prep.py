@@ -228,6 +228,18 @@ class PendingChanges:
         # PrepRequestProcessor.addChangeRecord (also for records a failed multi rolls back)
         self.stats.metrics.outstanding_changes_queued += 1
 
+    def rebase(self, tree: DataTree) -> None:
+        """The committed tree was replaced (the AdminServer's ``restore``): look nodes up in
+        ``tree`` from now on. The records still pending stay, as ZooKeeper's
+        ``outstandingChanges`` survive ``ZooKeeperServer.restoreFromSnapshot``; the digest
+        restarts from ``tree``'s plus their changes over it."""
+        self.tree = tree
+        digest = tree.digest
+        for path, rec in self.by_path.items():
+            n = tree.get(path)
+            digest += rec.digest - (node_digest(path, n) if n is not None else 0)
+        self._digest = digest
+
     def mark(self) -> tuple[int, dict[str, ChangeRecord], int]:
         return len(self.ordered), dict(self.by_path), self._digest
 

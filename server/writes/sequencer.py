@@ -271,6 +271,32 @@ class Sequencer:
             return min(self.sessions.wait_time(now), local.wait_time(now))
         return self.sessions.wait_time(now)
 
+    def restored(self, now: int, wall: int) -> None:
+        """The replica's state was replaced by a snapshot (the AdminServer's ``restore``):
+        ``ZooKeeperServer.restoreFromSnapshot``'s ``createSessionTracker``. The session
+        tracker starts over from the snapshot's sessions (each alive for its timeout from
+        ``now``, ids allocated afresh from ``wall``); the sessions it does not hold are unknown
+        from now on (their requests are dropped, their reconnects expired). Local sessions
+        (``LeaderSessionTracker``'s local tracker) start over empty. The zxid counter goes on
+        from the highest zxid handed out (``hzxid`` is not reset); the pending changes now
+        sit over the restored tree.
+
+        ZooKeeper 3.9.3 never starts the new tracker and leaves the old one running, so every
+        session open at the restore expires at its timeout (restored or not) and no session
+        expires afterwards until a restart; trizk's tracker keeps expiring the sessions it
+        holds, on purpose (docs/compatibility.md)."""
+        replica = self.replica
+        self.pending.rebase(replica.tree)
+        self.sessions = SessionTracker(
+            self.config.tick_time, now, initial_session_id(wall, self.config.server_id)
+        )
+        for sid, timeout in replica.sessions.items():
+            self.sessions.add(sid, timeout, now)
+        if self.local_sessions is not None:
+            self.local_sessions = LocalSessions(
+                self.config.tick_time, now, self.config.local_sessions_upgrading
+            )
+
     # ------------------------------------------------------------------ writes
     def submit(self, req: WriteRequest, now: int, wall: int) -> int | None:
         """Prepare ``req`` and propose its txn (or its ErrorTxn). None: its commit answers it;

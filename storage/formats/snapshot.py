@@ -386,14 +386,20 @@ def parse(
     *,
     progress: Callable[[int, int], None] | None = None,
     raw_nodes: bool = False,
+    stream: bool = False,
 ) -> SnapshotContent:
     """Parse and verify a snapshot (plain, gzip or snappy). Raises :class:`SnapshotFormatError`.
 
     ``progress(done, total)`` is called now and then with byte offsets in the uncompressed
     stream. ``raw_nodes``: check the Nodes section but leave it undecoded (see
     :attr:`SnapshotContent.raw`); the content's ``nodes`` list stays empty.
+
+    ``stream``: read ``data`` as ``ZKDatabase.deserializeSnapshot(ia, cis)`` reads the
+    AdminServer ``restore`` command's input (ZooKeeper 3.9): a plain ``BinaryInputArchive``
+    with no ``SnapStream`` around it (a gzip or snappy stream fails the magic check), and
+    whatever follows the last section is never read (no trailing-bytes error).
     """
-    raw = decompress(bytes(data))
+    raw = bytes(data) if stream else decompress(bytes(data))
     r = _Reader(raw)
     total = len(raw)
     r.need(16, "file header")
@@ -432,7 +438,7 @@ def parse(
             content.last_processed_zxid = last
         else:
             r.p = total
-    if r.p != total:
+    if r.p != total and not stream:
         raise SnapshotFormatError(f"{total - r.p} trailing bytes after the snapshot")
     if progress is not None:
         progress(total, total)

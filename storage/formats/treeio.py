@@ -73,6 +73,7 @@ __all__ = [
     "current_txn",
     "replay",
     "replica_from_snapshot_body",
+    "restore_from_stream",
     "snapshot_body",
     "tree_from_snapshot",
 ]
@@ -489,6 +490,23 @@ def snapshot_body(replica: Replica) -> bytes:
     parts = fs.finish()  # header+sessions+acls, nodes..., "/", seal
     parts[0] = parts[0][_FILE_HEADER_SIZE:]
     return b"".join(parts[:-1])
+
+
+def restore_from_stream(
+    data: bytes, *, extended_types: bool = False
+) -> tuple[DataTree, dict[int, int]]:
+    """The tree and sessions the AdminServer's ``restore`` command reads from its input
+    (``ZKDatabase.deserializeSnapshot(ia, cis)``: a whole snapshot stream, plain, as
+    ``snapshot?streaming=true`` sends it; see :func:`~trizk.storage.formats.snapshot.parse`'s
+    ``stream``). The tree's ``last_processed_zxid`` is the stream's 3.9 trailer, or 0 without
+    one (a new ``DataTree``'s, which ``deserializeLastProcessedZxid`` leaves); the ephemerals
+    of sessions the stream lacks stay (nothing kills dead sessions here, unlike
+    ``loadData``). Raises :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or
+    :class:`SnapshotLoadError`."""
+    content = snap.parse(data, raw_nodes=True, stream=True)
+    zxid = content.last_processed_zxid if content.last_processed_zxid is not None else 0
+    tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
+    return tree, dict(content.sessions)
 
 
 def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> Replica:

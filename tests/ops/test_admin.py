@@ -51,8 +51,13 @@ def test_every_zookeeper_command_and_alias_is_registered() -> None:
     }  # fmt: skip
     assert names == expected
     assert len([c.primary for c in admin.COMMANDS if not c.since_39]) == 26
-    # ZooKeeper 3.9 adds snapshot/snap (and restore/rest: not served yet)
-    assert {n for c in admin.COMMANDS if c.since_39 for n in c.names} == {"snapshot", "snap"}
+    # ZooKeeper 3.9 adds snapshot/snap and restore/rest
+    assert {n for c in admin.COMMANDS if c.since_39 for n in c.names} == {
+        "snapshot",
+        "snap",
+        "restore",
+        "rest",
+    }
 
 
 def test_command_list_is_zookeepers_html() -> None:

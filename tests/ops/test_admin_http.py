@@ -104,7 +104,7 @@ def test_list_404_405_and_keep_alive(admin_server: ThreadedServer) -> None:
     port = _port(admin_server)
     status, headers, body = _get(port, "/commands")
     assert status == 200 and "Content-Type" not in headers
-    assert body.decode().count("<br/>") == 27  # 3.9: the 3.8 commands and snapshot
+    assert body.decode().count("<br/>") == 28  # 3.9: the 3.8 commands, snapshot, restore
     assert _get(port, "/nothing")[0] == 404
     # 3.9's servlet serves POST; a GET command POSTed fails in it (500); other methods 405
     assert _get(port, "/commands/ruok", "POST")[0] == 500
