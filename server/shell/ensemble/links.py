@@ -12,6 +12,7 @@ machine; a peer that sends bytes that cannot be a quorum stream loses its link.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -90,7 +91,16 @@ class QueueMeter:
 
 
 class Link:
-    """A quorum-port connection's output: packets queued by the pump, sent by one task."""
+    """A quorum-port connection's output: packets queued by the pump, sent inline or by one
+    task.
+
+    On a plain TCP link (a :class:`trio.SocketStream`) :meth:`send` writes at once with one
+    non-blocking ``write`` while nothing is queued or being sent: a PROPOSAL, ACK or COMMIT
+    leaves in the pump's own pass, as a LearnerHandler's sender thread writes what it takes
+    from its queue, instead of a task switch per packet to the writer (measured: the writer
+    task woke 0.1-0.5 ms after the pump queued, on a loaded 2-core machine). What the socket
+    does not take, and everything on a TLS or SASL-wrapped link, goes out through
+    :meth:`writer` in queue order (only one of the two writes at a time)."""
 
     def __init__(self, link: int, stream: trio.abc.Stream) -> None:
         self.link = link
@@ -101,10 +111,30 @@ class Link:
         #: the leader's measure of this learner's queue (once its sid is known)
         self.meter: QueueMeter | None = None
         self.now: Callable[[], int] | None = None
+        #: the socket written inline (None: a wrapped stream, only the writer task writes)
+        self._socket = stream.socket if type(stream) is trio.SocketStream else None
+        #: the writer task is inside ``send_all`` (inline writes would interleave)
+        self._sending = False
 
     def send(self, data: bytes) -> None:
         if self.closed:
             return
+        sock = self._socket
+        # (fileno() is -1 once the socket is closed: its number may belong to another file)
+        if sock is not None and not self.out and not self._sending and (fd := sock.fileno()) >= 0:
+            try:
+                n = os.write(fd, data)
+            except BlockingIOError:
+                n = 0
+            except OSError as e:  # the reader sees the link end too
+                log.info("quorum link %d: send failed (%s)", self.link, e)
+                self.close()
+                return
+            if self.meter is not None and self.now is not None:
+                self.meter.taken(self.now())
+            if n == len(data):
+                return
+            data = data[n:]
         self.out += data
         if len(self.out) > LINK_OUTPUT_LIMIT:
             log.warning("quorum link %d: %d bytes unsent, closing it", self.link, len(self.out))
@@ -123,7 +153,11 @@ class Link:
                     self.out.clear()
                     if self.meter is not None and self.now is not None:
                         self.meter.taken(self.now())
-                    await self.stream.send_all(data)
+                    self._sending = True
+                    try:
+                        await self.stream.send_all(data)
+                    finally:
+                        self._sending = False
                     continue
                 if self.closed:
                     return
