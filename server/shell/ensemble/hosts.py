@@ -93,6 +93,10 @@ class RolePeer(Protocol):
         """Link ``lk``, if it is still open."""
         ...
 
+    def links(self) -> list[Link]:
+        """The open quorum links."""
+        ...
+
     def remove_link(self, lk: int) -> None: ...
 
     def queue_meter(self, sid: int) -> QueueMeter:

@@ -31,7 +31,7 @@ from trizk.quorum.zab.zabwire import (
 from trizk.server.roles.leading import Leading
 from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
-from trizk.server.shell.ensemble.links import read_link, until_done
+from trizk.server.shell.ensemble.links import Link, read_link, until_done
 from trizk.server.shell.ensemble.pumping import Pump
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
 from trizk.server.shell.streams import ReplayStream
@@ -192,6 +192,9 @@ class LeaderPump(Pump):
             peer.kick()
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    def _links(self) -> list[Link]:
+        return self.peer.links()
 
     def _send(self, plan: Plan) -> None:
         peer, leader = self.peer, self.leader

@@ -49,6 +49,9 @@ class LearnerPump(Pump):
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 
+    def _links(self) -> list[Link]:
+        return [self.link]
+
     def _send(self, plan: Plan) -> None:
         peer, rd = self.peer, plan.ready
         for s in rd.messages:

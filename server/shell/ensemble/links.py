@@ -115,31 +115,64 @@ class Link:
         self._socket = stream.socket if type(stream) is trio.SocketStream else None
         #: the writer task is inside ``send_all`` (inline writes would interleave)
         self._sending = False
+        #: sends are gathered until :meth:`uncork`
+        self._corked = False
 
     def send(self, data: bytes) -> None:
         if self.closed:
             return
+        if self._corked or self.out or self._sending or self._socket is None:
+            self._queue(data)
+        else:
+            self._write(data)
+
+    def cork(self) -> None:
+        """Until :meth:`uncork`, gather what is sent: a pump pass's packets (the PROPOSALs and
+        COMMITs of several Readies, a learner's ACKs) leave in one write, as a
+        LearnerHandler's buffered stream flushes once its queue is empty."""
+        self._corked = True
+
+    def uncork(self) -> None:
+        self._corked = False
+        if not self.out or self.closed:
+            return
+        if self._socket is not None and not self._sending:
+            data = bytes(self.out)
+            self.out.clear()
+            self._write(data)
+        else:
+            self.ready.set()
+
+    def _write(self, data: bytes) -> None:
+        """Write inline (nothing queued, nothing being sent); queue what the socket did not
+        take."""
         sock = self._socket
+        assert sock is not None
         # (fileno() is -1 once the socket is closed: its number may belong to another file)
-        if sock is not None and not self.out and not self._sending and (fd := sock.fileno()) >= 0:
-            try:
-                n = os.write(fd, data)
-            except BlockingIOError:
-                n = 0
-            except OSError as e:  # the reader sees the link end too
-                log.info("quorum link %d: send failed (%s)", self.link, e)
-                self.close()
-                return
-            if self.meter is not None and self.now is not None:
-                self.meter.taken(self.now())
-            if n == len(data):
-                return
-            data = data[n:]
+        fd = sock.fileno()
+        if fd < 0:
+            self._queue(data)
+            return
+        try:
+            n = os.write(fd, data)
+        except BlockingIOError:
+            n = 0
+        except OSError as e:  # the reader sees the link end too
+            log.info("quorum link %d: send failed (%s)", self.link, e)
+            self.close()
+            return
+        if self.meter is not None and self.now is not None:
+            self.meter.taken(self.now())
+        if n < len(data):
+            self._queue(data[n:])
+
+    def _queue(self, data: bytes) -> None:
         self.out += data
         if len(self.out) > LINK_OUTPUT_LIMIT:
             log.warning("quorum link %d: %d bytes unsent, closing it", self.link, len(self.out))
             self.close()
-        self.ready.set()
+        if not self._corked:
+            self.ready.set()
 
     def close(self) -> None:
         self.closed = True

@@ -503,6 +503,10 @@ class QuorumPeer:
         """Link ``lk``, if it is still open."""
         return self._links.get(lk)
 
+    def links(self) -> list[Link]:
+        """The open quorum links (a leader's learners)."""
+        return list(self._links.values())
+
     def remove_link(self, lk: int) -> None:
         self._links.pop(lk, None)
 

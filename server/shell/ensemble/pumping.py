@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from trizk.quorum.zab.applier import Plan
 from trizk.server.shell.ensemble.hosts import RolePeer
+from trizk.server.shell.ensemble.links import Link
 
 __all__ = ["Pump"]
 
@@ -119,6 +120,9 @@ class Pump:
         role's end."""
         peer, applier = self.peer, self.peer.applier
         self._passing = True
+        corked = self._links()
+        for link in corked:
+            link.cork()
         try:
             peer.advance_durable()  # what the syncs that returned made durable: ACKs
             while (plan := applier.take()) is not None:
@@ -135,6 +139,8 @@ class Pump:
                     return
         finally:
             self._passing = False
+            for link in corked:
+                link.uncork()
 
     def _finish(self, plan: Plan) -> None:
         self._apply(plan)
@@ -144,6 +150,10 @@ class Pump:
             self._ended = plan.ready.role.reason
 
     # ------------------------------------------------------------------ the roles' parts
+    def _links(self) -> list[Link]:
+        """The quorum links a pass sends on (corked during it: one write each per pass)."""
+        raise NotImplementedError
+
     def _send(self, plan: Plan) -> None:
         """What the plan does before its persistence: messages, closes, configurations."""
         raise NotImplementedError
