@@ -8,8 +8,15 @@ measures, with the raw-socket generator of compat/bench/load.py:
   request in flight, 100 % reads (getData) and 0 % reads (setData: forwarded to the leader,
   proposed, acked by a quorum, committed);
 * pipelined: the same with 16 requests in flight per session;
+* latency (``lat``): setData p50 and p90 through a follower, one request at a time (every hop
+  of one write: forward, propose, log on two members, ack, commit, apply, reply);
 * leader fail-over: a client holding every member's address writes in a loop; the leader gets
   SIGKILL; the time until the next write succeeds.
+
+Both ensembles run all along and each cell is measured on one, then the other (``--rounds N``:
+N times, the order alternating), so that a ratio compares figures taken under the same load of
+a shared machine; ``--cells`` picks cells (``--cells w8,w32,lat`` for the write path). The
+ZooKeeper release is compat/procs's default oracle (printed first).
 
 Each figure is printed with the ensemble's CPU per request (the three members' CPU over the
 interval) and the generator's own CPU share, and the trizk/ZooKeeper ratio. Long-running and

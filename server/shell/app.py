@@ -242,7 +242,8 @@ class TrizkServer:
             else:
                 # an ensemble member: what a pass gave the role's Zab machine (a learner's
                 # REQUESTs) is handled as the pass ends, in the poller's task
-                self.poller.after_pass = self.peer.run_pump
+                self.poller.before_pass = self.peer.begin_client_pass
+                self.poller.after_pass = self.peer.end_client_pass
 
     def _install(self, role: Role) -> None:
         front = role.front

@@ -34,7 +34,9 @@ log, ``install(role)`` and ``wake()``). The pumps hand each Ready's committed tx
 order, to the installed role's sink (``Role.commit``), which applies them to the replica and
 answers them.
 
-Each role is driven by one *pump* task in the Ready order the Zab machines require: send the
+Each role is driven by one *pump* (:mod:`.pumping`: run in the task that gave the machine work
+-- a link's reader, the txn log's syncer, the client poller -- or in the pump task for kicks
+and barriers) in the Ready order the Zab machines require: send the
 messages (none of them waits for this Ready's persistence: what promises durability only comes
 out of ``advance``), persist (epoch files, TRUNC, SNAP install, snapshot, txn log append +
 fsync), apply the committed txns (the role's sink), then ``advance``. Readers feed packets in
@@ -176,6 +178,8 @@ class QuorumPeer:
         if self.configs is not None:
             self.election.on_config = self._notified_config
         self._kick = trio.Event()
+        #: the client poller's pass is under way (kicks wait for its end: end_client_pass)
+        self._client_pass = False
         self._pump: LeaderPump | LearnerPump | None = None
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
         #: it keeps the committed log (a leader's DIFFs) and the txns logged but not applied
@@ -403,12 +407,25 @@ class QuorumPeer:
         )
 
     def kick(self) -> None:
+        if self._client_pass:
+            return  # end_client_pass runs the pump
         pump = self._pump
         if pump is not None and pump.passing:
             # a pass under way takes every Ready the kicker made before it ends (no wake-up
             # of the pump task for nothing, one per pass: the front end's flush kicks)
             return
         self._kick.set()
+
+    def begin_client_pass(self) -> None:
+        """The client poller begins a pass: what it kicks is handled when it ends."""
+        self._client_pass = True
+
+    def end_client_pass(self) -> None:
+        """The client poller's pass ended: the Readies its clients' requests made (a
+        learner's REQUESTs, session touches) are handled now, in the poller's task -- one pass
+        of the pump for the poller's pass, not a wake-up of the pump task per client frame."""
+        self._client_pass = False
+        self.run_pump()
 
     def run_pump(self) -> None:
         """Handle the role's Readies now, in the caller's task (a sync returned, a poller's
