@@ -8,8 +8,15 @@ measures, with the raw-socket generator of compat/bench/load.py:
   request in flight, 100 % reads (getData) and 0 % reads (setData: forwarded to the leader,
   proposed, acked by a quorum, committed);
 * pipelined: the same with 16 requests in flight per session;
+* latency (``lat``): setData p50 and p90 through a follower, one request at a time (every hop
+  of one write: forward, propose, log on two members, ack, commit, apply, reply);
 * leader fail-over: a client holding every member's address writes in a loop; the leader gets
   SIGKILL; the time until the next write succeeds.
+
+Both ensembles run all along and each cell is measured on one, then the other (``--rounds N``:
+N times, the order alternating), so that a ratio compares figures taken under the same load of
+a shared machine; ``--cells`` picks cells (``--cells w8,w32,lat`` for the write path). The
+ZooKeeper release is compat/procs's default oracle (printed first).
 
 Each figure is printed with the ensemble's CPU per request (the three members' CPU over the
 interval) and the generator's own CPU share, and the trizk/ZooKeeper ratio. Long-running and
@@ -22,13 +29,22 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.retry import KazooRetry
 
-from trizk.compat.bench.load import get_frame, open_sessions, run_load, set_frame
+from trizk.compat.bench.load import (
+    BlockingSession,
+    get_frame,
+    open_sessions,
+    run_load,
+    set_frame,
+    timed_calls,
+)
 from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.compat.procs.servers import DEFAULT_VERSION
 
 NODES = 1000
 DATA = b"x" * 100
@@ -123,40 +139,102 @@ def _failover(ens: ProcessEnsemble) -> float:
         zk.close()
 
 
+def _latency(ens: ProcessEnsemble, count: int) -> str:
+    """setData p50 / p90 through a follower, one request at a time (the hops of one write)."""
+    leader = ens.leader()
+    follower = next(s for s in ens.members if s != leader)
+    sess = BlockingSession("127.0.0.1", ens.port(follower))
+    try:
+        frames = [set_frame(k + 1, f"/bench/n{k % NODES}", DATA) for k in range(count)]
+        timed_calls(sess, frames[: count // 10])  # warm-up
+        ns, errors = timed_calls(sess, frames)
+    finally:
+        sess.close()
+    ns.sort()
+    p50, p90 = ns[len(ns) // 2] / 1000, ns[len(ns) * 9 // 10] / 1000
+    return f"{p50:9.0f} us p50  {p90:6.0f} us p90  (member {follower})  errors {errors}"
+
+
+#: the cells: name -> (sessions, reads, window); ``lat``: setData latency through a follower
+CELLS: dict[str, tuple[int, bool, int]] = {
+    "r8": (8, True, 1),
+    "r32": (32, True, 1),
+    "w8": (8, False, 1),
+    "w32": (32, False, 1),
+    "pr32": (32, True, 16),
+    "pw32": (32, False, 16),
+}
+
+
+def _cell_name(cell: str) -> str:
+    if cell == "lat":
+        return "setData latency through a follower"
+    sessions, reads, window = CELLS[cell]
+    return f"{sessions} sessions, {'100' if reads else '0'}% reads, window {window}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--seconds", type=float, default=4.0, help="measured seconds per cell")
+    ap.add_argument(
+        "--cells",
+        default="r8,r32,w8,w32,pr32,pw32,lat,failover",
+        help="comma-separated cells: r8 r32 w8 w32 pr32 pw32 (reads/writes, sessions; p: 16 "
+        "in flight), lat (setData p50 through a follower), failover",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="each cell this many times, ZooKeeper and trizk alternately (both ensembles run "
+        "all along, so a ratio compares figures taken under the same machine load)",
+    )
+    ap.add_argument("--latency-count", type=int, default=2000, help="setData calls in 'lat'")
     args = ap.parse_args(argv)
-    cells = [
-        (8, True, 1),
-        (32, True, 1),
-        (8, False, 1),
-        (32, False, 1),
-        (32, True, 16),
-        (32, False, 16),
-    ]
-    out: dict[str, dict[str, str]] = {}
+    cells = [c for c in args.cells.split(",") if c]
+    for c in cells:
+        if c not in CELLS and c not in ("lat", "failover"):
+            ap.error(f"unknown cell {c!r}")
+    out: dict[str, dict[str, list[str]]] = {}
     fo: dict[str, float] = {}
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
-    for kind in ("zookeeper", "trizk"):
-        with ProcessEnsemble({1: kind, 2: kind, 3: kind}) as ens:
+    print(f"load average before: {os.getloadavg()[0]:.2f}  (oracle: ZooKeeper {DEFAULT_VERSION})")
+    kinds = ("zookeeper", "trizk")
+    with ExitStack() as stack:
+        ensembles = {k: stack.enter_context(ProcessEnsemble({1: k, 2: k, 3: k})) for k in kinds}
+        for ens in ensembles.values():
             ens.wait_serving()
             _seed(ens)
-            for sessions, reads, window in cells:
-                name = f"{sessions} sessions, {'100' if reads else '0'}% reads, window {window}"
-                out.setdefault(name, {})[kind] = _load(ens, sessions, reads, window, args.seconds)
-                print(f"{kind:9} {name:40} {out[name][kind]}", flush=True)
-            fo[kind] = _failover(ens)
-            print(f"{kind:9} leader fail-over {fo[kind]:.2f} s", flush=True)
+        for rnd in range(args.rounds):
+            for cell in cells:
+                if cell == "failover":
+                    continue
+                name = _cell_name(cell)
+                for kind in kinds if rnd % 2 == 0 else kinds[::-1]:
+                    ens = ensembles[kind]
+                    if cell == "lat":
+                        fig = _latency(ens, args.latency_count)
+                    else:
+                        sessions, reads, window = CELLS[cell]
+                        fig = _load(ens, sessions, reads, window, args.seconds)
+                    fig += f"  load {os.getloadavg()[0]:.2f}"
+                    out.setdefault(name, {}).setdefault(kind, []).append(fig)
+                    print(f"{kind:9} {name:40} {fig}", flush=True)
+        if "failover" in cells:
+            for kind in kinds:
+                fo[kind] = _failover(ensembles[kind])
+                print(f"{kind:9} leader fail-over {fo[kind]:.2f} s", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print("\n| cell | ZooKeeper | trizk | ratio |\n| --- | --- | --- | --- |")
     for name, by in out.items():
-        z, t = float(by["zookeeper"].split("/s")[0]), float(by["trizk"].split("/s")[0])
-        print(f"| {name} | {by['zookeeper']} | {by['trizk']} | {t / z:.2f} |")
-    print(
-        f"| leader fail-over | {fo['zookeeper']:.2f} s | {fo['trizk']:.2f} s | "
-        f"{fo['trizk'] / fo['zookeeper']:.2f} |"
-    )
+        unit = " us p50" if name.startswith("setData") else "/s"
+        for z_fig, t_fig in zip(by["zookeeper"], by["trizk"], strict=True):
+            z, t = float(z_fig.split(unit)[0]), float(t_fig.split(unit)[0])
+            print(f"| {name} | {z_fig} | {t_fig} | {t / z:.2f} |")
+    if fo:
+        print(
+            f"| leader fail-over | {fo['zookeeper']:.2f} s | {fo['trizk']:.2f} s | "
+            f"{fo['trizk'] / fo['zookeeper']:.2f} |"
+        )
     return 0
 
 

@@ -239,6 +239,11 @@ class TrizkServer:
             if self.peer is None:
                 # standalone: the poller's task reads the fsync helper's answers and commits
                 self.persistence.drive_with(self.poller)
+            else:
+                # an ensemble member: what a pass gave the role's Zab machine (a learner's
+                # REQUESTs) is handled as the pass ends, in the poller's task
+                self.poller.before_pass = self.peer.begin_client_pass
+                self.poller.after_pass = self.peer.end_client_pass
 
     def _install(self, role: Role) -> None:
         front = role.front

@@ -1,12 +1,14 @@
 """An ensemble member (``QuorumPeer``) and its Zab roles, split by job. A shell: not compiled.
 
 * :mod:`.spec` -- what a member knows of its ensemble (:class:`EnsembleSpec`, :class:`Member`);
-* :mod:`.links` -- quorum-port links: output queue and writer, the reader, the queue meter;
+* :mod:`.links` -- quorum-port links: inline writes, output queue and writer, the reader, the
+  queue meter;
 * :mod:`.hosts` -- the narrow interfaces: :class:`PeerHost` (the server, seen by a member) and
   :class:`~.hosts.RolePeer` (the member, seen by its pumps);
 * :mod:`.leading` -- LEADING: the leader's pump, :class:`ZabCommitter`,
   :class:`LearnerRequests`;
 * :mod:`.learning` -- FOLLOWING / OBSERVING: the learner's pump;
+* :mod:`.pumping` -- what both pumps share: a Ready handled in the task that made it;
 * :mod:`.readonly` -- when a LOOKING member serves read-only clients (readonlymode.enabled);
 * :mod:`.peer` -- :class:`QuorumPeer`: LOOKING -> a role -> LOOKING.
 """

@@ -93,6 +93,10 @@ class RolePeer(Protocol):
         """Link ``lk``, if it is still open."""
         ...
 
+    def links(self) -> list[Link]:
+        """The open quorum links."""
+        ...
+
     def remove_link(self, lk: int) -> None: ...
 
     def queue_meter(self, sid: int) -> QueueMeter:
@@ -102,8 +106,13 @@ class RolePeer(Protocol):
     #: the member's one Ready applier (each pump starts it with its machine)
     applier: ReadyApplier
 
+    def append(self, plan: Plan) -> None:
+        """A pipelined plan's entries appended, not waiting for their sync (then
+        ``applier.persisted``)."""
+        ...
+
     async def persist(self, plan: Plan) -> None:
-        """A plan's persistence on the data directory (then ``applier.persisted``)."""
+        """A barrier plan's persistence on the data directory (then ``applier.persisted``)."""
         ...
 
     def advance_durable(self) -> None:

@@ -19,7 +19,7 @@ import trio
 
 from trizk.jute import records as r
 from trizk.jute.codes import OpCode
-from trizk.quorum.zab.applier import decode_entry
+from trizk.quorum.zab.applier import Plan, decode_entry
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.zabwire import (
     PacketType,
@@ -31,7 +31,8 @@ from trizk.quorum.zab.zabwire import (
 from trizk.server.roles.leading import Leading
 from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
-from trizk.server.shell.ensemble.links import read_link, until_done
+from trizk.server.shell.ensemble.links import Link, read_link, until_done
+from trizk.server.shell.ensemble.pumping import Pump
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
 from trizk.server.shell.streams import ReplayStream
 from trizk.server.writes.committer import Proposal
@@ -132,12 +133,13 @@ class LearnerRequests:
                 sync(lk)
 
 
-class LeaderPump:
-    """LEADING: quorum-port links, the pump; the :class:`~trizk.server.roles.leading.Leading`
-    role once established."""
+class LeaderPump(Pump):
+    """LEADING: quorum-port links, the pump (:class:`~.pumping.Pump`: a learner's packets are
+    handled in its link's reader task); the :class:`~trizk.server.roles.leading.Leading` role
+    once established."""
 
     def __init__(self, peer: RolePeer, leader: Leader, committer: ZabCommitter) -> None:
-        self.peer = peer
+        super().__init__(peer)
         self.leader = leader
         self.committer = committer
         #: the role served once established (None before)
@@ -180,7 +182,7 @@ class LeaderPump:
             async with trio.open_nursery() as nursery:
                 # the link ends when either side does: the pump closing it, or the learner
                 nursery.start_soon(until_done, link.writer, nursery.cancel_scope)
-                reason = await read_link(stream, step, peer.kick)
+                reason = await read_link(stream, step, self.run_now)
                 log.info("quorum link %d ends: %s", link.link, reason)
                 link.close()
         finally:
@@ -191,106 +193,104 @@ class LeaderPump:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def pump(self) -> str:
-        """Hand the Leader's Readies through the member's applier (``quorum/zab/applier.py``:
-        send, persist, apply, advance) until the role ends; returns why."""
-        peer, leader, applier = self.peer, self.leader, self.peer.applier
+    def _links(self) -> list[Link]:
+        return self.peer.links()
+
+    def _send(self, plan: Plan) -> None:
+        peer, leader = self.peer, self.leader
+        rd = plan.ready
         clock, metrics = peer.clock, peer.metrics
-        while True:
-            peer.advance_durable()  # the leader's own ACKs
-            while (plan := applier.take()) is not None:
-                rd = plan.ready
-                # Messages never wait for this Ready's persistence (what needs it comes from
-                # advance): PROPOSALs go out while the leader's own fsync runs.
-                # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
-                metrics.proposal_count += len(rd.entries)
-                now = clock.now()
-                for s in rd.messages:
-                    link = peer.link(s.link)
-                    if link is None:
-                        continue
-                    # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
-                    if s.packet.type == PacketType.SNAP:
-                        metrics.snap_count += 1
-                    elif s.packet.type in (PacketType.DIFF, PacketType.TRUNC):
-                        metrics.diff_count += 1
-                    if link.meter is None:
-                        sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
-                        if sid > 0:
-                            link.meter, link.now = peer.queue_meter(sid), clock.now
-                    if link.meter is not None:
-                        link.meter.queued(s.packet.type, now)
-                    link.send(encode_packet(s.packet))
-                    if s.packet.type == PacketType.SNAP:
-                        link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
-                for lk, why in rd.close:
-                    link = peer.link(lk)
-                    if link is not None:
-                        log.warning("closing quorum link %d: %s", lk, why)
-                        link.close()
-                if rd.last_seen_config is not None:
-                    peer.see_config(rd.last_seen_config)
-                await peer.persist(plan)
-                peer.advance_durable()  # earlier appends first: ACKs in zxid order
-                now, wall = clock.now(), clock.wall()
-                committed = applier.committed()
-                if committed:
-                    inflight = self.committer.inflight
-                    batch = []
-                    for e in committed:
-                        # the leader's own proposal, else (proposed by an earlier leader and
-                        # committed at establishment) decoded from its entry
-                        p = inflight.pop(e.zxid, None)
-                        if p is None:
-                            p = Proposal(*decode_entry(e.data))
-                        # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
-                        # creation, when not negative); Leader.commit: COMMIT_COUNT
-                        metrics.commit_count += 1
-                        if wall >= p.hdr.time:
-                            metrics.quorum_ack_latency.add(wall - p.hdr.time)
-                        self.requests.committed(p.hdr.zxid)
-                        batch.append(p)
-                    # the role's sink (not serving until established): apply, answer
-                    peer.role.commit(batch, now)
-                for sid, data in rd.acks:
-                    # Leader.processAck: ACK_LATENCY{key=sid} (Request.logLatency)
-                    made = txn_time(data)
-                    if made is not None and wall >= made:
-                        metrics.ack_latency.add(str(sid), wall - made)
-                for a in rd.activated:
-                    # Leader.tryToCommit of a reconfig: processReconfig (a leader that
-                    # designated another one commits nothing more; its followers leave)
-                    peer.process_reconfig(a.config, a.leader)
-                if rd.serving is not None:
-                    self._establish(rd.serving, now, wall)
-                if self.role is not None:
-                    seq = self.role.sequencer
-                    # requests and sessions are owned by the learner they came through
-                    sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
-                    # a closed link's REQUESTs are dropped (see LearnerRequests)
-                    self.requests.waiting.extend(
-                        r for r in rd.requests if peer.link(r[0]) is not None
-                    )
-                    self.requests.feed(
-                        leader,
-                        seq,
-                        sid_of,
-                        now,
-                        wall,
-                        leader.process_sync,
-                        self._bad_request,
-                    )
-                    for sid, timeout in rd.touches:
-                        seq.touch(sid, now, timeout)
-                    for lk, sid, timeout in rd.revalidate:
-                        metrics.revalidate_count += 1  # LearnerHandler: REVALIDATE
-                        owner = sid_of.get(lk, -2 - lk)
-                        leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
-                applier.finish()
-                peer.host.wake()
-                if rd.role is not None:
-                    return rd.role.reason
-            await peer.wait_kick()
+        # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
+        metrics.proposal_count += len(rd.entries)
+        now = clock.now()
+        # a PROPOSAL or COMMIT goes to every follower: encoded once
+        encoded: dict[int, bytes] = {}
+        for s in rd.messages:
+            link = peer.link(s.link)
+            if link is None:
+                continue
+            packet = s.packet
+            # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
+            if packet.type == PacketType.SNAP:
+                metrics.snap_count += 1
+            elif packet.type in (PacketType.DIFF, PacketType.TRUNC):
+                metrics.diff_count += 1
+            if link.meter is None:
+                sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
+                if sid > 0:
+                    link.meter, link.now = peer.queue_meter(sid), clock.now
+            if link.meter is not None:
+                link.meter.queued(packet.type, now)
+            data = encoded.get(id(packet))
+            if data is None:
+                data = encoded[id(packet)] = encode_packet(packet)
+            link.send(data)
+            if packet.type == PacketType.SNAP:
+                link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
+        for lk, why in rd.close:
+            link = peer.link(lk)
+            if link is not None:
+                log.warning("closing quorum link %d: %s", lk, why)
+                link.close()
+        if rd.last_seen_config is not None:
+            peer.see_config(rd.last_seen_config)
+
+    def _apply(self, plan: Plan) -> None:
+        peer, leader, applier = self.peer, self.leader, self.peer.applier
+        rd = plan.ready
+        clock, metrics = peer.clock, peer.metrics
+        now, wall = clock.now(), clock.wall()
+        committed = applier.committed()
+        if committed:
+            inflight = self.committer.inflight
+            batch = []
+            for e in committed:
+                # the leader's own proposal, else (proposed by an earlier leader and
+                # committed at establishment) decoded from its entry
+                p = inflight.pop(e.zxid, None)
+                if p is None:
+                    p = Proposal(*decode_entry(e.data))
+                # Leader.tryToCommit: QUORUM_ACK_LATENCY (wall ms since the txn's
+                # creation, when not negative); Leader.commit: COMMIT_COUNT
+                metrics.commit_count += 1
+                if wall >= p.hdr.time:
+                    metrics.quorum_ack_latency.add(wall - p.hdr.time)
+                self.requests.committed(p.hdr.zxid)
+                batch.append(p)
+            # the role's sink (not serving until established): apply, answer
+            peer.role.commit(batch, now)
+        for sid, data in rd.acks:
+            # Leader.processAck: ACK_LATENCY{key=sid} (Request.logLatency)
+            made = txn_time(data)
+            if made is not None and wall >= made:
+                metrics.ack_latency.add(str(sid), wall - made)
+        for a in rd.activated:
+            # Leader.tryToCommit of a reconfig: processReconfig (a leader that
+            # designated another one commits nothing more; its followers leave)
+            peer.process_reconfig(a.config, a.leader)
+        if rd.serving is not None:
+            self._establish(rd.serving, now, wall)
+        if self.role is not None:
+            seq = self.role.sequencer
+            # requests and sessions are owned by the learner they came through
+            sid_of = {lk: sid for lk, sid, _, _ in leader.learners()}
+            # a closed link's REQUESTs are dropped (see LearnerRequests)
+            self.requests.waiting.extend(r for r in rd.requests if peer.link(r[0]) is not None)
+            self.requests.feed(
+                leader,
+                seq,
+                sid_of,
+                now,
+                wall,
+                leader.process_sync,
+                self._bad_request,
+            )
+            for sid, timeout in rd.touches:
+                seq.touch(sid, now, timeout)
+            for lk, sid, timeout in rd.revalidate:
+                metrics.revalidate_count += 1  # LearnerHandler: REVALIDATE
+                owner = sid_of.get(lk, -2 - lk)
+                leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
 
     def _bad_request(self, lk: int, e: Exception) -> None:
         log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)

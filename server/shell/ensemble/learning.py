@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 
-from trizk.quorum.zab.applier import decode_entry
+from trizk.quorum.zab.applier import Plan, decode_entry
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zabwire import encode_packet, epoch_of
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
 from trizk.server.shell.ensemble.links import Link, read_link
+from trizk.server.shell.ensemble.pumping import Pump
 from trizk.server.writes.committer import Proposal
 
 __all__ = ["LearnerPump"]
@@ -23,12 +24,13 @@ __all__ = ["LearnerPump"]
 log = logging.getLogger("trizk.quorum")
 
 
-class LearnerPump:
-    """FOLLOWING / OBSERVING: the leader link's reader and the pump; the
+class LearnerPump(Pump):
+    """FOLLOWING / OBSERVING: the leader link's reader and the pump (:class:`~.pumping.Pump`:
+    the leader's packets are handled in the reader's task); the
     :class:`~trizk.server.roles.learning.Learning` role once synced."""
 
     def __init__(self, peer: RolePeer, learner: Learner, link: Link) -> None:
-        self.peer = peer
+        super().__init__(peer)
         self.learner = learner
         self.link = link
         peer.applier.start(learner)
@@ -42,67 +44,60 @@ class LearnerPump:
         reason = await read_link(
             self.link.stream,
             lambda ev: self.learner.step(ev, clock.now()),
-            self.peer.kick,
+            self.run_now,
         )
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 
-    async def pump(self) -> str:
-        """Hand the Learner's Readies through the member's applier (``quorum/zab/applier.py``:
-        send, persist, apply, advance) until the role ends; returns why."""
-        peer, applier = self.peer, self.peer.applier
+    def _links(self) -> list[Link]:
+        return [self.link]
+
+    def _send(self, plan: Plan) -> None:
+        peer, rd = self.peer, plan.ready
+        for s in rd.messages:
+            self.link.send(encode_packet(s.packet))
+        if self.role is not None and not peer.spec.observer and rd.entries:
+            # Follower.processPacket PROPOSAL (broadcast phase): the count, and
+            # PROPOSAL_LATENCY = wall ms since the leader made the txn (if >= 0)
+            metrics, wall = peer.metrics, peer.clock.wall()
+            for e in rd.entries:
+                metrics.learner_proposal_received_count += 1
+                made = txn_time(e.data)
+                if made is not None and wall >= made:
+                    metrics.proposal_latency.add(wall - made)
+        if rd.last_seen_config is not None:
+            peer.see_config(rd.last_seen_config)
+
+    def _apply(self, plan: Plan) -> None:
+        # (the pass advanced earlier appends first: their ACKs precede this Ready's; an ACK
+        # of NEWLEADER is the one packet LearnerHandler reads after sending it)
+        peer, applier, rd = self.peer, self.peer.applier, plan.ready
         clock, metrics = peer.clock, peer.metrics
-        while True:
-            peer.advance_durable()  # ACKs, now that the proposals are durable
-            while (plan := applier.take()) is not None:
-                rd = plan.ready
-                for s in rd.messages:
-                    self.link.send(encode_packet(s.packet))
-                wall = clock.wall()
-                if self.role is not None and not peer.spec.observer:
-                    # Follower.processPacket PROPOSAL (broadcast phase): the count, and
-                    # PROPOSAL_LATENCY = wall ms since the leader made the txn (if >= 0)
-                    for e in rd.entries:
-                        metrics.learner_proposal_received_count += 1
-                        made = txn_time(e.data)
-                        if made is not None and wall >= made:
-                            metrics.proposal_latency.add(wall - made)
-                if rd.last_seen_config is not None:
-                    peer.see_config(rd.last_seen_config)
-                await peer.persist(plan)
-                # earlier appends first: their ACKs precede this Ready's (an ACK of
-                # NEWLEADER is the one packet LearnerHandler reads after sending it)
-                peer.advance_durable()
-                now, wall = clock.now(), clock.wall()
-                committed = applier.committed()
-                if committed:
-                    batch = [Proposal(*decode_entry(e.data)) for e in committed]
-                    if self.role is not None:
-                        for p in batch:
-                            # COMMIT (INFORM on an observer): LEARNER_COMMIT_RECEIVED_COUNT,
-                            # COMMIT_PROPAGATION_LATENCY (Request.logLatency)
-                            metrics.learner_commit_received_count += 1
-                            if wall >= p.hdr.time:
-                                metrics.commit_propagation_latency.add(wall - p.hdr.time)
-                    # the role's sink (not serving until synced): apply, answer
-                    peer.role.commit(batch, now)
-                for a in rd.activated:
-                    # Follower/Observer.processPacket COMMITANDACTIVATE / INFORMANDACTIVATE
-                    if peer.process_reconfig(a.config, a.leader):
-                        self.learner.reconfigured("changes proposed in reconfig")
-                if rd.serving is not None:
-                    self._serve(rd.serving, wall)
-                role = self.role
-                if role is not None:
-                    for sid, valid in rd.revalidated:
-                        role.path.revalidated(sid, valid)
-                    for _ in range(rd.synced):
-                        role.front.on_synced(now)
-                applier.finish()
-                peer.host.wake()
-                if rd.role is not None:
-                    return rd.role.reason
-            await peer.wait_kick()
+        now, wall = clock.now(), clock.wall()
+        committed = applier.committed()
+        if committed:
+            batch = [Proposal(*decode_entry(e.data)) for e in committed]
+            if self.role is not None:
+                for p in batch:
+                    # COMMIT (INFORM on an observer): LEARNER_COMMIT_RECEIVED_COUNT,
+                    # COMMIT_PROPAGATION_LATENCY (Request.logLatency)
+                    metrics.learner_commit_received_count += 1
+                    if wall >= p.hdr.time:
+                        metrics.commit_propagation_latency.add(wall - p.hdr.time)
+            # the role's sink (not serving until synced): apply, answer
+            peer.role.commit(batch, now)
+        for a in rd.activated:
+            # Follower/Observer.processPacket COMMITANDACTIVATE / INFORMANDACTIVATE
+            if peer.process_reconfig(a.config, a.leader):
+                self.learner.reconfigured("changes proposed in reconfig")
+        if rd.serving is not None:
+            self._serve(rd.serving, wall)
+        role = self.role
+        if role is not None:
+            for sid, valid in rd.revalidated:
+                role.path.revalidated(sid, valid)
+            for _ in range(rd.synced):
+                role.front.on_synced(now)
 
     def _serve(self, zxid: int, wall: int) -> None:
         peer = self.peer

@@ -12,6 +12,7 @@ machine; a peer that sends bytes that cannot be a quorum stream loses its link.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -90,7 +91,16 @@ class QueueMeter:
 
 
 class Link:
-    """A quorum-port connection's output: packets queued by the pump, sent by one task."""
+    """A quorum-port connection's output: packets queued by the pump, sent inline or by one
+    task.
+
+    On a plain TCP link (a :class:`trio.SocketStream`) :meth:`send` writes at once with one
+    non-blocking ``write`` while nothing is queued or being sent: a PROPOSAL, ACK or COMMIT
+    leaves in the pump's own pass, as a LearnerHandler's sender thread writes what it takes
+    from its queue, instead of a task switch per packet to the writer (measured: the writer
+    task woke 0.1-0.5 ms after the pump queued, on a loaded 2-core machine). What the socket
+    does not take, and everything on a TLS or SASL-wrapped link, goes out through
+    :meth:`writer` in queue order (only one of the two writes at a time)."""
 
     def __init__(self, link: int, stream: trio.abc.Stream) -> None:
         self.link = link
@@ -101,15 +111,68 @@ class Link:
         #: the leader's measure of this learner's queue (once its sid is known)
         self.meter: QueueMeter | None = None
         self.now: Callable[[], int] | None = None
+        #: the socket written inline (None: a wrapped stream, only the writer task writes)
+        self._socket = stream.socket if type(stream) is trio.SocketStream else None
+        #: the writer task is inside ``send_all`` (inline writes would interleave)
+        self._sending = False
+        #: sends are gathered until :meth:`uncork`
+        self._corked = False
 
     def send(self, data: bytes) -> None:
         if self.closed:
             return
+        if self._corked or self.out or self._sending or self._socket is None:
+            self._queue(data)
+        else:
+            self._write(data)
+
+    def cork(self) -> None:
+        """Until :meth:`uncork`, gather what is sent: a pump pass's packets (the PROPOSALs and
+        COMMITs of several Readies, a learner's ACKs) leave in one write, as a
+        LearnerHandler's buffered stream flushes once its queue is empty."""
+        self._corked = True
+
+    def uncork(self) -> None:
+        self._corked = False
+        if not self.out or self.closed:
+            return
+        if self._socket is not None and not self._sending:
+            data = bytes(self.out)
+            self.out.clear()
+            self._write(data)
+        else:
+            self.ready.set()
+
+    def _write(self, data: bytes) -> None:
+        """Write inline (nothing queued, nothing being sent); queue what the socket did not
+        take."""
+        sock = self._socket
+        assert sock is not None
+        # (fileno() is -1 once the socket is closed: its number may belong to another file)
+        fd = sock.fileno()
+        if fd < 0:
+            self._queue(data)
+            return
+        try:
+            n = os.write(fd, data)
+        except BlockingIOError:
+            n = 0
+        except OSError as e:  # the reader sees the link end too
+            log.info("quorum link %d: send failed (%s)", self.link, e)
+            self.close()
+            return
+        if self.meter is not None and self.now is not None:
+            self.meter.taken(self.now())
+        if n < len(data):
+            self._queue(data[n:])
+
+    def _queue(self, data: bytes) -> None:
         self.out += data
         if len(self.out) > LINK_OUTPUT_LIMIT:
             log.warning("quorum link %d: %d bytes unsent, closing it", self.link, len(self.out))
             self.close()
-        self.ready.set()
+        if not self._corked:
+            self.ready.set()
 
     def close(self) -> None:
         self.closed = True
@@ -123,7 +186,11 @@ class Link:
                     self.out.clear()
                     if self.meter is not None and self.now is not None:
                         self.meter.taken(self.now())
-                    await self.stream.send_all(data)
+                    self._sending = True
+                    try:
+                        await self.stream.send_all(data)
+                    finally:
+                        self._sending = False
                     continue
                 if self.closed:
                     return

@@ -34,7 +34,9 @@ log, ``install(role)`` and ``wake()``). The pumps hand each Ready's committed tx
 order, to the installed role's sink (``Role.commit``), which applies them to the replica and
 answers them.
 
-Each role is driven by one *pump* task in the Ready order the Zab machines require: send the
+Each role is driven by one *pump* (:mod:`.pumping`: run in the task that gave the machine work
+-- a link's reader, the txn log's syncer, the client poller -- or in the pump task for kicks
+and barriers) in the Ready order the Zab machines require: send the
 messages (none of them waits for this Ready's persistence: what promises durability only comes
 out of ``advance``), persist (epoch files, TRUNC, SNAP install, snapshot, txn log append +
 fsync), apply the committed txns (the role's sink), then ``advance``. Readers feed packets in
@@ -133,8 +135,9 @@ class QuorumPeer:
         #: synced; committed txns go to its sink (:meth:`Role.commit`)
         self.role: Role = roles.not_serving()
         self.persistence = host.persistence
-        # a sync that returned may let a pump send its ACKs
-        self.persistence.on_durable = self.kick
+        # a sync that returned may let a pump send its ACKs: they leave from the syncer's
+        # task (pumping.py)
+        self.persistence.on_durable = self.run_pump
         assert self.persistence.replica is not None, "load() first"
         self.replica: Replica = self.persistence.replica
         self.epoch_dir: Path = self.persistence.settings.snap_dir
@@ -175,6 +178,8 @@ class QuorumPeer:
         if self.configs is not None:
             self.election.on_config = self._notified_config
         self._kick = trio.Event()
+        #: the client poller's pass is under way (kicks wait for its end: end_client_pass)
+        self._client_pass = False
         self._pump: LeaderPump | LearnerPump | None = None
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
         #: it keeps the committed log (a leader's DIFFs) and the txns logged but not applied
@@ -402,7 +407,34 @@ class QuorumPeer:
         )
 
     def kick(self) -> None:
+        if self._client_pass:
+            return  # end_client_pass runs the pump
+        pump = self._pump
+        if pump is not None and pump.passing:
+            # a pass under way takes every Ready the kicker made before it ends (no wake-up
+            # of the pump task for nothing, one per pass: the front end's flush kicks)
+            return
         self._kick.set()
+
+    def begin_client_pass(self) -> None:
+        """The client poller begins a pass: what it kicks is handled when it ends."""
+        self._client_pass = True
+
+    def end_client_pass(self) -> None:
+        """The client poller's pass ended: the Readies its clients' requests made (a
+        learner's REQUESTs, session touches) are handled now, in the poller's task -- one pass
+        of the pump for the poller's pass, not a wake-up of the pump task per client frame."""
+        self._client_pass = False
+        self.run_pump()
+
+    def run_pump(self) -> None:
+        """Handle the role's Readies now, in the caller's task (a sync returned, a poller's
+        pass ended: :meth:`.pumping.Pump.run_now`); no role: a kick."""
+        pump = self._pump
+        if pump is not None:
+            pump.run_now()
+        else:
+            self.kick()
 
     # ------------------------------------------------------------------ four-letter words
     def role_metrics(self) -> list[tuple[str, str, int | float | str]]:
@@ -487,6 +519,10 @@ class QuorumPeer:
     def link(self, lk: int) -> Link | None:
         """Link ``lk``, if it is still open."""
         return self._links.get(lk)
+
+    def links(self) -> list[Link]:
+        """The open quorum links (a leader's learners)."""
+        return list(self._links.values())
 
     def remove_link(self, lk: int) -> None:
         self._links.pop(lk, None)
@@ -639,27 +675,31 @@ class QuorumPeer:
             self.kick()
 
     # ------------------------------------------------------------------ the applier's disk
-    async def persist(self, plan: Plan) -> None:
-        """A plan's persistence on the data directory (the applier's host, both roles).
-
-        A pipelined plan (a broadcast Ready: txn entries, nothing else to persist) only
-        *appends* its entries: the pump goes on while the sync thread makes them durable, and
-        :meth:`advance_durable` advances them once their sync has returned -- so the leader
-        keeps proposing, and a learner keeps logging, during an fsync (ZooKeeper's
-        SyncRequestProcessor runs beside the proposal flow the same way). A barrier waits for
-        every append before it to be durable and performs its steps whole, in order: an ACK
-        of NEWLEADER still follows the durability of the txns synced before it."""
-        persistence = self.persistence
+    def append(self, plan: Plan) -> None:
+        """A pipelined plan's persistence (a broadcast Ready: txn entries, nothing else to
+        persist): its entries are only *appended*; the pump goes on while the fsync helper
+        makes them durable, and :meth:`advance_durable` advances them once their sync has
+        returned -- so the leader keeps proposing, and a learner keeps logging, during an
+        fsync (ZooKeeper's SyncRequestProcessor runs beside the proposal flow the same way)."""
         # SyncRequestProcessor.processRequest, for every txn a member logs
         self.metrics.sync_processor_request_queued += len(plan.ready.entries)
+        if plan.append:
+            entries = plan.append
+            number = self.persistence.append_entries([(e.zxid, e.data) for e in entries])
+            self.applier.persisted(number)
+        else:
+            self.applier.persisted()
+
+    async def persist(self, plan: Plan) -> None:
+        """A barrier plan's persistence on the data directory (the applier's host, both
+        roles): it waits for every append before it to be durable and performs its steps
+        whole, in order: an ACK of NEWLEADER still follows the durability of the txns synced
+        before it. (A pipelined plan: :meth:`append`.)"""
         if not plan.barrier:
-            if plan.append:
-                number = persistence.append_entries([(e.zxid, e.data) for e in plan.append])
-                self.applier.persisted(number)
-            else:
-                self.applier.persisted()
+            self.append(plan)
             return
-        await persistence.durable()
+        self.metrics.sync_processor_request_queued += len(plan.ready.entries)
+        await self.persistence.durable()
         for step in plan.steps:
             await self._perform(step)
         self.applier.persisted()

@@ -1,0 +1,277 @@
+"""Quorum links' output and the pumps' shared pass, on real sockets.
+
+* :class:`~trizk.server.shell.ensemble.links.Link` writes a packet inline on a plain TCP link
+  when nothing is queued or being sent; what the socket does not take, and everything on a
+  wrapped stream, goes through the writer task; corked, a pass's packets leave in one write;
+  whatever the path, the bytes arrive whole and in order.
+* :class:`~trizk.server.shell.ensemble.pumping.Pump` handles Readies in the caller's task, never
+  re-entered, leaves barriers to the pump task, and hands an exception met in another task to
+  the pump task.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from trizk.quorum.zab.applier import Plan, ReadyApplier
+from trizk.quorum.zab.zab import Entry, Ready
+from trizk.server.shell.ensemble.links import Link
+from trizk.server.shell.ensemble.pumping import Pump
+from trizk.server.shell.streams import ReplayStream
+
+DEADLINE = 10.0
+
+
+async def _pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    client = await trio.open_tcp_stream("127.0.0.1", port)
+    server = await listeners[0].accept()
+    for lst in listeners:
+        await lst.aclose()
+    return client, server
+
+
+async def _receive(stream: trio.abc.ReceiveStream, n: int) -> bytes:
+    got = bytearray()
+    while len(got) < n:
+        chunk = await stream.receive_some(65536)
+        assert chunk, "closed early"
+        got += chunk
+    return bytes(got)
+
+
+async def test_a_packet_on_a_plain_link_is_written_inline() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, a)
+        link.send(b"proposal")
+        # no writer task runs: the bytes left in send()
+        assert not link.out
+        assert await _receive(b, 8) == b"proposal"
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_corked_sends_leave_in_one_write_on_uncork() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, a)
+        link.cork()
+        link.send(b"one,")
+        link.send(b"two,")
+        assert link.out == b"one,two,"
+        link.uncork()
+        assert not link.out
+        link.send(b"three")
+        assert await _receive(b, 13) == b"one,two,three"
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_what_the_socket_does_not_take_goes_through_the_writer_in_order() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, a)
+        big = bytes(range(256)) * 40_000  # ~10 MB: more than the socket buffers hold
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.writer)
+            link.send(big)
+            assert link.out  # the rest is queued for the writer
+            link.send(b"after")  # queued behind it, never written inline before it
+            got = await _receive(b, len(big) + 5)
+            assert got == big + b"after"
+            link.close()
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_wrapped_stream_is_written_by_the_writer_task() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, ReplayStream(a, b""))
+        link.send(b"sasl")
+        assert link.out == b"sasl"  # never written inline on a wrapped stream
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.writer)
+            assert await _receive(b, 4) == b"sasl"
+            link.close()
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_closed_socket_is_never_written_inline() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, a)
+        await a.aclose()
+        link.send(b"late")  # fileno() is -1: queued, not written to a reused number
+        assert link.out == b"late"
+        await b.aclose()
+
+
+async def test_a_broken_link_is_closed_by_an_inline_write() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, a)
+        # SO_LINGER 0: closing sends an RST, which loopback delivers before aclose returns
+        b.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await b.aclose()
+        link.send(b"x" * 1000)
+        assert link.closed
+        await a.aclose()
+
+
+# ---------------------------------------------------------------------------------- the pass
+
+
+class _Machine:
+    """A Zab machine stand-in: Readies queued by the test, advances recorded."""
+
+    def __init__(self) -> None:
+        self.readies: deque[Ready] = deque()
+        self.advanced: list[Ready] = []
+
+    def has_ready(self) -> bool:
+        return bool(self.readies)
+
+    def ready(self) -> Ready:
+        return self.readies.popleft()
+
+    def advance(self, rd: Ready) -> None:
+        self.advanced.append(rd)
+
+
+class _Peer:
+    """The RolePeer parts a pass uses."""
+
+    def __init__(self) -> None:
+        self.applier = ReadyApplier()
+        self.kicks = 0
+        self.kicked = trio.Event()
+        self.appended: list[Plan] = []
+        self.persisted: list[Plan] = []
+        self.gate = trio.Event()
+        self.host = self
+
+    def kick(self) -> None:
+        self.kicks += 1
+        self.kicked.set()
+
+    async def wait_kick(self) -> None:
+        await self.kicked.wait()
+        self.kicked = trio.Event()
+
+    def wake(self) -> None:
+        pass
+
+    def advance_durable(self) -> None:
+        self.applier.synced(1 << 60)
+
+    def append(self, plan: Plan) -> None:
+        self.appended.append(plan)
+        self.applier.persisted(len(self.appended) if plan.append else None)
+
+    async def persist(self, plan: Plan) -> None:
+        await self.gate.wait()
+        self.persisted.append(plan)
+        self.applier.persisted()
+
+
+class _Pump(Pump):
+    def __init__(self, peer: Any) -> None:
+        super().__init__(peer)
+        self.sent: list[Ready] = []
+        self.applied: list[Ready] = []
+        self.fail: Exception | None = None
+        self.reenter = False
+
+    def _links(self) -> list[Link]:
+        return []
+
+    def _send(self, plan: Plan) -> None:
+        self.sent.append(plan.ready)
+        if self.reenter:
+            self.run_now()  # a pass is never re-entered: this only kicks
+
+    def _apply(self, plan: Plan) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.applied.append(plan.ready)
+
+
+def _entries(z: int) -> Ready:
+    return Ready(entries=[Entry(z, b"txn")])
+
+
+async def test_run_now_handles_readies_in_the_callers_task_and_only_kicks_when_it_cannot() -> None:
+    with trio.fail_after(DEADLINE):
+        peer = _Peer()
+        machine = _Machine()
+        peer.applier.start(machine)
+        pump = _Pump(peer)
+        machine.readies.append(_entries(1))
+        pump.run_now()  # the pump task is not running: a kick, nothing handled
+        assert peer.kicks == 1 and not pump.sent
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump.pump)
+            await trio.testing.wait_all_tasks_blocked()
+            assert [r.entries[0].zxid for r in pump.applied] == [1]
+            kicks = peer.kicks
+            machine.readies.append(_entries(2))
+            pump.reenter = True
+            pump.run_now()  # handled here, at once; the re-entry from _send only kicked
+            assert [r.entries[0].zxid for r in pump.applied] == [1, 2]
+            assert peer.kicks == kicks + 1
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_barrier_is_left_to_the_pump_task() -> None:
+    with trio.fail_after(DEADLINE):
+        peer = _Peer()
+        machine = _Machine()
+        peer.applier.start(machine)
+        pump = _Pump(peer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump.pump)
+            await trio.testing.wait_all_tasks_blocked()
+            machine.readies.append(Ready(current_epoch=3))
+            machine.readies.append(_entries(5))
+            pump.run_now()
+            # the barrier's messages went out; its persistence waits in the pump task
+            assert len(pump.sent) == 1 and not pump.applied
+            await trio.testing.wait_all_tasks_blocked()
+            pump.run_now()  # meanwhile: nothing taken behind the barrier
+            assert len(pump.sent) == 1
+            peer.gate.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(peer.persisted) == 1
+            assert [r.current_epoch for r in pump.applied] == [3, None]
+            assert pump.applied[1].entries[0].zxid == 5
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_error_in_another_tasks_pass_is_raised_by_the_pump_task() -> None:
+    with trio.fail_after(DEADLINE):
+        peer = _Peer()
+        machine = _Machine()
+        peer.applier.start(machine)
+        pump = _Pump(peer)
+
+        async def fail_from_another_task() -> None:
+            await trio.testing.wait_all_tasks_blocked()
+            pump.fail = OSError("disk gone")
+            machine.readies.append(_entries(1))
+            pump.run_now()  # does not raise here, in the caller's task
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fail_from_another_task)
+            with pytest.raises(OSError, match="disk gone"):
+                await pump.pump()
