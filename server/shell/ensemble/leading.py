@@ -33,6 +33,7 @@ from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.links import read_link, until_done
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
+from trizk.server.shell.ensemble.testhook import LeaderHold
 from trizk.server.shell.streams import ReplayStream
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
@@ -143,6 +144,9 @@ class LeaderPump:
         #: the role served once established (None before)
         self.role: Leading | None = None
         self.established_at: int | None = None
+        hold = peer.spec.reconfig_hold
+        #: the test-only reconfig hold (:mod:`.testhook`), when set for a leader
+        self.hold = LeaderHold(hold) if hold is not None and hold.role == "leader" else None
         peer.applier.start(leader)
         self.requests = LearnerRequests(
             leader_outstanding_limit(
@@ -174,6 +178,8 @@ class LeaderPump:
 
         def step(ev: StreamEvent) -> None:
             if isinstance(ev, r.QuorumPacket):  # learners send no snapshots
+                if self.hold is not None:
+                    self.hold.acked(self._sid_of(link.link), ev)
                 self.leader.step(link.link, ev, clock.now())
 
         try:
@@ -209,6 +215,10 @@ class LeaderPump:
                     link = peer.link(s.link)
                     if link is None:
                         continue
+                    if self.hold is not None and not self.hold.send(
+                        self._sid_of(s.link), s.packet, self.role is not None
+                    ):
+                        continue
                     # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
                     if s.packet.type == PacketType.SNAP:
                         metrics.snap_count += 1
@@ -231,6 +241,8 @@ class LeaderPump:
                 if rd.last_seen_config is not None:
                     peer.see_config(rd.last_seen_config)
                 await peer.persist(plan)
+                if self.hold is not None:
+                    self.hold.persisted([e.zxid for e in rd.entries])
                 peer.advance_durable()  # earlier appends first: ACKs in zxid order
                 now, wall = clock.now(), clock.wall()
                 committed = applier.committed()
@@ -291,6 +303,10 @@ class LeaderPump:
                 if rd.role is not None:
                     return rd.role.reason
             await peer.wait_kick()
+
+    def _sid_of(self, lk: int) -> int:
+        """The sid of the learner on link ``lk`` (0 before its FOLLOWERINFO)."""
+        return next((sid for k, sid, _, _ in self.leader.learners() if k == lk), 0)
 
     def _bad_request(self, lk: int, e: Exception) -> None:
         log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 
+from trizk.jute import records as r
 from trizk.quorum.zab.applier import decode_entry
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zabwire import encode_packet, epoch_of
+from trizk.quorum.zab.zabwire import StreamEvent, encode_packet, epoch_of
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
 from trizk.server.shell.ensemble.links import Link, read_link
+from trizk.server.shell.ensemble.testhook import FollowerHold
 from trizk.server.writes.committer import Proposal
 
 __all__ = ["LearnerPump"]
@@ -36,14 +38,28 @@ class LearnerPump:
         self.role: Learning | None = None
         #: when the sync with the leader began (its link connected)
         self.sync_started = 0
+        hold = peer.spec.reconfig_hold
+        #: the test-only reconfig hold (:mod:`.testhook`), when set for a follower
+        self.hold = (
+            FollowerHold(hold)
+            if hold is not None and hold.role == "follower" and not peer.spec.observer
+            else None
+        )
 
     async def reader(self) -> None:
         clock = self.peer.clock
-        reason = await read_link(
-            self.link.stream,
-            lambda ev: self.learner.step(ev, clock.now()),
-            self.peer.kick,
-        )
+        hold = self.hold
+
+        def step(ev: StreamEvent) -> None:
+            if (
+                hold is not None
+                and isinstance(ev, r.QuorumPacket)
+                and not hold.receive(ev, self.role is not None)
+            ):
+                return
+            self.learner.step(ev, clock.now())
+
+        reason = await read_link(self.link.stream, step, self.peer.kick)
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 
@@ -56,8 +72,9 @@ class LearnerPump:
             peer.advance_durable()  # ACKs, now that the proposals are durable
             while (plan := applier.take()) is not None:
                 rd = plan.ready
-                for s in rd.messages:
-                    self.link.send(encode_packet(s.packet))
+                if self.hold is None or self.hold.sends():
+                    for s in rd.messages:
+                        self.link.send(encode_packet(s.packet))
                 wall = clock.wall()
                 if self.role is not None and not peer.spec.observer:
                     # Follower.processPacket PROPOSAL (broadcast phase): the count, and
@@ -70,6 +87,8 @@ class LearnerPump:
                 if rd.last_seen_config is not None:
                     peer.see_config(rd.last_seen_config)
                 await peer.persist(plan)
+                if self.hold is not None:
+                    self.hold.persisted([e.zxid for e in rd.entries])
                 # earlier appends first: their ACKs precede this Ready's (an ACK of
                 # NEWLEADER is the one packet LearnerHandler reads after sending it)
                 peer.advance_durable()

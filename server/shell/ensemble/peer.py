@@ -126,6 +126,12 @@ class QuorumPeer:
         self.clock = host.clock
         self.metrics = host.server_metrics
         self.spec = spec
+        if spec.reconfig_hold is not None:
+            log.warning(
+                "TEST HOOK ON: trizk.test.reconfigHold=%s holds a reconfig proposal "
+                "(for tests only, never in production)",
+                spec.reconfig_hold,
+            )
         self.core_config = core_config
         #: builds the role served once a Zab role is established (or synced)
         self.roles = roles
