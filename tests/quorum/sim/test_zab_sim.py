@@ -116,10 +116,13 @@ REGRESSIONS: list[tuple[str, int]] = [
     # a leader paused with its NEWLEADER ACKs queued was established (on resume) after a later
     # epoch had committed: Zab asks its history to hold only the earlier epochs' txns
     ("3+1-pause", 1232),
+    # a leader restarted with a .next configuration whose reconfig txn it never made durable
+    # (ZooKeeper writes the file when the proposal arrives) activates it when established, as
+    # ZooKeeper does: no commit of a txn, which the commit check must tell apart
+    ("3+2-voters", 65),
     # a new leader that had logged an uncommitted reconfig was established on NEWLEADER ACKs
     # of the old configuration's quorum alone, committing the reconfig without a quorum of
     # the new one: now NEWLEADER waits for both (Leader.lead's newLeaderProposal)
-    ("3+2-voters", 65),
     ("3+2-voters", 67),
 ]
 
