@@ -71,9 +71,11 @@ Invariants checked (AssertionError with the seed's trace)
 * reconfig: one configuration per version everywhere; a reconfig's commit (its first
   activation by a commit: the leader's, COMMITANDACTIVATE / INFORMANDACTIVATE, a new leader's
   establishment) finds the txn durable on a quorum of the *new* configuration's voters (the
-  old one's is every commit's). UPTODATE's activation of NEWLEADER's configuration is not a
-  commit: like ZooKeeper's learner, trizk's activates the leader's last seen configuration,
-  which may still be in flight.
+  old one's is every commit's). Two activations are no commit of a txn, as in ZooKeeper:
+  UPTODATE's of NEWLEADER's configuration (the leader's last seen one, which may still be in
+  flight), and a new leader's of a last seen configuration whose txn it never made durable
+  (the ``.next`` file is written when the proposal arrives; counted as "configs activated
+  from .next alone").
 """
 
 from __future__ import annotations
