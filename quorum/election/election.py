@@ -297,6 +297,20 @@ class FastLeaderElection:
         self._run_loopback(now, loop, out)
         return out
 
+    def designate(self, leader: int, zxid: int) -> Decision:
+        """A committed reconfig designated ``leader`` (``QuorumPeer.processReconfig`` ->
+        ``updateVote``, then ``updateServerState`` when the role ends): no election; the vote
+        becomes ``Vote(leader, zxid)`` (epochs -1, as Java's two-argument Vote) and the state
+        follows from it -- LEADING if it is us, else FOLLOWING or OBSERVING."""
+        self.state = ServerState.LEADING if leader == self.myid else self._learning_state()
+        self.looking = False
+        self.finalizing = False
+        self.deadline = None
+        self._recvset.clear()
+        self._outofelection.clear()
+        self.current_vote = Vote(leader, zxid, -1, -1)
+        return Decision(self.state, self.current_vote)
+
     def update_peer_epoch(self, epoch: int) -> None:
         """QuorumPeer.updateElectionVote after sync: decided members answer with the new
         epoch."""

@@ -536,12 +536,17 @@ class Leader(ReadyOutbox):
             return
         if zxid != make_zxid(self.epoch, 0):
             return  # "NEWLEADER ACK from sid ... is from a different epoch"
-        if self.quorum.is_participant(sid):
+        # Leader.lead: newLeaderProposal holds the committed verifier and, when newer, the last
+        # seen one -- a reconfig this leader logged that nobody committed; the epoch's history
+        # commits it, so a quorum of that configuration must be synced too (hasAllQuorums)
+        seen = self.last_seen if self._reconfig_in_flight() else None
+        if self.quorum.is_participant(sid) or (seen is not None and sid in seen.voting_members):
             self._newleader_acks.add(sid)
         if (
             self.current_epoch == self.epoch
             and self.sid in self._newleader_acks
             and self.quorum.contains_quorum(self._newleader_acks)
+            and (seen is None or seen.contains_quorum(self._newleader_acks))
         ):
             self._start()
 

@@ -381,6 +381,13 @@ class ElectionPort:
         assert self.decision is not None
         return self.decision
 
+    def designate(self, leader: int, zxid: int) -> Decision:
+        """No election: the leader a committed reconfig designated (``updateServerState``)."""
+        self.decision = self.election.designate(leader, zxid)
+        self._decided = trio.Event()
+        self._decided.set()
+        return self.decision
+
     def update_peer_epoch(self, epoch: int) -> None:
         self.election.update_peer_epoch(epoch)
 

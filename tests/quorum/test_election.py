@@ -258,3 +258,21 @@ def test_any_input_sequence_keeps_the_rules(myid: int, steps: list) -> None:
                 assert d.state == ServerState.OBSERVING
         if fle.looking:
             assert fle.deadline is not None  # a shell always has a time to call tick at
+
+
+def test_a_designated_leader_is_followed_without_an_election() -> None:
+    """QuorumPeer.processReconfig -> updateVote(designated, zxid), then updateServerState:
+    FOLLOWING (or LEADING when designated) at once; the vote a LOOKING member then hears is
+    Java's two-argument Vote (epochs -1) until the sync updates its peer epoch."""
+    fle = started(1, zxid=0x100000009)
+    d = fle.designate(2, 0x100000007)
+    assert (d.state, d.vote) == (ServerState.FOLLOWING, Vote(2, 0x100000007, -1, -1))
+    assert not fle.looking and fle.deadline is None
+    fle.update_peer_epoch(2)
+    out = fle.on_notification(300, 3, note(L, 3, 0x100000001, 7, 1))
+    assert [(s.to, s.notification) for s in out.sends] == [(3, note(F, 2, 0x100000007, -1, 2))]
+    assert FastLeaderElection(2, VIEW).designate(2, 5).state == ServerState.LEADING
+    # a member in no line of the configuration follows as a non-voting participant
+    view = ElectionView(frozenset({1, 2, 3}), b"version=0", observers=frozenset({4}))
+    assert FastLeaderElection(7, view).designate(2, 5).state == ServerState.FOLLOWING
+    assert FastLeaderElection(4, view).designate(2, 5).state == ServerState.OBSERVING

@@ -126,3 +126,19 @@ def test_designated_leader_acked_the_most_of_what_follows() -> None:
     net.pump()
     assert net.sides[1].applied == [z]  # then 3 is designated: z + 1 is its to commit
     assert activations(net, 1)[0].leader == 3
+
+
+def test_newleader_needs_a_quorum_of_the_last_seen_configuration_too() -> None:
+    """Leader.lead: ``newLeaderProposal`` holds the committed verifier and, when newer, the
+    last seen one (a reconfig the new leader logged and nobody committed): establishing the
+    epoch commits that reconfig, so a quorum of the proposed configuration must be synced."""
+    net = Net(3, 1)
+    net.leader.verifier = config((1, 2, 3), 0x100000000)
+    net.leader.last_seen = config((1, 2), 0x100000005)
+    net.connect(3, 4)
+    net.pump()
+    # 1 and 3 are a quorum of {1,2,3}, not of {1,2}
+    assert not net.leader.established
+    net.connect(2)
+    net.pump()
+    assert net.leader.established

@@ -4,8 +4,8 @@ with ``reconfigEnabled=true``), driven by kazoo's ``client.reconfig`` as the sup
 * refusals: no super → NOAUTH; a stale ``from_config`` → BADVERSION; a bad joiner →
   BADARGUMENTS; an observer that never starts added and removed (kazoo's TestReconfig);
 * a follower removed (it stays up as a non-voting follower), a write, the follower added back;
-* the leader removed: the remaining two go on with a leader of theirs (the designated one, or
-  one they elect), and take writes;
+* the leader removed: the remaining two go on with the leader the reconfig designated,
+  without an election (trizk members log it), and take writes;
 * the whole membership set back non-incrementally.
 
 After each step every voting member shows the same ``/zookeeper/config`` (the new
@@ -174,6 +174,14 @@ def run_scenario(ens: MemberSet) -> dict[str, Any]:
         assert set(text.splitlines()[:-1]) == {lines[s] for s in rest}
         agree(ens, rest, {lines[s] for s in rest})
         until("a new leader", lambda: ens.leader() in rest)
+        # the reconfig designated a leader: the others go to it without an election
+        # (QuorumPeer.processReconfig's updateVote, updateServerState), trizk as ZooKeeper
+        for s in rest:
+            if ens.members[s].kind == "trizk":
+                until(
+                    f"member {s} handed over without an election",
+                    lambda s=s: "without an election" in ens.members[s].log_path.read_text(),
+                )
         zk.retry(zk.create, "/after-leader-left", b"3")
 
         # everyone back, non-incrementally

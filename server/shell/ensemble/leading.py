@@ -34,6 +34,7 @@ from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.links import Link, read_link, until_done
 from trizk.server.shell.ensemble.pumping import Pump
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
+from trizk.server.shell.ensemble.testhook import LeaderHold
 from trizk.server.shell.streams import ReplayStream
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
@@ -145,6 +146,9 @@ class LeaderPump(Pump):
         #: the role served once established (None before)
         self.role: Leading | None = None
         self.established_at: int | None = None
+        hold = peer.spec.reconfig_hold
+        #: the test-only reconfig hold (:mod:`.testhook`), when set for a leader
+        self.hold = LeaderHold(hold) if hold is not None and hold.role == "leader" else None
         peer.applier.start(leader)
         self.requests = LearnerRequests(
             leader_outstanding_limit(
@@ -176,6 +180,8 @@ class LeaderPump(Pump):
 
         def step(ev: StreamEvent) -> None:
             if isinstance(ev, r.QuorumPacket):  # learners send no snapshots
+                if self.hold is not None:
+                    self.hold.acked(self._sid_of(link.link), ev)
                 self.leader.step(link.link, ev, clock.now())
 
         try:
@@ -209,6 +215,10 @@ class LeaderPump(Pump):
             link = peer.link(s.link)
             if link is None:
                 continue
+            if self.hold is not None and not self.hold.send(
+                self._sid_of(s.link), s.packet, self.role is not None
+            ):
+                continue
             packet = s.packet
             # LearnerHandler.syncFollower: SNAP_COUNT, or DIFF_COUNT (DIFF or TRUNC)
             if packet.type == PacketType.SNAP:
@@ -238,6 +248,8 @@ class LeaderPump(Pump):
     def _apply(self, plan: Plan) -> None:
         peer, leader, applier = self.peer, self.leader, self.peer.applier
         rd = plan.ready
+        if self.hold is not None:
+            self.hold.persisted([e.zxid for e in rd.entries])
         clock, metrics = peer.clock, peer.metrics
         now, wall = clock.now(), clock.wall()
         committed = applier.committed()
@@ -291,6 +303,10 @@ class LeaderPump(Pump):
                 metrics.revalidate_count += 1  # LearnerHandler: REVALIDATE
                 owner = sid_of.get(lk, -2 - lk)
                 leader.revalidated(lk, sid, seq.revalidate_for(sid, timeout, now, owner))
+
+    def _sid_of(self, lk: int) -> int:
+        """The sid of the learner on link ``lk`` (0 before its FOLLOWERINFO)."""
+        return next((sid for k, sid, _, _ in self.leader.learners() if k == lk), 0)
 
     def _bad_request(self, lk: int, e: Exception) -> None:
         log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)

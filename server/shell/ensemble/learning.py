@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import logging
 
+from trizk.jute import records as r
 from trizk.quorum.zab.applier import Plan, decode_entry
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zabwire import encode_packet, epoch_of
+from trizk.quorum.zab.zabwire import StreamEvent, encode_packet, epoch_of
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
 from trizk.server.shell.ensemble.links import Link, read_link
 from trizk.server.shell.ensemble.pumping import Pump
+from trizk.server.shell.ensemble.testhook import FollowerHold
 from trizk.server.writes.committer import Proposal
 
 __all__ = ["LearnerPump"]
@@ -38,14 +40,28 @@ class LearnerPump(Pump):
         self.role: Learning | None = None
         #: when the sync with the leader began (its link connected)
         self.sync_started = 0
+        hold = peer.spec.reconfig_hold
+        #: the test-only reconfig hold (:mod:`.testhook`), when set for a follower
+        self.hold = (
+            FollowerHold(hold)
+            if hold is not None and hold.role == "follower" and not peer.spec.observer
+            else None
+        )
 
     async def reader(self) -> None:
         clock = self.peer.clock
-        reason = await read_link(
-            self.link.stream,
-            lambda ev: self.learner.step(ev, clock.now()),
-            self.run_now,
-        )
+        hold = self.hold
+
+        def step(ev: StreamEvent) -> None:
+            if (
+                hold is not None
+                and isinstance(ev, r.QuorumPacket)
+                and not hold.receive(ev, self.role is not None)
+            ):
+                return
+            self.learner.step(ev, clock.now())
+
+        reason = await read_link(self.link.stream, step, self.run_now)
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 
@@ -54,8 +70,9 @@ class LearnerPump(Pump):
 
     def _send(self, plan: Plan) -> None:
         peer, rd = self.peer, plan.ready
-        for s in rd.messages:
-            self.link.send(encode_packet(s.packet))
+        if self.hold is None or self.hold.sends():
+            for s in rd.messages:
+                self.link.send(encode_packet(s.packet))
         if self.role is not None and not peer.spec.observer and rd.entries:
             # Follower.processPacket PROPOSAL (broadcast phase): the count, and
             # PROPOSAL_LATENCY = wall ms since the leader made the txn (if >= 0)
@@ -72,6 +89,8 @@ class LearnerPump(Pump):
         # (the pass advanced earlier appends first: their ACKs precede this Ready's; an ACK
         # of NEWLEADER is the one packet LearnerHandler reads after sending it)
         peer, applier, rd = self.peer, self.peer.applier, plan.ready
+        if self.hold is not None:
+            self.hold.persisted([e.zxid for e in rd.entries])
         clock, metrics = peer.clock, peer.metrics
         now, wall = clock.now(), clock.wall()
         committed = applier.committed()

@@ -128,6 +128,12 @@ class QuorumPeer:
         self.clock = host.clock
         self.metrics = host.server_metrics
         self.spec = spec
+        if spec.reconfig_hold is not None:
+            log.warning(
+                "TEST HOOK ON: trizk.test.reconfigHold=%s holds a reconfig proposal "
+                "(for tests only, never in production)",
+                spec.reconfig_hold,
+            )
         self.core_config = core_config
         #: builds the role served once a Zab role is established (or synced)
         self.roles = roles
@@ -198,6 +204,9 @@ class QuorumPeer:
         #: ZooKeeper's, process-wide: they outlive the role that measured them)
         self.qp_sizes: dict[str, Summary] = {}
         self.qp_times: dict[str, Summary] = {}
+        #: QuorumPeer.reconfigFlag with the vote updateVote set: (designated leader, the
+        #: reconfig's zxid) -- the next role follows it without an election
+        self._designated: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ main loop
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -231,9 +240,14 @@ class QuorumPeer:
         self._broadcasting(now)
 
     async def _round(self) -> None:
+        # QuorumPeer.updateServerState: a role that ended on a reconfig that designated
+        # another leader goes to that leader's role at once (reconfigFlag); else LOOKING,
+        # which clears the flag
+        designated, self._designated = self._designated, None
         self.state = "looking"
         metrics = self.metrics
-        metrics.looking_count += 1  # QuorumPeer.run: case LOOKING
+        if designated is None:
+            metrics.looking_count += 1  # QuorumPeer.run: case LOOKING
         if self._unavailable_since is None:
             self._unavailable_since = self.clock.now()
         self._install(self.roles.not_serving())
@@ -250,8 +264,16 @@ class QuorumPeer:
             ep.accepted,
         )
         start_fle = self.clock.now()
-        self.election.look(self.replica.last_zxid, ep.current)
-        if self.spec.read_only_mode:
+        if designated is not None:
+            decision = self.election.designate(*designated)
+            log.info(
+                "%s: the reconfig designated leader %d: %s without an election",
+                self.spec.myid,
+                designated[0],
+                decision.state.name,
+            )
+        elif self.spec.read_only_mode:
+            self.election.look(self.replica.last_zxid, ep.current)
             decision = await look_read_only(
                 self.clock,
                 self.spec.timing.tick_ms,
@@ -260,9 +282,10 @@ class QuorumPeer:
                 self.election.wait_decision,
             )
         else:
+            self.election.look(self.replica.last_zxid, ep.current)
             decision = await self.election.wait_decision()
         leader = decision.vote.leader
-        if not self.spec.observer:
+        if not self.spec.observer and designated is None:
             # Leader.lead / Follower.followLeader: ELECTION_TIME = end_fle - start_fle
             metrics.election_time.add(self.clock.now() - start_fle)
         try:
@@ -371,7 +394,14 @@ class QuorumPeer:
         role_change = self.spec.observer != was_observer
         if designated is not None:
             current = self.learner.leader if self.learner is not None else self.spec.myid
-            return role_change or designated != current
+            if designated != current:
+                # updateVote: the vote becomes (designated, the reconfig's zxid) and
+                # reconfigFlag is set: the role that ends hands over without an election
+                self._designated = (designated, new.version)
+                log.warning("Suggested leader: %d", designated)
+                return True
+            return role_change
+        self._designated = None  # processReconfig without a leader: reconfigFlagClear
         return role_change
 
     def _notified_config(self, data: bytes) -> None:

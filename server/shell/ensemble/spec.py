@@ -17,6 +17,7 @@ from trizk.quorum.election.election import ElectionView
 from trizk.quorum.verifier import QuorumVerifier
 from trizk.quorum.zab.zab import Quorum, Timing
 from trizk.server.shell import quorumauth
+from trizk.server.shell.ensemble.testhook import PROPERTY, HoldSpec, parse_hold
 
 if TYPE_CHECKING:
     from trizk.server.config.zoocfg import ServerConfig
@@ -102,6 +103,8 @@ class EnsembleSpec:
     #: (the default, 1000), else None: which addresses of a member are tried
     #: (:mod:`trizk.server.shell.reachability`)
     reachability_timeout_ms: int | None = 1000
+    #: ``-D trizk.test.reconfigHold`` (tests only: :mod:`.testhook`); None: off
+    reconfig_hold: HoldSpec | None = None
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> EnsembleSpec:
@@ -132,6 +135,7 @@ class EnsembleSpec:
             reachability_timeout_ms=(
                 config.multi_address_timeout_ms if config.multi_address_reachability_check else None
             ),
+            reconfig_hold=parse_hold(config.properties.get(PROPERTY)),
         )
 
     @property

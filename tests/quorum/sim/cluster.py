@@ -37,6 +37,14 @@ What is simulated
 * Election: an oracle standing in for FastLeaderElection: a LOOKING member joins a reachable
   LEADING member, else when a quorum of reachable voters is LOOKING the best of them by
   (currentEpoch, lastLoggedZxid, sid) leads and the rest follow.
+* Dynamic reconfig (``reconfig_interval_ms``, ``voter_changes``): clients as the super user
+  send reconfigs through the real prep; with voter changes a participant is removed, added
+  (an observer promoted, a removed member back) or demoted, between 3 and 5 voters. Each
+  member's configuration and last seen one survive its crashes (ZooKeeper's dynamic files);
+  voters are those of each member's own configuration, a LOOKING member adopts the newest
+  configuration of the LOOKING members it reaches (FastLeaderElection's notifications), and
+  the leader needs a quorum of the best member's configuration and, when newer, of its last
+  seen one (the vote tracker).
 * Clients (``workload.SimClient``): sessions issuing pipelined writes (creates of every mode,
   setData and delete with versions, multi, closeSession) in cxid order through the member they
   are connected to, pinging it, reconnecting elsewhere when it drops them; syncs from members.
@@ -59,7 +67,15 @@ Invariants checked (AssertionError with the seed's trace)
   strictly increase along the committed history), and a client's replies arrive in the order
   of its requests;
 * a learner's sync answer comes after it applied what the leader had proposed at sync time;
-* epoch files on a restarted member: acceptedEpoch >= currentEpoch >= epoch(last logged zxid).
+* epoch files on a restarted member: acceptedEpoch >= currentEpoch >= epoch(last logged zxid);
+* reconfig: one configuration per version everywhere; a reconfig's commit (its first
+  activation by a commit: the leader's, COMMITANDACTIVATE / INFORMANDACTIVATE, a new leader's
+  establishment) finds the txn durable on a quorum of the *new* configuration's voters (the
+  old one's is every commit's). Two activations are no commit of a txn, as in ZooKeeper:
+  UPTODATE's of NEWLEADER's configuration (the leader's last seen one, which may still be in
+  flight), and a new leader's of a last seen configuration whose txn it never made durable
+  (the ``.next`` file is written when the proposal arrives; counted as "configs activated
+  from .next alone").
 """
 
 from __future__ import annotations
@@ -254,6 +270,9 @@ class SimConfig:
     #: mean interval of reconfigs (0: reconfig off): the observers leave or join again, or a
     #: new version of the same membership, sent by a client as the super user
     reconfig_interval_ms: int = 0
+    #: reconfigs change the voters too: a participant removed or added (a member removed
+    #: earlier, or an observer), a participant made an observer (between 3 and 5 voters)
+    voter_changes: bool = False
 
 
 class Violation(AssertionError):
@@ -287,6 +306,8 @@ class Sim:
         self.activations: dict[int, list[tuple[int, bytes]]] = {s: [] for s in sids}
         #: the one configuration of each version
         self.configs: dict[int, bytes] = {}
+        #: versions whose commit was checked against the new configuration's quorum
+        self.checked_configs: set[int] = set()
         for n in self.nodes.values():
             n.disk_speed = self.rng.choice((0.2, 1.0, 4.0))
         self.conns: dict[int, Conn] = {}
@@ -394,19 +415,65 @@ class Sim:
         looking = [
             m
             for m in self.nodes.values()
-            if m.voter and self.reachable(n, m) and m.machine is None and m.synced == m.appended
+            if (m is n or self.reachable(n, m)) and m.machine is None and m.synced == m.appended
         ]
-        if not n.voter or not self.quorum.contains_quorum({m.sid for m in looking}):
+        if n.config is not None:
+            # FastLeaderElection: notifications carry the sender's configuration, and a LOOKING
+            # member processes a newer one (processReconfig) before it counts votes
+            newest = max((m.config for m in looking if m.config), key=lambda qv: qv.version)
+            for m in looking:
+                self.adopt(m, newest)
+        voters = [m for m in looking if self.votes(m)]
+        ids = {m.sid for m in voters}
+        if not self.votes(n) or not self.quorum_of(n).contains_quorum(ids):
             return
         if self.cfg.random_leader:
             # not FLE: any looking voter; Zab's discovery alone must keep it safe
-            best = self.rng.choice(looking)
+            best = self.rng.choice(voters)
         else:
-            best = max(looking, key=lambda m: (m.disk.current, m.disk.last_zxid(), m.sid))
+            best = max(voters, key=lambda m: (m.disk.current, m.disk.last_zxid(), m.sid))
+        # the vote tracker: a quorum of the committed configuration and, when newer, of the
+        # last seen one (FastLeaderElection.getVoteTracker), as the chosen leader counts
+        if not self.quorum_of(best).contains_quorum(ids):
+            return
+        seen = best.last_seen
+        if seen is not None and best.config is not None and seen.version > best.config.version:
+            if not seen.contains_quorum(ids):
+                return
         self.become_leader(best)
-        for m in looking:
+        for m in voters:
             if m is not best:
                 self.become_learner(m, best)
+
+    def votes(self, n: Node) -> bool:
+        """A voter of its own configuration (reconfig on), else of the fixed voters."""
+        return n.voter if n.config is None else n.sid in n.config.voting_members
+
+    def observes(self, n: Node) -> bool:
+        """An observer of its own configuration; a member in no line of it is a non-voting
+        participant (as the ensemble shell)."""
+        return not n.voter if n.config is None else n.sid in n.config.observing_members
+
+    def quorum_of(self, n: Node) -> Quorum:
+        qv = n.config
+        if qv is None:
+            return self.quorum
+        return Quorum(frozenset(qv.voting_members), qv.contains_quorum)
+
+    def adopt(self, n: Node, qv: QuorumVerifier) -> None:
+        """A LOOKING member activates a newer configuration heard in the election."""
+        prev = n.config
+        if prev is None or qv.version <= prev.version:
+            return
+        data = self._bytes(qv)
+        first = self.configs.setdefault(qv.version, data)
+        if first != data:
+            self.fail(f"{n.sid}: configuration {qv.version:#x} differs: {first!r} / {data!r}")
+        n.config = qv
+        if n.last_seen is None or n.last_seen.version < qv.version:
+            n.last_seen = qv
+        self.activations[n.sid].append((qv.version, data))
+        self.stats["election_adoptions"] += 1
 
     def reload(self, n: Node, upto: int | None = None) -> None:
         """The replica from the disk (snapshot + log up to ``upto``), as LOOKING and TRUNC
@@ -444,7 +511,7 @@ class Sim:
 
         n.machine = Leader(
             sid=n.sid,
-            quorum=self.quorum,
+            quorum=self.quorum_of(n),
             timing=self.cfg.timing,
             accepted_epoch=d.accepted,
             current_epoch=d.current,
@@ -458,6 +525,8 @@ class Sim:
         )
         if n.config is not None:
             n.machine.last_seen = n.last_seen
+            if n.last_seen is not None and n.last_seen.version > n.config.version:
+                self.stats["leaders with a reconfig in flight"] += 1
             n.machine.newleader_config = self._bytes(n.last_seen)
         n.applier.start(n.machine)
         self.log(f"{n.sid} LEADING (acc {d.accepted} cur {d.current} last {n.zxid:#x})")
@@ -466,7 +535,7 @@ class Sim:
     def become_learner(self, n: Node, leader: Node) -> None:
         self.reload(n)
         d = n.disk
-        lt = LearnerType.PARTICIPANT if n.voter else LearnerType.OBSERVER
+        lt = LearnerType.OBSERVER if self.observes(n) else LearnerType.PARTICIPANT
         n.machine = self.learner_cls(
             sid=n.sid,
             leader=leader.sid,
@@ -480,7 +549,7 @@ class Sim:
             config_version=n.config.version if n.config is not None else 0,
         )
         n.applier.start(n.machine)
-        self.log(f"{n.sid} {'FOLLOWING' if n.voter else 'OBSERVING'} {leader.sid}")
+        self.log(f"{n.sid} {lt.name} of {leader.sid}")
         machine = n.machine
         self.at(self.rng.randint(1, 20), lambda: self.connect(n, leader, machine))
 
@@ -752,7 +821,15 @@ class Sim:
         if isinstance(m, Leader):
             if rd.serving is not None:
                 if n.config is not None and n.last_seen is not None:
-                    self.activate(n, m, self._bytes(n.last_seen), None)  # startZkServer
+                    # startZkServer: the last seen configuration. Its reconfig txn is in the
+                    # new epoch's history (committed with it), or was lost: ZooKeeper writes
+                    # the .next file when the proposal arrives, before the txn is durable, and
+                    # a member restarted from it leads with it -- no commit of a txn then
+                    seen = n.last_seen
+                    logged = any(z == seen.version for z, _ in n.hist)
+                    if not logged and seen.version != n.config.version:
+                        self.stats["configs activated from .next alone"] += 1
+                    self.activate(n, m, self._bytes(seen), None, committed=logged)
                 self.on_leader_established(n, m, rd.serving)
             if n.seq is not None and n.requests is not None:
                 # a closed link's REQUESTs are dropped (see LearnerRequests)
@@ -769,12 +846,18 @@ class Sim:
                     m.revalidated(link, sid, n.seq.revalidate_for(sid, timeout, now, owner))
         else:
             if rd.serving is not None and n.config is not None and m.leader_config is not None:
-                self.activate(n, m, m.leader_config, None)  # UPTODATE: processReconfig
+                # UPTODATE: processReconfig of NEWLEADER's configuration -- the leader's last
+                # seen one, which may be a reconfig still in flight (as in ZooKeeper's
+                # Learner.syncWithLeader): not a commit
+                self.activate(n, m, m.leader_config, None, committed=False)
             if rd.serving is not None and not m.done:
                 n.serving = True
                 roles = RoleFactory(self.core_config(n), n.rep)
                 wall = n.clock(self.now)
-                learning = roles.following(m, wall) if n.voter else roles.observing(m, wall)
+                if m.learner_type is LearnerType.OBSERVER:
+                    learning = roles.observing(m, wall)
+                else:
+                    learning = roles.following(m, wall)
                 n.role, n.path = learning, learning.path
                 self.check_history(n, "learner up to date")
                 self.check_tree(n)
@@ -858,11 +941,20 @@ class Sim:
         assert qv is not None
         return qv.to_string().encode()
 
-    def activate(self, n: Node, m: Leader | Learner, data: bytes, designated: int | None) -> None:
+    def activate(
+        self,
+        n: Node,
+        m: Leader | Learner,
+        data: bytes,
+        designated: int | None,
+        committed: bool = True,
+    ) -> None:
         """``processReconfig`` as the ensemble shell does it (peer.process_reconfig): a newer
         configuration becomes the member's; one version is one configuration everywhere; a
         learner whose leader or role changes with it ends its role."""
         qv = parse_config_string(data.decode())
+        if committed and qv.version not in self.checked_configs:
+            self.check_config_quorum(n, qv)
         first = self.configs.setdefault(qv.version, data)
         if first != data:
             self.fail(f"{n.sid}: configuration {qv.version:#x} differs: {first!r} / {data!r}")
@@ -888,6 +980,25 @@ class Sim:
             self.stats["reconfig_role_ends"] += 1
             m.reconfigured("changes proposed in reconfig")
 
+    def check_config_quorum(self, n: Node, qv: QuorumVerifier) -> None:
+        """The first activation of a reconfig's configuration is its commit: a quorum of the
+        *new* configuration's voters must hold the reconfig txn durably (Zab's commit rule
+        across a configuration change; the old configuration's quorum is every commit's).
+        A version that is no txn's zxid (a NEWLEADER-bumped initial config) is skipped."""
+        v = qv.version
+        if counter_of(v) == 0:
+            return
+        holders = {
+            m.sid for m in self.nodes.values() if any(z == v for z, _ in m.durable.history())
+        }
+        if not qv.contains_quorum(holders):
+            self.fail(
+                f"{n.sid} activates configuration {v:#x}, durable on {sorted(holders)} only: "
+                f"no quorum of its voters {sorted(qv.voting_members)}"
+            )
+        self.checked_configs.add(v)
+        self.stats["config_quorum_checks"] += 1
+
     def chaos_reconfig(self) -> None:
         """A client sends a reconfig as the super user: an observer leaves or joins again, or
         the same membership gets a new version."""
@@ -900,15 +1011,18 @@ class Sim:
         ws = n.seq or n.path
         if ws is None or len(c.pending) >= workload.MAX_INFLIGHT or n.config is None:
             return
-        observers = [s for s in self.nodes if s not in self.voters]
-        x = self.rng.random()
-        if observers and x < 0.4:
-            req = r.ReconfigRequest(None, str(self.rng.choice(observers)), None, -1)
-        elif observers and x < 0.8:
-            s = self.rng.choice(observers)
-            req = r.ReconfigRequest(self.lines[s], None, None, -1)
+        if self.cfg.voter_changes:
+            req = self.voter_change(n.config)
         else:
-            req = r.ReconfigRequest(None, None, ",".join(self.lines.values()), -1)
+            observers = [s for s in self.nodes if s not in self.voters]
+            x = self.rng.random()
+            if observers and x < 0.4:
+                req = r.ReconfigRequest(None, str(self.rng.choice(observers)), None, -1)
+            elif observers and x < 0.8:
+                s = self.rng.choice(observers)
+                req = r.ReconfigRequest(self.lines[s], None, None, -1)
+            else:
+                req = r.ReconfigRequest(None, None, ",".join(self.lines.values()), -1)
         c.cxid += 1
         frame = r.RequestHeader(c.cxid, OpCode.RECONFIG).encode() + req.encode()
         c.pending.append(c.cxid)
@@ -921,6 +1035,44 @@ class Sim:
             now,
         )
         self.drain(n)
+
+    def voter_change(self, qv: QuorumVerifier) -> r.ReconfigRequest:
+        """A reconfig of ``qv`` (what the client's member knows; the leader preps against
+        its own): a participant removed, made an observer or added (a member removed earlier,
+        or an observer), an observer removed or added, or the same membership again --
+        keeping 3 to 5 voters."""
+
+        def line(s: int, role: str) -> str:
+            return f"server.{s}=10.0.0.{s}:2888:3888:{role};10.0.0.{s}:2181"
+
+        voters = sorted(qv.voting_members)
+        observers = sorted(qv.observing_members)
+        absent = [s for s in self.nodes if s not in qv.members]
+        ops = ["same"]
+        if len(voters) > 3:
+            ops += ["remove voter", "remove voter", "demote voter", "demote voter"]
+        if len(voters) < 5 and (observers or absent):
+            ops += ["add voter", "add voter"]
+        if observers:
+            ops.append("remove observer")
+        if absent:
+            ops.append("add observer")
+        op = self.rng.choice(ops)
+        self.stats[f"reconfig {op}"] += 1
+        if op == "remove voter":
+            return r.ReconfigRequest(None, str(self.rng.choice(voters)), None, -1)
+        if op == "demote voter":
+            return r.ReconfigRequest(line(self.rng.choice(voters), "observer"), None, None, -1)
+        if op == "add voter":
+            s = self.rng.choice(observers + absent)
+            return r.ReconfigRequest(line(s, "participant"), None, None, -1)
+        if op == "remove observer":
+            return r.ReconfigRequest(None, str(self.rng.choice(observers)), None, -1)
+        if op == "add observer":
+            return r.ReconfigRequest(line(self.rng.choice(absent), "observer"), None, None, -1)
+        lines = [line(s, "participant") for s in voters]
+        lines += [line(s, "observer") for s in observers]
+        return r.ReconfigRequest(None, None, ",".join(lines), -1)
 
     def core_config(self, n: Node) -> CoreConfig:
         return CoreConfig(tick_time=self.cfg.timing.tick_ms, server_id=n.sid)

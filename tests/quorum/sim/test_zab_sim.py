@@ -72,6 +72,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "duration_ms": 20_000,
         "reconfig_interval_ms": 800,
     },
+    # reconfig with voter changes: a participant removed, added (back, or an observer
+    # promoted), demoted to an observer; the election stand-in counts each member's own
+    # configuration (a newer one heard while LOOKING is adopted) and its last seen one; every
+    # reconfig commit is checked against a quorum of the new configuration (durable copies)
+    "3+2-voters": {
+        "voters": 3,
+        "observers": 2,
+        "duration_ms": 20_000,
+        "reconfig_interval_ms": 800,
+        "voter_changes": True,
+    },
 }
 CI_SEEDS = {
     "3+1": 150,
@@ -81,6 +92,7 @@ CI_SEEDS = {
     "3+1-wire": 40,
     "3+1-pause": 100,
     "3+2-reconfig": 60,
+    "3+2-voters": 12,
 }
 
 #: (config, seed) pairs that once failed; kept as regression tests.
@@ -104,6 +116,14 @@ REGRESSIONS: list[tuple[str, int]] = [
     # a leader paused with its NEWLEADER ACKs queued was established (on resume) after a later
     # epoch had committed: Zab asks its history to hold only the earlier epochs' txns
     ("3+1-pause", 1232),
+    # a leader restarted with a .next configuration whose reconfig txn it never made durable
+    # (ZooKeeper writes the file when the proposal arrives) activates it when established, as
+    # ZooKeeper does: no commit of a txn, which the commit check must tell apart
+    ("3+2-voters", 65),
+    # a new leader that had logged an uncommitted reconfig was established on NEWLEADER ACKs
+    # of the old configuration's quorum alone, committing the reconfig without a quorum of
+    # the new one: now NEWLEADER waits for both (Leader.lead's newLeaderProposal)
+    ("3+2-voters", 67),
 ]
 
 
@@ -121,6 +141,9 @@ def test_seeds(name: str) -> None:
     keys += ["txn CREATESESSION", "txn CLOSESESSION"]
     keys += ["pauses", "clock_steps"] if "pause_interval_ms" in CONFIGS[name] else []
     keys += ["txn RECONFIG", "activations"] if "reconfig_interval_ms" in CONFIGS[name] else []
+    if CONFIGS[name].get("voter_changes"):
+        keys += ["config_quorum_checks", "election_adoptions"]
+        keys += [f"reconfig {op}" for op in ("add voter", "remove voter", "demote voter")]
     for key in keys + (["touches"] if CONFIGS[name]["observers"] else []):
         assert total[key] > 0, (key, total)
     assert total["applied"] > 20 * n, total
