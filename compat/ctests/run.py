@@ -28,6 +28,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -125,17 +126,40 @@ def _cleanup(workdir: Path, env: dict[str, str]) -> None:
         pidfile.unlink(missing_ok=True)
 
 
+#: The suite's fixed client ports (its single server's plain and TLS ports): free before a run
+SUITE_PORTS = (22181, 22281)
+
+
+class PortsInUse(RuntimeError):
+    """A port the suite needs is taken (another run, or a server a crashed run left)."""
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def run_side(
     b: Build, kind: str, paths: Sequence[str], base: Path | None = None, *, echo: bool = False
 ) -> Run:
-    """Run each test path of ``paths`` in its own ``zktest-mt`` against ``kind``."""
+    """Run each test path of ``paths`` in its own ``zktest-mt`` against ``kind``; each one's
+    output is kept in ``base/logs/KIND-PATH.log``. Raises :class:`PortsInUse`."""
     base = cache_dir() if base is None else base
     workdir, env = prepare(b, kind, base)
     names = all_names(b)
     outcomes: dict[str, str] = {}
     outputs: dict[str, str] = {}
     start = time.monotonic()
+    logs = base / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     for path in paths:
+        taken = [p for p in SUITE_PORTS if _port_taken(p)]
+        if taken:
+            raise PortsInUse(
+                f"port(s) {taken} in use before {kind}'s {path}: another run of the suite, or a"
+                " server left by one (the suite's ports are fixed; stop it first)"
+            )
         if echo:
             print(f"[{kind}] {path} ...", file=sys.stderr, flush=True)
         try:
@@ -156,6 +180,7 @@ def run_side(
         finally:
             _cleanup(workdir, env)
         outputs[path] = out
+        (logs / f"{kind}-{path.replace('::', '.')}.log").write_text(out)
         got = results.parse(out, names, ended_normally=normal)
         outcomes.update(got)
         if echo:
@@ -182,7 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     paths = list(args.tests) or (list(CI_TESTS) if args.ci else all_suites(b))
     kinds = KINDS if args.server == "both" else (args.server,)
-    runs = {k: run_side(b, k, paths, echo=True) for k in kinds}
+    try:
+        runs = {k: run_side(b, k, paths, echo=True) for k in kinds}
+    except PortsInUse as e:
+        print(str(e), file=sys.stderr)
+        return 2
     for r in runs.values():
         print(f"{r.kind}: {len(r.outcomes)} tests in {r.seconds:.0f} s")
         if args.show:

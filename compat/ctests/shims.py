@@ -10,13 +10,14 @@ working directory). ``startClean|start|startCleanReadOnly|startRequireSASLAuth [
 original: first SIGKILL the server it started before (the pid file), then write zoo.cfg from
 the suite's ``tests/zoo.cfg`` (TMPDIR, CERTDIR, MAXCLIENTCONNECTIONS and CLIENTPORT replaced;
 the suite's stores made by its ``ssl/gencerts.sh`` in ``/tmp/certs``, where its TLS tests
-read the client's certificate), three ``server.N`` lines and ``myid`` 1 for read-only mode (one
-member of three started: no quorum), the same system properties (``-D`` for trizk, as
-``java -D``), and wait for the server: until a session is established (the original's
-``zkCli.sh ls /``), or, for the read-only and SASL-required starts where no plain session
-can be had, until the client port accepts connections (the original sleeps 4 s). Its data
-and log go to ``$TRIZK_CTESTS_STATE`` (default ``/tmp/trizk-ctests``), not the original's
-``/tmp/zkdata``.
+read the client's certificate), three ``server.N`` lines and ``myid`` 1 for read-only mode
+(one member of three started: no quorum), the same system properties (``-D`` for trizk, as
+``java -D``; trizk answers as 3.8.0, the suite's release), and wait for the server: until a
+session is established (the original's ``zkCli.sh ls /``), or, for the read-only and
+SASL-required starts where no plain session can be had, until the client port accepts
+connections (the original sleeps 4 s). Data and log go to ``$TRIZK_CTESTS_STATE``
+(default ``/tmp/trizk-ctests``), not the original's ``/tmp/zkdata``. Unlike the original,
+it never kills a process it did not start (the original kills whatever listens on the port).
 
 ``ensemble`` -- ``$ZKROOT/bin/zkServer.sh start|stop|status CONFIG`` as the suite's
 ``ZooKeeperQuorumServer`` calls it (ZooKeeper's own ``bin/zkServer.sh``): ``start`` runs
@@ -47,6 +48,8 @@ ZOOPORT = 22181
 #: ``single`` waits at most this long for a server (the original: 120 tries of ``zkCli ls /``)
 READY_TIMEOUT = 120.0
 CERTS_DIR = Path("/tmp/certs")
+#: The release trizk answers as: the suite's and the oracle's (Debian bookworm's 3.8.0)
+RELEASE_PROPERTY = ("-D", "trizk.zookeeperVersion=3.8.0")
 
 
 def state_dir() -> Path:
@@ -190,7 +193,7 @@ def single(argv: Sequence[str], tests_dir: Path) -> int:
         (data / "myid").write_text("1\n")
     cfg = tmp / "zoo.cfg"
     cfg.write_text(text)
-    args = [*trizk_command(cfg)[:3]]
+    args = [*trizk_command(cfg)[:3], *RELEASE_PROPERTY]
     for p in props:
         args += ["-D", p]
     args.append(str(cfg))
@@ -257,7 +260,8 @@ def ensemble(argv: Sequence[str]) -> int:
         print(f"Using config: {cfg}", file=sys.stderr)
         logdir = Path(os.environ.get("ZOO_LOG_DIR", str(data)))
         logdir.mkdir(parents=True, exist_ok=True)
-        args = [*trizk_command(cfg)[:3], *java_properties(os.environ.get("SERVER_JVMFLAGS", ""))]
+        flags = java_properties(os.environ.get("SERVER_JVMFLAGS", ""))
+        args = [*trizk_command(cfg)[:3], *RELEASE_PROPERTY, *flags]
         args.append(str(cfg))
         pid = _detach(args, data, logdir / "trizk-server.log")
         pidfile.write_text(str(pid))
