@@ -15,10 +15,12 @@ that a test that aborts the binary (an assertion failing in a client thread does
 suite only. The suite's servers listen on fixed ports (22181, 22281, 2000+N, 3000+N, 4000+N
 for the reconfig ensembles) and share ``/tmp/certs``: one run at a time on a machine.
 
-ZooKeeper side: the binary runs in the source's client directory, its own ``tests/zkServer.sh``
-starting ZooKeeper with the installed jars (``CLASSPATH``: the ones
-:mod:`trizk.compat.procs.servers` runs 3.8.0 with), and ``$ZKROOT/bin/zkServer.sh`` is Debian's
-``/usr/share/zookeeper/bin/zkServer.sh``. trizk side: the binary runs in a directory whose
+ZooKeeper side: the suite's own ``tests/zkServer.sh`` starts ZooKeeper with the installed jars
+(``CLASSPATH``: the ones :mod:`trizk.compat.procs.servers` runs 3.8.0 with), followed by
+:func:`.shims.wait_started` (the same readiness rule as trizk's side: where the script only
+sleeps 4 s, a JVM on a loaded machine was not listening yet and ZooKeeper failed the read-only
+tests), and ``$ZKROOT/bin/zkServer.sh`` is Debian's ``/usr/share/zookeeper/bin/zkServer.sh``.
+trizk side: the binary runs in a directory whose
 ``tests/zkServer.sh`` and ``$ZKROOT/bin/zkServer.sh`` are :mod:`.shims`.
 """
 
@@ -84,17 +86,33 @@ def _script(path: Path, body: str) -> None:
 def prepare(b: Build, kind: str, base: Path) -> tuple[Path, dict[str, str]]:
     """The working directory and environment of ``kind``'s run."""
     env = dict(os.environ)
+    py = sys.executable
     if kind == "zookeeper":
+        workdir = base / "run-zookeeper"
+        tests = workdir / "tests"
+        tests.mkdir(parents=True, exist_ok=True)
+        # the suite's script reads tests/zoo.cfg and tests/../ssl/gencerts.sh from its cwd
+        for link, target in (
+            (tests / "zoo.cfg", b.tests_dir / "zoo.cfg"),
+            (tests / "zkServer.orig.sh", b.tests_dir / "zkServer.sh"),
+            (workdir / "ssl", b.client_dir / "ssl"),
+        ):
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+        _script(
+            tests / "zkServer.sh",
+            './tests/zkServer.orig.sh "$@" || exit $?\n'
+            f'exec {py} -m trizk.compat.ctests.shims wait-started "$@"',
+        )
         zkroot = base / "zkroot-zookeeper"
         _script(zkroot / "bin" / "zkServer.sh", f'exec {DEBIAN_ZKSERVER} "$@"')
         jars = [*ZK_JARS, *(j for j in (*ZK_ADMIN_JARS, *ZK_NETTY_JARS) if os.path.exists(j))]
         env["CLASSPATH"] = ":".join(jars)
         env["ZKROOT"] = str(zkroot)
-        return b.client_dir, env
+        return workdir, env
     if kind != "trizk":
         raise ValueError(f"unknown kind {kind!r}")
     workdir = base / "run-trizk"
-    py = sys.executable
     _script(
         workdir / "tests" / "zkServer.sh",
         f'exec {py} -m trizk.compat.ctests.shims single {b.tests_dir} "$@"',

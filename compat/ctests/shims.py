@@ -13,11 +13,16 @@ the suite's stores made by its ``ssl/gencerts.sh`` in ``/tmp/certs``, where its 
 read the client's certificate), three ``server.N`` lines and ``myid`` 1 for read-only mode
 (one member of three started: no quorum), the same system properties (``-D`` for trizk, as
 ``java -D``; trizk answers as 3.8.0, the suite's release), and wait for the server: until a
-session is established (the original's ``zkCli.sh ls /``), or, for the read-only and
-SASL-required starts where no plain session can be had, until the client port accepts
-connections (the original sleeps 4 s). Data and log go to ``$TRIZK_CTESTS_STATE``
-(default ``/tmp/trizk-ctests``), not the original's ``/tmp/zkdata``. Unlike the original,
-it never kills a process it did not start (the original kills whatever listens on the port).
+session is established (the original's ``zkCli.sh ls /``), or a read-only session for the
+read-only starts, or the port open for the SASL-required one (the original sleeps 4 s there,
+too little on a loaded machine for ZooKeeper as for trizk: a member without quorum starts its
+read-only server some seconds after it listens, and the test waits 1 s only). Data and log go
+to ``$TRIZK_CTESTS_STATE`` (default ``/tmp/trizk-ctests``), not the original's ``/tmp/zkdata``.
+Unlike the original, it never kills a process it did not start (the original kills whatever
+listens on the port).
+
+``wait-started`` -- run after the suite's own script on the ZooKeeper side, so that both sides
+get the same readiness rule (:func:`wait_started`).
 
 ``ensemble`` -- ``$ZKROOT/bin/zkServer.sh start|stop|status CONFIG`` as the suite's
 ``ZooKeeperQuorumServer`` calls it (ZooKeeper's own ``bin/zkServer.sh``): ``start`` runs
@@ -40,7 +45,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from trizk.testing.probes import four_letter, handshake_ok
+from trizk.jute.codes import OpCode
+from trizk.jute.framing import frame
+from trizk.jute.records import ConnectRequest, ConnectResponse, RequestHeader
+from trizk.testing.probes import four_letter, handshake_ok, read_frame
 from trizk.testing.processes import trizk_command
 
 #: the suite's default client port (``$ZOOPORT``)
@@ -123,6 +131,37 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def read_only_session_ok(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a client that allows read-only mode (the ConnectRequest's readOnly byte set, as
+    the suite's ``ZOO_READONLY`` clients send it) gets a session: a member without a quorum
+    accepts connections as soon as it listens, but gives sessions only once its read-only
+    server runs (ZooKeeper starts it some seconds after the member started looking)."""
+    req = ConnectRequest(
+        protocolVersion=0, lastZxidSeen=0, timeOut=10000, sessionId=0, passwd=b"\0" * 16
+    )
+    try:
+        with socket.create_connection((host, port), timeout=2.0) as s:
+            s.sendall(frame(req.encode() + b"\1"))
+            resp = ConnectResponse.decode_from(read_frame(s), 0)[0]
+            if resp.sessionId == 0:
+                return False
+            s.sendall(frame(RequestHeader(xid=1, type=OpCode.CLOSESESSION).encode()))
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _ready(cmd: str, argv: Sequence[str], port: int) -> bool:
+    """The readiness rule of both sides: a plain session, or a read-only one for the read-only
+    starts (where no plain session can be had), or an open port for the SASL-required start
+    (whose sessions end at their first request)."""
+    if cmd == "startCleanReadOnly" or (cmd == "startRequireSASLAuth" and len(argv) > 2 and argv[2]):
+        return read_only_session_ok(port)
+    if cmd == "startRequireSASLAuth":
+        return _port_open(port)
+    return handshake_ok("127.0.0.1", port)
+
+
 def _gencerts(tests_dir: Path) -> None:
     if CERTS_DIR.exists():
         subprocess.run(["rm", "-rf", str(CERTS_DIR)], check=True)
@@ -200,12 +239,11 @@ def single(argv: Sequence[str], tests_dir: Path) -> int:
     pid = _detach(args, Path.cwd(), tmp / "zk.log")
     pidfile.write_text(str(pid))
     deadline = time.monotonic() + READY_TIMEOUT
-    plain = cmd not in ("startRequireSASLAuth", "startCleanReadOnly")
     while time.monotonic() < deadline:
         if not _alive(pid):
             print(" ZooKeeper server process failed", end="")
             return 0
-        if handshake_ok("127.0.0.1", port) if plain else _port_open(port):
+        if _ready(cmd, argv, port):
             print(" ZooKeeper server started", end="")
             return 0
         time.sleep(0.1)  # polling the server's readiness, bounded by READY_TIMEOUT
@@ -298,8 +336,26 @@ def ensemble(argv: Sequence[str]) -> int:
     return 1
 
 
+def wait_started(argv: Sequence[str]) -> int:
+    """After the suite's own script started ZooKeeper in read-only or SASL-required mode (where
+    it only sleeps 4 s, too little for a JVM on a loaded machine: the test then finds the port
+    closed, or open and not serving yet), wait as :func:`single` does for trizk (:func:`_ready`,
+    bounded by READY_TIMEOUT)."""
+    if argv[:1] not in (["startCleanReadOnly"], ["startRequireSASLAuth"]):
+        return 0
+    port = int(os.environ.get("ZOOPORT", str(ZOOPORT)))
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if _ready(argv[0], argv, port):
+            return 0
+        time.sleep(0.1)  # polling the server's readiness, bounded by READY_TIMEOUT
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["wait-started"]:
+        return wait_started(args[1:])
     if args[:1] == ["single"] and len(args) >= 2:
         return single(args[2:], Path(args[1]))
     if args[:1] == ["ensemble"]:
