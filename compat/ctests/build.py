@@ -6,8 +6,9 @@ default ``~/.cache/trizk/c-tests``), so that a second run does nothing and touch
 1. ``apt-get source --download-only zookeeper=VERSION`` under a private apt state (its own
    sources list with one ``deb-src`` line, lists, cache; nothing of the system's apt changes),
    VERSION being the installed oracle's (``dpkg-query``), or bookworm's when none is installed.
-   The mirror is ``$TRIZK_DEBIAN_MIRROR`` (default ``http://deb.debian.org/debian``), checked
-   with the machine's Debian archive keyring.
+   The mirror is ``$TRIZK_DEBIAN_MIRROR``, else the machine's own bookworm mirror and keyring
+   (:func:`machine_mirror`), else ``http://deb.debian.org/debian`` with the Debian archive
+   keyring.
 2. ``dpkg-source -x``: the orig tarball with Debian's patches applied, the source Debian built
    its ``libzookeeper-mt2`` from.
 3. The C records from ``zookeeper.jute``, by the Jute compiler of the installed ZooKeeper
@@ -161,6 +162,49 @@ def _step(
         raise BuildError(f"{what} failed (exit {proc.returncode}); see {log}")
 
 
+def machine_mirror() -> tuple[str, str] | None:
+    """(URI, keyring) of the machine's own apt source for bookworm (deb822 ``*.sources`` or
+    one-line ``sources.list`` entries), as ``compat/install-zookeeper.sh`` takes its mirrors;
+    None when there is none."""
+    stanzas: list[dict[str, str]] = []
+    for f in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        cur: dict[str, str] = {}
+        for line in [*f.read_text(errors="replace").splitlines(), ""]:
+            if not line.strip():
+                if cur:
+                    stanzas.append(cur)
+                cur = {}
+            elif not line.lstrip().startswith("#") and ":" in line:
+                k, v = line.split(":", 1)
+                cur[k.strip().lower()] = v.strip()
+    for st in stanzas:
+        suites = st.get("suites", "").split()
+        if SUITE in suites and st.get("enabled", "yes").lower() != "no":
+            return st.get("uris", "").split()[0], st.get("signed-by", KEYRING)
+    for f in [
+        Path("/etc/apt/sources.list"),
+        *sorted(Path("/etc/apt/sources.list.d").glob("*.list")),
+    ]:
+        if not f.exists():
+            continue
+        for line in f.read_text(errors="replace").splitlines():
+            words = line.split()
+            if not words or words[0] != "deb":
+                continue
+            keyring = KEYRING
+            rest = words[1:]
+            if rest and rest[0].startswith("["):
+                while rest:
+                    w = rest.pop(0)
+                    if "signed-by=" in w:
+                        keyring = w.split("signed-by=", 1)[1].rstrip("]")
+                    if w.endswith("]"):
+                        break
+            if len(rest) >= 2 and rest[1] == SUITE:
+                return rest[0], keyring
+    return None
+
+
 def _fetch_source(base: Path, version: str | None, log: Path) -> Path:
     """The ``.dsc`` of zookeeper ``version`` (bookworm's newest when None) in ``base/src``."""
     src = base / "src"
@@ -172,8 +216,9 @@ def _fetch_source(base: Path, version: str | None, log: Path) -> Path:
     apt = base / "apt"
     for d in ("lists/partial", "cache/archives/partial", "etc/parts", "etc/prefs"):
         (apt / d).mkdir(parents=True, exist_ok=True)
-    mirror = os.environ.get("TRIZK_DEBIAN_MIRROR", DEFAULT_MIRROR)
-    (apt / "etc/sources.list").write_text(f"deb-src [signed-by={KEYRING}] {mirror} {SUITE} main\n")
+    mirror, keyring = machine_mirror() or (DEFAULT_MIRROR, KEYRING)
+    mirror = os.environ.get("TRIZK_DEBIAN_MIRROR", mirror)
+    (apt / "etc/sources.list").write_text(f"deb-src [signed-by={keyring}] {mirror} {SUITE} main\n")
     (apt / "status").touch()
     opts = [
         f"-oDir::Etc::SourceList={apt}/etc/sources.list",
