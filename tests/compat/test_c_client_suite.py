@@ -1,9 +1,10 @@
 """Apache ZooKeeper's own C client test suite (``zktest-mt``, 3.8.0) against trizk.
 
 The suite is built from Debian's source package (cached; :mod:`trizk.compat.ctests.build`) and
-its CI subset -- the reconfig tests on three-member ensembles started through ``$ZKROOT`` and
-the read-only tests -- runs against ZooKeeper 3.8.0 and then against trizk: every test that
-passes on ZooKeeper must pass on trizk. The whole suite, side by side:
+its CI subset (``run.CI_TESTS``: two reconfig tests on three-member ensembles started through
+``$ZKROOT``, one read-only test) runs against ZooKeeper 3.8.0 and then against trizk: every
+test that passes on ZooKeeper must pass on trizk. All reconfig and read-only tests:
+``python -m trizk.compat.ctests.run --reconfig-ro``; the whole suite, side by side:
 ``python -m trizk.compat.ctests.run`` (compat/README.md).
 """
 
