@@ -247,6 +247,18 @@ def _fetch_source(base: Path, version: str | None, log: Path) -> Path:
     return dscs[-1]
 
 
+def cached(base: Path | None = None, *, version: str | None = None) -> Build | None:
+    """The suite already built under ``base`` (:func:`cache_dir`) from the source of ``version``
+    (default: the installed ``zookeeper`` package's), or None: no build tool is needed then."""
+    base = cache_dir() if base is None else base
+    version = version or installed_version()
+    if version is None:
+        return None
+    got = version.split(":")[-1]
+    b = Build(base / f"zookeeper-{got}" / CLIENT_DIR, got)
+    return b if b.binary.exists() else None
+
+
 def build(base: Path | None = None, *, version: str | None = None) -> Build:
     """Fetch, unpack and build ``zktest-mt`` under ``base`` (:func:`cache_dir`), each step only
     when its product is missing. ``version``: the Debian version of the source (default: the

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trizk.compat.ctests import results
-from trizk.compat.ctests.build import Build, BuildError, build, cache_dir, missing_tools
+from trizk.compat.ctests.build import Build, BuildError, build, cache_dir, cached, missing_tools
 from trizk.compat.procs.servers import ZK_ADMIN_JARS, ZK_JARS, ZK_NETTY_JARS
 
 #: Debian's ZooKeeper 3.8 server script (``zookeeper`` package)
@@ -236,15 +236,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--server", choices=(*KINDS, "both"), default="both")
     p.add_argument("--show", action="store_true", help="print each test's output too")
     args = p.parse_args(argv)
-    missing = missing_tools()
-    if missing:
-        print(f"build tools missing (Debian packages): {' '.join(missing)}", file=sys.stderr)
-        return 2
-    try:
-        b = build()
-    except BuildError as e:
-        print(str(e), file=sys.stderr)
-        return 2
+    b = cached()
+    if b is None:
+        missing = missing_tools()
+        if missing:
+            print(f"build tools missing (Debian packages): {' '.join(missing)}", file=sys.stderr)
+            return 2
+        try:
+            b = build()
+        except BuildError as e:
+            print(str(e), file=sys.stderr)
+            return 2
     if args.tests:
         paths = list(args.tests)
     elif args.ci:
