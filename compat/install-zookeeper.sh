@@ -6,6 +6,9 @@
 #   kadmin.local, krb5kdc: trizk.testing.kdc starts a throwaway realm on loopback, never the
 #   system's services), krb5-user (kinit, klist) and libkrb5-dev (python-gssapi and pykerberos,
 #   the test extras, build against it);
+# * the build tools of ZooKeeper's C client test suite (zktest-mt, built from Debian's source
+#   package by trizk.compat.ctests.build into ~/.cache/trizk/c-tests): g++, make, autoconf,
+#   automake, libtool, pkg-config, dpkg-dev, libcppunit-dev, libssl-dev, libsasl2-dev;
 # * libfaketime (package faketime) for the wall-clock step tests: a member started with
 #   libfaketime preloaded has its wall clock stepped by the test (trizk.compat.procs.clocksteps);
 # * Apache ZooKeeper 3.9.3 from Debian trixie (libzookeeper-java, zookeeper, zookeeper-bin
@@ -83,6 +86,24 @@ else
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $KRB5_PACKAGES
     echo "kerberos: installed"
+fi
+
+# ---------------------------------------------------------------------------- C client suite tools
+
+CTESTS_PACKAGES="g++ make autoconf automake libtool pkg-config dpkg-dev libcppunit-dev libssl-dev libsasl2-dev"
+
+havectests() {
+    for p in $CTESTS_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
+    done
+}
+
+if havectests; then
+    echo "C client suite build tools: already installed"
+else
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $CTESTS_PACKAGES
+    echo "C client suite build tools: installed"
 fi
 
 # ---------------------------------------------------------------------------- libfaketime

@@ -1,0 +1,37 @@
+"""Apache ZooKeeper's own C client test suite (``zktest-mt``, 3.8.0) against trizk.
+
+The suite is built from Debian's source package (cached; :mod:`trizk.compat.ctests.build`) and
+its CI subset (``run.CI_TESTS``: two reconfig tests on three-member ensembles started through
+``$ZKROOT``, one read-only test) runs against ZooKeeper 3.8.0 and then against trizk: every
+test that passes on ZooKeeper must pass on trizk. All reconfig and read-only tests:
+``python -m trizk.compat.ctests.run --reconfig-ro``; the whole suite, side by side:
+``python -m trizk.compat.ctests.run`` (compat/README.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trizk.compat.ctests import build, results, run
+
+pytestmark = [pytest.mark.oracle, pytest.mark.slow]
+
+
+def test_c_client_suite_ci_subset(needs_zookeeper38: None) -> None:
+    b = build.cached()
+    if b is None:
+        missing = build.missing_tools()
+        if missing:
+            pytest.skip(
+                "the C client suite's build tools are missing (Debian packages: "
+                f"{' '.join(missing)}; compat/install-zookeeper.sh installs them)"
+            )
+        b = build.build()
+    zookeeper = run.run_side(b, "zookeeper", run.CI_TESTS)
+    trizk = run.run_side(b, "trizk", run.CI_TESTS)
+    cmp = results.Comparison(zookeeper.outcomes, trizk.outcomes)
+    assert cmp.both(), f"no test passed on both sides:\n{cmp.table()}"
+    assert not cmp.only_zookeeper(), (
+        f"passed on ZooKeeper, not on trizk (outputs in {build.cache_dir() / 'logs'}):\n"
+        f"{cmp.table()}"
+    )
