@@ -6,9 +6,10 @@
 #   kadmin.local, krb5kdc: trizk.testing.kdc starts a throwaway realm on loopback, never the
 #   system's services), krb5-user (kinit, klist) and libkrb5-dev (python-gssapi and pykerberos,
 #   the test extras, build against it);
-# * the build tools of ZooKeeper's C client test suite (zktest-mt, built from Debian's source
-#   package by trizk.compat.ctests.build into ~/.cache/trizk/c-tests): g++, make, autoconf,
-#   automake, libtool, pkg-config, dpkg-dev, libcppunit-dev, libssl-dev, libsasl2-dev;
+# * with TRIZK_C_SUITE=1, the build tools of ZooKeeper's C client test suite (zktest-mt, built
+#   from Debian's source package by trizk.compat.ctests.build into ~/.cache/trizk/c-tests):
+#   g++, make, autoconf, automake, libtool, pkg-config, dpkg-dev, libcppunit-dev, libssl-dev,
+#   libsasl2-dev;
 # * libfaketime (package faketime) for the wall-clock step tests: a member started with
 #   libfaketime preloaded has its wall clock stepped by the test (trizk.compat.procs.clocksteps);
 # * Apache ZooKeeper 3.9.3 from Debian trixie (libzookeeper-java, zookeeper, zookeeper-bin
@@ -98,7 +99,9 @@ havectests() {
     done
 }
 
-if havectests; then
+if [ "${TRIZK_C_SUITE:-}" != "1" ]; then
+    echo "C client suite build tools: not asked for (TRIZK_C_SUITE=1 installs them)"
+elif havectests; then
     echo "C client suite build tools: already installed"
 else
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
