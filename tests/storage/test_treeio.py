@@ -235,6 +235,55 @@ def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) ->
     assert again.sessions == w.sessions
 
 
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 120), wide=st.integers(0, 80))
+def test_learner_snapshot_from_the_snap_body(seed: int, steps: int, wide: int) -> None:
+    """A learner's snapshot at NEWLEADER written from the SNAP's bytes
+    (``received_snapshot_parts``) is the file a walk of its tree writes: byte for byte when
+    the leader's tree was itself loaded (the same child order), with ``/zookeeper/config``
+    as the learner set it after the load (``initConfigInZKDatabase``), the tree's digest and
+    3.9's last-zxid trailer; and none once a txn changed the tree."""
+    rnd = random.Random(seed)
+    w = Workload()
+    for _ in range(steps):
+        w.request(rnd)
+        w.commit(len(w.prepared))
+    for i in range(wide):
+        w.tree.apply(
+            r.TxnHeader(0, 0, w.tree.last_processed_zxid + 1, 0, OpCode.CREATE),
+            r.CreateTxn(f"/w/k{rnd.randrange(1 << 20)}{i}", b"d", RW, False, -1)
+            if i
+            else r.CreateTxn("/w", None, READ_ONLY, False, -1),
+        )
+    zxid = w.tree.last_processed_zxid
+    raw = b"".join(_walk(w.tree, w.sessions, 7).finish())
+    leader = treeio.tree_from_snapshot(
+        snapshot.parse(raw, raw_nodes=True), zxid, extended_types=True
+    )
+    body = treeio.snapshot_body(Replica(leader, w.sessions))
+    got = treeio.load_snapshot_body(body, zxid, extended_types=True)
+    tree = got.replica.tree
+    _same_tree(tree, leader, loaded=False)
+    tree.set_config(b"server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181", 1234, 1 << 32)
+    for digest, last in ((True, False), (True, True), (False, False)):
+        parts = treeio.received_snapshot_parts(got, digest=digest, last_zxid=last)
+        assert parts is not None
+        fs = treeio.FuzzySnapshot(tree, got.replica.sessions, digest=digest, last_zxid=last)
+        while not fs.step(1 << 20):
+            pass
+        assert b"".join(parts) == b"".join(fs.finish())
+    content = snapshot.parse(b"".join(parts))
+    assert content.sessions == w.sessions
+    again = treeio.tree_from_snapshot(content, zxid, extended_types=True)
+    assert treeio.canonical(again) == treeio.canonical(tree)
+    # a txn applied since: the body is no longer the tree
+    tree.apply(
+        r.TxnHeader(0, 0, zxid + 1, 0, OpCode.CREATE),
+        r.CreateTxn("/after", b"", OPEN_ACL_UNSAFE, False, -1),
+    )
+    assert treeio.received_snapshot_parts(got) is None
+
+
 def test_kill_dead_sessions_drops_orphan_ephemerals() -> None:
     tree = DataTree()
     tree.apply(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
@@ -222,7 +223,16 @@ class LeaderPump:
                         link.meter.queued(s.packet.type, now)
                     link.send(encode_packet(s.packet))
                     if s.packet.type == PacketType.SNAP:
-                        link.send(encode_snapshot_payload(treeio.snapshot_body(peer.replica)))
+                        t0 = time.monotonic()
+                        body = treeio.snapshot_body(peer.replica)
+                        link.send(encode_snapshot_payload(body))
+                        log.info(
+                            "SNAP to link %d at %#x: %d bytes serialised in %.3f s",
+                            s.link,
+                            s.packet.zxid,
+                            len(body),
+                            time.monotonic() - t0,
+                        )
                 for lk, why in rd.close:
                     link = peer.link(lk)
                     if link is not None:

@@ -11,7 +11,13 @@ import logging
 
 from trizk.quorum.zab.applier import decode_entry
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zabwire import encode_packet, epoch_of
+from trizk.quorum.zab.zabwire import (
+    PacketType,
+    SnapshotPayload,
+    StreamEvent,
+    encode_packet,
+    epoch_of,
+)
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
@@ -39,11 +45,15 @@ class LearnerPump:
 
     async def reader(self) -> None:
         clock = self.peer.clock
-        reason = await read_link(
-            self.link.stream,
-            lambda ev: self.learner.step(ev, clock.now()),
-            self.peer.kick,
-        )
+
+        def step(ev: StreamEvent) -> None:
+            if isinstance(ev, SnapshotPayload):
+                log.info("SNAP: received the leader's snapshot, %d bytes", len(ev.body))
+            elif ev.type == PacketType.SNAP:
+                log.info("SNAP: the leader sends its snapshot at %#x", ev.zxid)
+            self.learner.step(ev, clock.now())
+
+        reason = await read_link(self.link.stream, step, self.peer.kick)
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 
