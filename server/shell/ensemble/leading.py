@@ -32,12 +32,13 @@ from trizk.quorum.zab.zabwire import (
 from trizk.server.roles.leading import Leading
 from trizk.server.shell import quorumauth
 from trizk.server.shell.ensemble.hosts import RolePeer
-from trizk.server.shell.ensemble.links import read_link, until_done
+from trizk.server.shell.ensemble.links import Link, read_link, until_done
 from trizk.server.shell.ensemble.spec import leader_outstanding_limit
 from trizk.server.shell.streams import ReplayStream
 from trizk.server.writes.committer import Proposal
 from trizk.server.writes.sequencer import Sequencer
 from trizk.storage.formats import treeio, txnlog
+from trizk.storage.formats.snapshot import NODES_END
 from trizk.storage.formats.txnlog import TxnEntry
 
 __all__ = ["LeaderPump", "LearnerRequests", "ZabCommitter", "txn_time"]
@@ -223,16 +224,7 @@ class LeaderPump:
                         link.meter.queued(s.packet.type, now)
                     link.send(encode_packet(s.packet))
                     if s.packet.type == PacketType.SNAP:
-                        t0 = time.monotonic()
-                        body = treeio.snapshot_body(peer.replica)
-                        link.send(encode_snapshot_payload(body))
-                        log.info(
-                            "SNAP to link %d at %#x: %d bytes serialised in %.3f s",
-                            s.link,
-                            s.packet.zxid,
-                            len(body),
-                            time.monotonic() - t0,
-                        )
+                        await self._stream_snapshot(link, s.packet.zxid)
                 for lk, why in rd.close:
                     link = peer.link(lk)
                     if link is not None:
@@ -302,6 +294,43 @@ class LeaderPump:
                     return rd.role.reason
             await peer.wait_kick()
 
+    async def _stream_snapshot(self, link: Link, zxid: int) -> None:
+        """The SNAP payload after its packet (``LearnerHandler``: ``serializeSnapshot`` onto
+        the socket's buffered stream, then the signature), sent in pieces as the tree is
+        walked: the learner builds its tree from the first pieces while the rest are walked
+        (``treeio.SnapshotBuilder``). The ACL cache goes first, so the tree must not change
+        under the walk: the pump applies nothing until it is over (it yields only for the
+        link's writer and the other tasks), as the whole-body serialisation did."""
+        t0 = time.monotonic()
+        replica = self.peer.replica
+        fs = treeio.FuzzySnapshot(replica.tree, replica.sessions, digest=False)
+        size = 0
+        piece = fs.body_head()
+        while True:
+            try:
+                done = fs.step(SNAP_STREAM_STEP)
+            except treeio.TreeChangedError as e:  # never, while nothing else applies txns
+                log.error("SNAP to link %d: %s; closing it", link.link, e)
+                link.close()
+                return
+            pieces = [piece, *fs.take_chunks()]
+            if done:
+                pieces.append(encode_snapshot_payload(NODES_END))
+            data = b"".join(pieces)
+            size += len(data)
+            link.send(data)
+            if done or link.closed:
+                break
+            piece = b""
+            await trio.sleep(0)  # the writer sends it while the walk goes on
+        log.info(
+            "SNAP to link %d at %#x: %d bytes streamed as walked in %.3f s",
+            link.link,
+            zxid,
+            size,
+            time.monotonic() - t0,
+        )
+
     def _bad_request(self, lk: int, e: Exception) -> None:
         log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
         link = self.peer.link(lk)
@@ -321,6 +350,8 @@ class LeaderPump:
 
 
 _TXN_TIME = struct.Struct(">q")
+#: nodes walked per piece of a streamed SNAP (~0.8 MB of 100-byte znodes)
+SNAP_STREAM_STEP = 4096
 
 
 def txn_time(entry: bytes) -> int | None:

@@ -13,6 +13,7 @@ from trizk.quorum.zab.applier import decode_entry
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zabwire import (
     PacketType,
+    QuorumStreamDecoder,
     SnapshotPayload,
     StreamEvent,
     encode_packet,
@@ -23,6 +24,7 @@ from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
 from trizk.server.shell.ensemble.links import Link, read_link
 from trizk.server.writes.committer import Proposal
+from trizk.storage.formats import treeio
 
 __all__ = ["LearnerPump"]
 
@@ -45,15 +47,30 @@ class LearnerPump:
 
     async def reader(self) -> None:
         clock = self.peer.clock
+        peer = self.peer
+        extended = peer.core_config.extended_types
 
         def step(ev: StreamEvent) -> None:
             if isinstance(ev, SnapshotPayload):
                 log.info("SNAP: received the leader's snapshot, %d bytes", len(ev.body))
+                # built while it came: the InstallSnapshot step finishes it
+                peer.snapshot_arrived(ev)
             elif ev.type == PacketType.SNAP:
                 log.info("SNAP: the leader sends its snapshot at %#x", ev.zxid)
             self.learner.step(ev, clock.now())
 
-        reason = await read_link(self.link.stream, step, self.peer.kick)
+        # Learner.syncWithLeader deserialises the SNAP from the socket: the tree is built as
+        # the payload arrives (while a streaming leader still walks its own)
+        decoder = QuorumStreamDecoder(
+            snapshot_sink=lambda: treeio.SnapshotBuilder(extended_types=extended)
+        )
+        learner = self.learner
+
+        def arrived() -> None:
+            learner.bytes_arrived()
+            peer.kick()
+
+        reason = await read_link(self.link.stream, step, arrived, decoder)
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 

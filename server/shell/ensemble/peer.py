@@ -82,7 +82,7 @@ from trizk.quorum.zab.applier import (
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zab import Entry, LearnerType, Quorum
-from trizk.quorum.zab.zabwire import epoch_of
+from trizk.quorum.zab.zabwire import SnapshotPayload, epoch_of
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.metricregistry import (
     LEARNER_HANDLER_QP_SIZE,
@@ -183,6 +183,8 @@ class QuorumPeer:
         #: the SNAP payload the replica was last loaded from, until the snapshot at NEWLEADER
         #: is written from it (dropped by any other change of the replica's whole state)
         self._received: treeio.ReceivedSnapshot | None = None
+        #: the last SNAP payload off the leader's link, with the tree built as it came
+        self._arrived: SnapshotPayload | None = None
         #: ZKDatabase.committedLog: the newest txns applied, for a leader's DIFFs
         self._committed_log = self.applier.committed_log
         #: the replica equals the data directory (just loaded); else see _catch_up
@@ -668,6 +670,11 @@ class QuorumPeer:
             await self._perform(step)
         self.applier.persisted()
 
+    def snapshot_arrived(self, payload: SnapshotPayload) -> None:
+        """The leader link's reader decoded a SNAP payload (its tree built as it came); the
+        InstallSnapshot step that follows uses it."""
+        self._arrived = payload
+
     async def _perform(self, step: Step) -> None:
         persistence = self.persistence
         if isinstance(step, AcceptedEpoch):
@@ -690,9 +697,21 @@ class QuorumPeer:
         elif isinstance(step, InstallSnapshot):
             snap = step.snapshot
             t0 = time.monotonic()
-            received = treeio.load_snapshot_body(
-                snap.body, snap.zxid, extended_types=self.core_config.extended_types
-            )
+            built, self._arrived = self._arrived, None
+            how = "built as it came"
+            if (
+                built is not None
+                and built.body is snap.body
+                and isinstance(built.built, treeio.SnapshotBuilder)
+                and built.built.error is None
+            ):
+                received = built.built.finish(snap.body, snap.zxid)
+            else:
+                # (a payload the builder failed on is loaded whole: that reports the error)
+                how = "loaded whole"
+                received = treeio.load_snapshot_body(
+                    snap.body, snap.zxid, extended_types=self.core_config.extended_types
+                )
             got = received.replica
             self.replica.reset(got.tree, got.sessions)
             # written as this member's snapshot at NEWLEADER (the TakeSnapshot step)
@@ -701,9 +720,10 @@ class QuorumPeer:
             # deserialization of snapshot"
             self.init_config()
             log.info(
-                "SNAP: loaded the leader's snapshot at %#x (%d bytes) in %.3f s",
+                "SNAP: loaded the leader's snapshot at %#x (%d bytes, %s) in %.3f s",
                 snap.zxid,
                 len(snap.body),
+                how,
                 time.monotonic() - t0,
             )
         elif isinstance(step, TakeSnapshot):
