@@ -93,7 +93,7 @@ class SnapshotLoadError(ValueError):
     """A snapshot that parses but does not describe a tree (orphan node, unknown ACL ref)."""
 
 
-class TreeChangedError(RuntimeError):
+class TreeChangedError(ValueError):
     """A streamed SNAP body's tree changed under its walk in a way it cannot carry."""
 
 
