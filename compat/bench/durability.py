@@ -21,7 +21,7 @@ each server wrote it for the same tree (we wait for it, bounded, before stopping
 Both use the same format (FileSnap), so sizes differ only by ACL-cache numbering;
 ``--compression gz`` sets ``snapshot.compression.method`` for both.
 
-Two more cells on the same data (``--parents 20`` gives 200,000 znodes with ~10,000 children
+More cells on the same data (``--parents 20`` gives 200,000 znodes with ~10,000 children
 under each parent):
 
 * **getChildren of a wide node**: once a server has restarted, one session asks
@@ -31,8 +31,15 @@ under each parent):
 * **Follower SNAP sync** (``--sync``): a 3-member ensemble of each kind on copies of the data
   dir; a follower is killed, a write goes through the leader, the follower's ``version-2``
   is wiped and the follower restarted; the figure is the time from its start to serving as a
-  follower with the whole tree (the leader serialises its tree, the follower loads it and
-  snapshots it), with the follower's RSS.
+  follower with the whole tree (the leader walks its tree onto the link, the follower builds
+  its own from it and writes a snapshot at NEWLEADER), with the follower's RSS.
+* **Follower DIFF sync** (``--sync``, ``--diff-txns N``, default 400: within both leaders'
+  in-memory committed log of 500 txns; 0 for none): on the same ensemble, the follower is
+  killed, N setData go through the leader (pipelined) and the follower restarts on its own
+  data (it loads its snapshot; the leader sends the N txns as a DIFF, from its committed log
+  or its txn log as ZooKeeper decides: the leader's ``zk_diff_count`` must grow); the figure
+  is the time from its start to serving as a follower at the leader's last zxid (``srvr``),
+  with its RSS.
 
 Not a test; run by hand. Only processes started here are signalled, by PID.
 """
@@ -145,10 +152,74 @@ def _rss(pid: int) -> int:
     return pages * PAGE
 
 
-def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[float, int]]:
+def srvr_zxid(port: int) -> int:
+    for line in four(port, b"srvr").splitlines():
+        if line.startswith("Zxid:"):
+            return int(line.split(":")[1], 16)
+    return -1
+
+
+def diff_count(port: int) -> int:
+    """The leader's ``diff_count`` (``mntr``): DIFF (and TRUNC) syncs it has sent."""
+    for line in four(port, b"mntr").splitlines():
+        if line.startswith("zk_diff_count"):
+            return int(line.split()[1])
+    return -1
+
+
+def write_txns(port: int, count: int, parents: int, tag: str) -> int:
+    """``count`` setData of the parents through one session, pipelined 100 at a time; the
+    zxid of the last one."""
+    sess = BlockingSession("127.0.0.1", port, timeout=60)
+    try:
+        for first in range(0, count, 100):
+            xids = range(first + 1, min(first + 100, count) + 1)
+            sess.sock.sendall(
+                b"".join(
+                    set_frame(x, f"/p{x % parents:04d}", f"{tag}{x}".encode() * 10) for x in xids
+                )
+            )
+            for _ in xids:
+                payload = sess.frame()
+                _xid, zxid, err = struct.unpack_from(">iqi", payload, 0)
+                if err:
+                    raise RuntimeError(f"setData through the leader failed: {err}")
+        return int(zxid)
+    finally:
+        sess.close()
+
+
+def _wait_follower(ens: ProcessEnsemble, kind: str, expected: int, zxid: int, t0: float) -> None:
+    deadline = t0 + 600
+    while True:
+        try:
+            if (
+                ens.mode(1) == "follower"
+                and node_count(ens.port(1)) == expected
+                and srvr_zxid(ens.port(1)) >= zxid
+            ):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{kind} follower did not sync:\n{ens.tails()}")
+        time.sleep(0.05)
+
+
+def sync_cell(
+    kind: str,
+    src: Path,
+    expected: int,
+    trials: int,
+    diff_txns: int = 0,
+    parents: int = 20,
+) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
     """Follower SNAP sync on a 3-member ensemble of ``kind`` (see the module docstring):
-    [(seconds from the follower's start to serving the whole tree, its RSS)] per trial."""
+    [(seconds from the follower's start to serving the whole tree, its RSS)] per trial; then
+    (``diff_txns``) the DIFF sync of a follower restarted on its data after missing that many
+    txns, the same figures."""
     out: list[tuple[float, int]] = []
+    diffs: list[tuple[float, int]] = []
     # ZooKeeper's default tickTime (not the test ensembles' 200 ms): initLimit and syncLimit
     # then leave a large tree's sync the time ZooKeeper's sample configuration gives it
     with ProcessEnsemble(
@@ -174,16 +245,7 @@ def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[fl
             shutil.rmtree(ens.members[1].data_dir / "version-2")
             t0 = time.monotonic()
             ens.start(1)
-            deadline = t0 + 600
-            while True:
-                try:
-                    if ens.mode(1) == "follower" and node_count(ens.port(1)) == expected:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{kind} follower did not sync:\n{ens.tails()}")
-                time.sleep(0.05)
+            _wait_follower(ens, kind, expected, 0, t0)
             took = time.monotonic() - t0
             proc = ens.members[1].proc
             assert proc is not None
@@ -193,14 +255,44 @@ def sync_cell(kind: str, src: Path, expected: int, trials: int) -> list[tuple[fl
                 f"RSS {out[-1][1] / 2**20:.0f} MiB",
                 flush=True,
             )
-    return out
+        for t in range(trials if diff_txns else 0):
+            # the follower misses diff_txns txns, then restarts on its own data: it loads
+            # its snapshot and log, and the leader sends a DIFF (from its committed log or
+            # its txn log, as ZooKeeper decides; checked by the leader's diff_count)
+            ens.kill(1)
+            before = diff_count(ens.port(3))
+            zxid = write_txns(ens.port(3), diff_txns, parents, f"d{t}-")
+            t0 = time.monotonic()
+            ens.start(1)
+            _wait_follower(ens, kind, expected, zxid, t0)
+            took = time.monotonic() - t0
+            proc = ens.members[1].proc
+            assert proc is not None
+            diffs.append((took, _rss(proc.pid)))
+            if diff_count(ens.port(3)) <= before:
+                raise RuntimeError(f"{kind} leader sent no DIFF:\n{ens.tails()}")
+            print(
+                f"diff trial {t} {kind}: follower {diff_txns} txns behind serving after "
+                f"{took:.2f} s, RSS {diffs[-1][1] / 2**20:.0f} MiB",
+                flush=True,
+            )
+    return out, diffs
 
 
-def _sync_summary(kind: str, runs: list[tuple[float, int]]) -> str:
+def _sync_summary(kind: str, runs: list[tuple[float, int]], how: str = "SNAP") -> str:
     return (
-        f"{kind}: follower SNAP sync, median {statistics.median(s[0] for s in runs):.2f} s, "
+        f"{kind}: follower {how} sync, median {statistics.median(s[0] for s in runs):.2f} s, "
         f"RSS {statistics.median(s[1] for s in runs) / 2**20:.0f} MiB"
     )
+
+
+def _summaries(
+    kind: str, syncs: dict[str, list[tuple[float, int]]], diffs: dict[str, list[tuple[float, int]]]
+) -> None:
+    if syncs.get(kind):
+        print(_sync_summary(kind, syncs[kind]))
+    if diffs.get(kind):
+        print(_sync_summary(kind, diffs[kind], "DIFF"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,6 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--children-calls", type=int, default=500)
     ap.add_argument("--sync", action="store_true", help="the follower SNAP sync cell too")
     ap.add_argument("--sync-trials", type=int, default=2)
+    ap.add_argument(
+        "--diff-txns",
+        type=int,
+        default=400,
+        help="with --sync: the DIFF sync of a follower that missed this many txns (0: none; "
+        "the default stays within both leaders' committed log of 500)",
+    )
     a = ap.parse_args(argv)
     kinds = [a.only] if a.only else ["zookeeper", "trizk"]
     work = Path(tempfile.mkdtemp(prefix="trizk-durbench-"))
@@ -300,17 +399,19 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 shutil.rmtree(d, ignore_errors=True)
         syncs: dict[str, list[tuple[float, int]]] = {}
+        diffs: dict[str, list[tuple[float, int]]] = {}
         if a.sync:
             for kind in kinds if a.sync_trials % 2 else kinds[::-1]:
-                syncs[kind] = sync_cell(kind, src, expected, a.sync_trials)
+                syncs[kind], diffs[kind] = sync_cell(
+                    kind, src, expected, a.sync_trials, a.diff_txns, a.parents
+                )
         replies = {k: {c[2] for c in kids[k]} for k in kinds}
         if len(kinds) == 2 and all(replies.values()):
             same = replies[kinds[0]] == replies[kinds[1]] and len(replies[kinds[0]]) == 1
             print(f"getChildren replies byte-identical across servers: {same}")
         for kind in kinds:
-            if not results[kind]:  # --trials 0: the sync cell alone
-                if kind in syncs:
-                    print(_sync_summary(kind, syncs[kind]))
+            if not results[kind]:  # --trials 0: the sync cells alone
+                _summaries(kind, syncs, diffs)
                 continue
             med = statistics.median(results[kind])
             rss_mib = statistics.median(rsses[kind]) / 2**20
@@ -324,8 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{statistics.median(c[0] for c in kids[kind]):.0f} µs, server CPU "
                     f"{statistics.median(c[1] for c in kids[kind]):.0f} µs per call"
                 )
-            if kind in syncs:
-                print(_sync_summary(kind, syncs[kind]))
+            _summaries(kind, syncs, diffs)
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(
@@ -344,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "children_cpu_us": [c[1] for c in kids[kind]],
                                 "sync_seconds": [s[0] for s in syncs.get(kind, [])],
                                 "sync_rss": [s[1] for s in syncs.get(kind, [])],
+                                "diff_txns": a.diff_txns,
+                                "diff_sync_seconds": [s[0] for s in diffs.get(kind, [])],
+                                "diff_sync_rss": [s[1] for s in diffs.get(kind, [])],
                             }
                         )
                         + "\n"

@@ -209,6 +209,13 @@ class Learner(ReadyOutbox):
     def _heard(self) -> None:
         self._heard_at = self._half_ticks
 
+    def bytes_arrived(self) -> None:
+        """Bytes came from the leader, whole packets or not (a SNAP payload arrives over many
+        reads): the read timeout counts from now, as ``SO_TIMEOUT`` on ZooKeeper's socket
+        counts only the time a read waits for bytes."""
+        if self._phase is not _Phase.DONE:
+            self._heard()
+
     def link_closed(self, reason: str) -> None:
         self._finish(f"connection to leader closed: {reason}")
 

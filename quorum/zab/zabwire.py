@@ -42,9 +42,10 @@ Invariants
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Protocol
 
 from trizk.jute.primitives import DEFAULT_MAX_BUFFER, JuteDecodeError
 from trizk.jute.records import LearnerInfo, QuorumPacket
@@ -91,6 +92,8 @@ STAT_PERSISTED_SIZE = 60
 
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
+#: the ustring "/" that ends a snapshot's nodes
+_SLASH = b"\x00\x00\x00\x01/"
 
 
 class QuorumStreamError(ValueError):
@@ -167,11 +170,25 @@ def packet(t: int, zxid: int, data: bytes | None = None) -> QuorumPacket:
 # ------------------------------------------------------------------------ decoder
 
 
+class SnapshotSink(Protocol):
+    """What a SNAP payload is handed to while it arrives (a learner's tree builder,
+    ``treeio.SnapshotBuilder``): its Sessions and AclCache sections once they are whole,
+    then its nodes in pieces of whole nodes (lengths checked), in order, without the "/" that
+    ends them. It must not raise."""
+
+    def head(self, head: bytes) -> None: ...
+
+    def nodes(self, chunk: bytes, end: int) -> None:
+        """The whole nodes ``chunk[:end]``."""
+
+
 @dataclass(frozen=True, slots=True)
 class SnapshotPayload:
-    """The raw snapshot that followed a SNAP packet: Sessions AclCache Nodes (no signature)."""
+    """The raw snapshot that followed a SNAP packet: Sessions AclCache Nodes (no signature);
+    ``built``, the sink it was handed to while it arrived (when the decoder has one)."""
 
     body: bytes
+    built: SnapshotSink | None = field(default=None, compare=False)
 
 
 StreamEvent = QuorumPacket | SnapshotPayload
@@ -197,7 +214,11 @@ class QuorumStreamDecoder:
         max_length: int = 2 * DEFAULT_MAX_BUFFER,
         max_snapshot: int = 1 << 34,
         max_auth_ids: int = 1024,
+        snapshot_sink: Callable[[], SnapshotSink] | None = None,
     ) -> None:
+        #: makes the sink each SNAP payload is handed to while it arrives (None: none)
+        self.snapshot_sink = snapshot_sink
+        self._sink: SnapshotSink | None = None
         self.max_packet = max_packet
         self.max_length = max_length
         self.max_snapshot = max_snapshot
@@ -238,6 +259,7 @@ class QuorumStreamDecoder:
         self._taken = 0
         if self._in_snapshot:
             self._snap_parts = []
+            self._sink = self.snapshot_sink() if self.snapshot_sink is not None else None
             self._gen = self._snapshot_grammar()
         else:
             self._gen = self._packet_grammar()
@@ -342,6 +364,7 @@ class QuorumStreamDecoder:
 
     def _snapshot_grammar(self) -> _Grammar:
         take = self._snap_take
+        sink = self._sink
         (count,) = _I.unpack(take((yield 4)))
         if count < 0:
             raise QuorumStreamError(f"bad session count {count}")
@@ -362,6 +385,8 @@ class QuorumStreamDecoder:
                     n = self._length(n, what)
                     if n > 0:
                         take((yield n))
+        if sink is not None:
+            sink.head(b"".join(self._snap_parts))
         while True:
             # Whole nodes in one piece: as many as the buffer holds, by their lengths (the
             # same checks as node by node below); a node that is not all there yet is read
@@ -369,11 +394,14 @@ class QuorumStreamDecoder:
             seen = yield _PEEK
             k, end = self._whole_nodes(seen)
             if k:
-                take((yield k))
+                chunk = take((yield k))
+                if sink is not None:
+                    sink.nodes(chunk, k - len(_SLASH) if end else k)
             if end:
                 break
             if k:
                 continue
+            first = len(self._snap_parts)
             (n,) = _I.unpack(take((yield 4)))
             n = self._length(n, "node path")
             if n < 0:
@@ -386,12 +414,17 @@ class QuorumStreamDecoder:
             if n > 0:
                 take((yield n))
             take((yield 8 + STAT_PERSISTED_SIZE))
+            if sink is not None:
+                node = b"".join(self._snap_parts[first:])
+                sink.nodes(node, len(node))
         body = b"".join(self._snap_parts)
+        self._snap_parts = []
         (n,) = _I.unpack((yield 4))
         sig = SNAP_SIGNATURE.encode()
         if n != len(sig) or (yield n) != sig:
             raise QuorumStreamError("Missing signature")
-        return SnapshotPayload(body)
+        self._sink = None
+        return SnapshotPayload(body, sink)
 
 
 def encode_snapshot_payload(body: bytes) -> bytes:
@@ -413,6 +446,7 @@ __all__ = [
     "QuorumStreamDecoder",
     "QuorumStreamError",
     "SnapshotPayload",
+    "SnapshotSink",
     "StreamEvent",
     "counter_of",
     "decode_int",

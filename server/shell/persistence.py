@@ -828,8 +828,13 @@ class Persistence:
             self._snapshot_wanted = trio.Event()
             await self.take_snapshot()
 
-    async def take_snapshot(self) -> Path | None:
-        """Take one fuzzy snapshot now (None if one is already running)."""
+    async def take_snapshot(self, received: treeio.ReceivedSnapshot | None = None) -> Path | None:
+        """Take one fuzzy snapshot now (None if one is already running).
+
+        ``received``: the SNAP payload the replica was loaded from (a learner's snapshot at
+        NEWLEADER); while the replica is still that one, the file is written from its bytes
+        (:func:`~trizk.storage.formats.treeio.received_snapshot_parts`) instead of walking
+        the tree."""
         if self._snapshotting:
             log.warning("Too busy to snap, skipping")
             return None
@@ -838,26 +843,41 @@ class Persistence:
         self._snapshotting = True
         try:
             t0 = time.monotonic()
-            fs = treeio.FuzzySnapshot(
-                replica.tree,
-                replica.sessions,
-                digest=self.settings.digest_enabled,
-                last_zxid=self.settings.last_zxid_trailer,
-            )
-            log.info("Snapshotting: %#x to %s", fs.zxid, self.settings.snap_dir)
-            while not fs.step(SNAPSHOT_STEP):
-                await trio.sleep(0)
-            path, size = await trio.to_thread.run_sync(self._write_snapshot, fs)
+            s = self.settings
+            stream: list[bytes] | Callable[[], list[bytes]] | None = None
+            # the same tree, at the same zxid (sessions change only by txns)
+            if received is not None and received.replica.tree is replica.tree:
+                stream = treeio.received_snapshot_parts(
+                    received, digest=s.digest_enabled, last_zxid=s.last_zxid_trailer
+                )
+            if received is not None and stream is not None:
+                # the root is in the tree twice ("" and "/")
+                zxid, nodes = received.zxid, replica.tree.node_count() - 1
+                how = "written from the leader's SNAP"
+                log.info("Snapshotting: %#x to %s (%s)", zxid, s.snap_dir, how)
+            else:
+                fs = treeio.FuzzySnapshot(
+                    replica.tree,
+                    replica.sessions,
+                    digest=s.digest_enabled,
+                    last_zxid=s.last_zxid_trailer,
+                )
+                log.info("Snapshotting: %#x to %s", fs.zxid, s.snap_dir)
+                while not fs.step(SNAPSHOT_STEP):
+                    await trio.sleep(0)
+                zxid, nodes, how, stream = fs.zxid, fs.nodes, "walked the tree", fs.finish
+            path, size = await trio.to_thread.run_sync(self._write_snapshot, zxid, stream)
             self.snapshots_taken += 1
             # ServerMetrics.SNAPSHOT_TIME (ms)
             self.metrics.snapshottime.add(int((time.monotonic() - t0) * 1000))
             self.last_snapshot = path
             log.info(
-                "snapshot %s: %d znodes, %d bytes in %.3f s",
+                "snapshot %s: %d znodes, %d bytes in %.3f s (%s)",
                 path.name,
-                fs.nodes,
+                nodes,
                 size,
                 time.monotonic() - t0,
+                how,
             )
             return path
         except OSError as e:
@@ -867,12 +887,16 @@ class Persistence:
         finally:
             self._snapshotting = False
 
-    def _write_snapshot(self, fs: treeio.FuzzySnapshot) -> tuple[Path, int]:
-        """Write the snapshot atomically (temp file, fsync, rename, fsync dir); worker thread."""
+    def _write_snapshot(
+        self, zxid: int, stream: list[bytes] | Callable[[], list[bytes]]
+    ) -> tuple[Path, int]:
+        """Write snapshot.<zxid> atomically (temp file, fsync, rename, fsync dir) from the
+        uncompressed stream's parts (or what makes them: ``FuzzySnapshot.finish``, run
+        here); worker thread."""
         s = self.settings
-        parts = fs.finish()
+        parts = stream() if callable(stream) else stream
         d = s.snap_dir
-        final = d / snapshot.snapshot_name(fs.zxid, s.compression)
+        final = d / snapshot.snapshot_name(zxid, s.compression)
         tmp = d / f".{final.name}.tmp"
         try:
             with open(tmp, "wb") as f:

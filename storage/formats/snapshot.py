@@ -496,6 +496,26 @@ def scan_nodes(
             next_report = p + step
 
 
+def node_span(raw: bytes, p: int, end: int, path: str) -> tuple[int, int] | None:
+    """Where the node ``path`` lies in a Nodes section from ``p`` to ``end`` (the "/" ending
+    it) that :func:`scan_nodes` has checked: (start, end) offsets of its entry, or None.
+    Only lengths are read, and the path of an entry of the right length."""
+    want = path.encode("utf-8")
+    size = len(want)
+    unpack = _I.unpack_from
+    while p < end:
+        start = p
+        (n,) = unpack(raw, p)
+        p += 4
+        hit = n == size and raw[p : p + n] == want
+        p += n
+        (n,) = unpack(raw, p)
+        p += 4 + max(n, 0) + NODE_TAIL_SIZE
+        if hit:
+            return start, p
+    return None
+
+
 def decode_nodes(raw: bytes, p: int, end: int) -> list[SnapNode]:
     """The nodes of a Nodes section from ``p`` to ``end`` (the "/" ending it), which
     :func:`scan_nodes` has checked."""

@@ -55,6 +55,7 @@ from trizk.storage.formats import snapshot as snap
 from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
 from trizk.storage.formats.txnlog import TxnEntry
 from trizk.storage.tree.datatree import (
+    CONFIG_NODE,
     OPEN_ACL_UNSAFE,
     DataNode,
     DataTree,
@@ -66,11 +67,16 @@ from trizk.storage.tree.replica import Replica
 
 __all__ = [
     "FuzzySnapshot",
+    "ReceivedSnapshot",
     "ReplayResult",
+    "SnapshotBuilder",
     "SnapshotLoadError",
+    "TreeChangedError",
     "canonical",
     "content_from_tree",
     "current_txn",
+    "load_snapshot_body",
+    "received_snapshot_parts",
     "replay",
     "replica_from_snapshot_body",
     "restore_from_stream",
@@ -79,12 +85,17 @@ __all__ = [
 ]
 
 _INT: Final = struct.Struct(">i")
+_LONG: Final = struct.Struct(">q")
 _NULL_BUFFER: Final = b"\xff\xff\xff\xff"  # a null Jute buffer
 _FILE_HEADER_SIZE = 16  # FileHeader: magic, version, dbid
 
 
 class SnapshotLoadError(ValueError):
     """A snapshot that parses but does not describe a tree (orphan node, unknown ACL ref)."""
+
+
+class TreeChangedError(ValueError):
+    """A streamed SNAP body's tree changed under its walk in a way it cannot carry."""
 
 
 # ----------------------------------------------------------------------------- load
@@ -113,20 +124,7 @@ def tree_from_snapshot(
         kids = _nodes_from_raw(tree, content, acls, progress)
     else:
         kids = _nodes_from_records(tree, content, acls, progress)
-    if "" not in tree.nodes:
-        raise SnapshotLoadError("snapshot has no root node")
-    for parent, names in kids.items():
-        if len(names) > 48 and len(set(names)) != len(names):
-            names = list(dict.fromkeys(names))  # a path twice in a snapshot is one child
-        # DataNode.addChild of each name in order, into a HashSet(8); the node is new: no
-        # cache to forget
-        parent.children = JavaHashSet.presized(names)
-    tree.recompute_digest()
-    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
-    tree.reset_data_size()
-    tree.setup_quota()
-    tree.last_processed_zxid = zxid
-    return tree
+    return _finish_tree(tree, kids, zxid)
 
 
 def _node(
@@ -151,71 +149,128 @@ def _nodes_from_raw(
     progress: Callable[[int, int], None] | None,
 ) -> dict[DataNode, list[str]]:
     """Decode the Nodes section that ``snap.parse(..., raw_nodes=True)`` checked, each node
-    straight into ``tree.nodes`` (the layout: ``path:ustring data:buffer`` then
-    :data:`~trizk.storage.formats.snapshot.NODE_TAIL`); returns each parent's child names
-    in snapshot order. A parent precedes its children, usually just before its first one and
-    then for all of them: the last parent met is looked up by prefix before the map is."""
+    straight into ``tree.nodes`` (:class:`_NodeLoader`); returns each parent's child names
+    in snapshot order."""
     raw = content.raw
     assert raw is not None
-    nodes = tree.nodes
-    total = content.node_count
-    unpack = _INT.unpack_from
-    tail = snap.NODE_TAIL.unpack_from
-    tail_size = snap.NODE_TAIL_SIZE
-    kids: dict[DataNode, list[str]] = {}
-    last_path = "\0"  # no path: the first node looks its parent up
-    last_parent: DataNode | None = None
-    last_names: list[str] = []
-    p = content.nodes_start
-    end = content.nodes_end
-    i = 0
-    while p < end:
-        (n,) = unpack(raw, p)
-        p += 4
-        path = raw[p : p + n].decode("utf-8", "replace")
-        p += n
-        (n,) = unpack(raw, p)
-        p += 4
-        data: bytes | None = None
-        if n >= 0:
-            data = raw[p : p + n]
+    loader = _NodeLoader(tree, acls)
+    loader.load(raw, content.nodes_start, content.nodes_end, 0, content.node_count, progress)
+    return loader.kids
+
+
+class _NodeLoader:
+    """Decodes whole nodes of a Nodes section (the layout: ``path:ustring data:buffer`` then
+    :data:`~trizk.storage.formats.snapshot.NODE_TAIL`) straight into ``tree.nodes``, in one
+    piece or in several (a SNAP as it arrives), collecting each parent's child names in
+    snapshot order. A parent precedes its children, usually just before its first one and
+    then for all of them: the last parent met is looked up by prefix before the map is."""
+
+    def __init__(self, tree: DataTree, acls: dict[int, tuple[r.ACL, ...]]) -> None:
+        self.tree = tree
+        self.acls = acls
+        self.kids: dict[DataNode, list[str]] = {}
+        self.last_path = "\0"  # no path: the first node looks its parent up
+        self.last_parent: DataNode | None = None
+        self.last_names: list[str] = []
+        self.count = 0
+        #: where ``/zookeeper/config`` lies, as offsets from the start of what was loaded
+        self.config_span: tuple[int, int] | None = None
+
+    def load(
+        self,
+        raw: bytes,
+        p: int,
+        end: int,
+        base: int = 0,
+        total: int = 0,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """The nodes of ``raw[p:end]`` (whole ones, lengths checked); ``base`` is the offset
+        of ``raw`` in the section's stream (for :attr:`config_span`)."""
+        tree = self.tree
+        nodes = tree.nodes
+        acls = self.acls
+        unpack = _INT.unpack_from
+        tail = snap.NODE_TAIL.unpack_from
+        tail_size = snap.NODE_TAIL_SIZE
+        kids = self.kids
+        last_path = self.last_path
+        last_parent = self.last_parent
+        last_names = self.last_names
+        i = self.count
+        while p < end:
+            start = p
+            (n,) = unpack(raw, p)
+            p += 4
+            path = raw[p : p + n].decode("utf-8", "replace")
             p += n
-        (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(raw, p)
-        p += tail_size
-        acl = acls.get(ref)
-        if acl is None:
-            raise SnapshotLoadError(f"node {path or '/'}: ACL ref {ref} is not in the cache")
-        node = _node(tree, path, data, acl, owner)
-        node.czxid = czxid
-        node.mzxid = mzxid
-        node.pzxid = pzxid
-        node.ctime = ctime
-        node.mtime = mtime
-        node.version = version
-        node.cversion = cversion
-        node.aversion = aversion
-        if path == "":
-            nodes[""] = nodes["/"] = node
-        else:
-            k = path.rfind("/")
-            if k != len(last_path) or not path.startswith(last_path):
-                parent = nodes.get(path[:k]) if k >= 0 else None
-                if parent is None:
-                    # DataTree.deserialize: "Invalid Datatree, unable to find parent".
-                    raise SnapshotLoadError(f"snapshot node {path}: parent not found")
-                if parent is not last_parent:
-                    names = kids.get(parent)
-                    if names is None:
-                        names = kids[parent] = []
-                    last_parent = parent
-                    last_names = names
-                last_path = path[:k]
-            last_names.append(path[k + 1 :])
-            nodes[path] = node
-        i += 1
-        if progress is not None and i & 0xFFFF == 0:
-            progress(i, total)
-    return kids
+            (n,) = unpack(raw, p)
+            p += 4
+            data: bytes | None = None
+            if n >= 0:
+                data = raw[p : p + n]
+                p += n
+            (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(
+                raw, p
+            )
+            p += tail_size
+            acl = acls.get(ref)
+            if acl is None:
+                raise SnapshotLoadError(f"node {path or '/'}: ACL ref {ref} is not in the cache")
+            node = _node(tree, path, data, acl, owner)
+            node.czxid = czxid
+            node.mzxid = mzxid
+            node.pzxid = pzxid
+            node.ctime = ctime
+            node.mtime = mtime
+            node.version = version
+            node.cversion = cversion
+            node.aversion = aversion
+            if path == "":
+                nodes[""] = nodes["/"] = node
+            else:
+                k = path.rfind("/")
+                if k != len(last_path) or not path.startswith(last_path):
+                    parent = nodes.get(path[:k]) if k >= 0 else None
+                    if parent is None:
+                        # DataTree.deserialize: "Invalid Datatree, unable to find parent".
+                        raise SnapshotLoadError(f"snapshot node {path}: parent not found")
+                    if parent is not last_parent:
+                        names = kids.get(parent)
+                        if names is None:
+                            names = kids[parent] = []
+                        last_parent = parent
+                        last_names = names
+                    last_path = path[:k]
+                last_names.append(path[k + 1 :])
+                nodes[path] = node
+                if path == CONFIG_NODE:
+                    self.config_span = (base + start, base + p)
+            i += 1
+            if progress is not None and i & 0xFFFF == 0:
+                progress(i, total)
+        self.last_path = last_path
+        self.last_parent = last_parent
+        self.last_names = last_names
+        self.count = i
+
+
+def _finish_tree(tree: DataTree, kids: dict[DataNode, list[str]], zxid: int) -> DataTree:
+    """What loading does once every node is in: children tables, digest, sizes, quotas."""
+    if "" not in tree.nodes:
+        raise SnapshotLoadError("snapshot has no root node")
+    for parent, names in kids.items():
+        if len(names) > 48 and len(set(names)) != len(names):
+            names = list(dict.fromkeys(names))  # a path twice in a snapshot is one child
+        # DataNode.addChild of each name in order, into a HashSet(8); the node is new: no
+        # cache to forget
+        parent.children = JavaHashSet.presized(names)
+    tree.recompute_digest()
+    # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
+    tree.reset_data_size()
+    tree.setup_quota()
+    tree.last_processed_zxid = zxid
+    return tree
 
 
 def _nodes_from_records(
@@ -365,6 +420,32 @@ class FuzzySnapshot:
         self._acl_refs: dict[tuple[r.ACL, ...], int] = {}
         self._acl_by_id: dict[int, tuple[tuple[r.ACL, ...], int]] = {}
         self._done = False
+        self._acls_sent = False
+
+    def body_head(self) -> bytes:
+        """For a SNAP body sent while it is walked (``ZKDatabase.serializeSnapshot`` onto the
+        socket): its Sessions and AclCache sections, before any node. Every ACL of the tree
+        gets its ref now (in the order of a pass over the node map; any numbering is valid,
+        the learner keeps it); the tree must not change until the walk is over (a node with
+        a new ACL then could not be written: :class:`TreeChangedError`). The nodes follow
+        from :meth:`step` and :meth:`take_chunks`, then
+        :data:`~trizk.storage.formats.snapshot.NODES_END`."""
+        ref = self._ref
+        last: tuple[r.ACL, ...] | None = None
+        for node in self.tree.nodes.values():
+            acl = node.acl
+            if acl is not last:
+                ref(acl)
+                last = acl
+        self._acls_sent = True
+        acls = ((ref, acl) for acl, ref in self._acl_refs.items())
+        return snap.encode_head(self.sessions, acls)[_FILE_HEADER_SIZE:]
+
+    def take_chunks(self) -> list[bytes]:
+        """The node bytes the steps made since the last call (then no longer kept here)."""
+        chunks = self._chunks
+        self._chunks = []
+        return chunks
 
     def _ref(self, acl: tuple[r.ACL, ...]) -> int:
         hit = self._acl_by_id.get(id(acl))
@@ -375,6 +456,8 @@ class FuzzySnapshot:
         else:
             ref = self._acl_refs.get(acl, 0)
             if not ref:
+                if self._acls_sent:
+                    raise TreeChangedError("an ACL not in the ACL cache already sent")
                 # ReferenceCountedACLCache.convertAcls: refs count up from 1.
                 ref = self._acl_refs[acl] = len(self._acl_refs) + 1
         # Keep the tuple alive with its id so that the id cannot be reused during the walk.
@@ -513,7 +596,139 @@ def replica_from_snapshot_body(body: bytes, zxid: int, *, extended_types: bool =
     """The replica a SNAP payload describes, at ``zxid`` (the SNAP packet's; the leader's
     snapshot may be fuzzy: the PROPOSAL/COMMITs after it replay idempotently). Raises
     :class:`~trizk.storage.formats.snapshot.SnapshotFormatError` or :class:`SnapshotLoadError`."""
+    return load_snapshot_body(body, zxid, extended_types=extended_types).replica
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedSnapshot:
+    """A SNAP payload and the replica loaded from it (:func:`load_snapshot_body`), kept until
+    the learner's own snapshot at NEWLEADER, which is written from these bytes
+    (:func:`received_snapshot_parts`)."""
+
+    body: bytes
+    zxid: int
+    replica: Replica
+    #: where the ``/zookeeper/config`` node lies in ``body`` (start, end), if it is there
+    config_span: tuple[int, int] | None
+
+
+def load_snapshot_body(body: bytes, zxid: int, *, extended_types: bool = False) -> ReceivedSnapshot:
+    """:func:`replica_from_snapshot_body`, keeping the body and where its config node is."""
     # the body is read as it came: no file header and seal put around it to be checked
     content = snap.parse_body(body, raw_nodes=True)
     tree = tree_from_snapshot(content, zxid, extended_types=extended_types)
-    return Replica(tree, dict(content.sessions))
+    span = snap.node_span(body, content.nodes_start, content.nodes_end, CONFIG_NODE)
+    return ReceivedSnapshot(body, zxid, Replica(tree, dict(content.sessions)), span)
+
+
+class SnapshotBuilder:
+    """A learner's replica built from a SNAP payload while it arrives: the stream decoder
+    (``zabwire.QuorumStreamDecoder``'s snapshot sink) hands it the Sessions and AclCache
+    sections, then whole nodes as they come, checked by their lengths, which go straight
+    into the tree (:class:`_NodeLoader`); :meth:`finish` completes it once the payload is
+    whole. ZooKeeper's learner deserialises from the socket the same way
+    (``Learner.syncWithLeader``: ``deserializeSnapshot(leaderIs)``), so a leader that streams
+    its snapshot has the learner building while it still walks its tree.
+
+    A bad node (unknown ACL ref, orphan) stops the building and is kept in :attr:`error`;
+    never raised to the decoder (the bytes are a valid stream): the payload is then loaded
+    whole (:func:`load_snapshot_body`), which reports it."""
+
+    def __init__(self, *, extended_types: bool = False) -> None:
+        self.extended_types = extended_types
+        self.error: Exception | None = None
+        self._loader: _NodeLoader | None = None
+        self._sessions: dict[int, int] = {}
+        self._offset = 0
+
+    def head(self, head: bytes) -> None:
+        """The payload's Sessions and AclCache sections."""
+        try:
+            content = snap.parse_body(head + snap.NODES_END, raw_nodes=True)
+        except snap.SnapshotFormatError as e:
+            self.error = e
+            return
+        tree = DataTree(extended_types=self.extended_types)
+        tree.nodes.clear()
+        tree.ephemerals.clear()
+        acls: dict[int, tuple[r.ACL, ...]] = {snap.OPEN_UNSAFE_ACL_REF: OPEN_ACL_UNSAFE}
+        acls.update(content.acls)
+        self._loader = _NodeLoader(tree, acls)
+        self._sessions = dict(content.sessions)
+        self._offset = len(head)
+
+    def nodes(self, chunk: bytes, end: int) -> None:
+        """Whole nodes: ``chunk[:end]`` (their lengths checked by the decoder)."""
+        loader = self._loader
+        if self.error is None and loader is not None:
+            try:
+                loader.load(chunk, 0, end, self._offset)
+            except (SnapshotLoadError, struct.error) as e:
+                self.error = e
+        elif self.error is None:
+            self.error = SnapshotLoadError("snapshot nodes before its ACL cache")
+        self._offset += end
+
+    def finish(self, body: bytes, zxid: int) -> ReceivedSnapshot:
+        """The replica of the whole payload ``body`` (what the decoder handed over, in
+        order), at ``zxid``; raises what building met (:attr:`error`)."""
+        loader = self._loader
+        if self.error is not None:
+            raise self.error
+        if loader is None or self._offset + len(snap.NODES_END) != len(body):
+            raise SnapshotLoadError("the snapshot was not built from this payload")
+        tree = _finish_tree(loader.tree, loader.kids, zxid)
+        return ReceivedSnapshot(body, zxid, Replica(tree, self._sessions), loader.config_span)
+
+
+def received_snapshot_parts(
+    got: ReceivedSnapshot, *, digest: bool = True, last_zxid: bool = False
+) -> list[bytes] | None:
+    """The snapshot file (uncompressed, as :meth:`FuzzySnapshot.finish` gives it) of
+    ``got.replica`` written from the SNAP body it was loaded from, or None when the replica
+    changed since (a txn applied: its tree is no longer the body's).
+
+    ``Learner.syncWithLeader`` snapshots the tree it deserialised at NEWLEADER; until then a
+    learner only holds the leader's proposals, and the one change to its tree is
+    ``initConfigInZKDatabase`` (``/zookeeper/config`` shows this member's configuration). So
+    the file is the FileHeader, the body with that one node written anew from the tree (its
+    ACL ref as the leader numbered it), the seal and the digest section (the tree's digest
+    at ``zxid``; ``/zookeeper/`` nodes are outside it) -- the bytes a re-serialisation of the
+    tree would give but for the order of siblings and the ACL refs, which keep the leader's
+    (as ZooKeeper's ``ReferenceCountedACLCache.deserialize`` keeps them). Not walking the tree
+    again saves the learner a serialisation of it (~40 % of its sync's CPU)."""
+    tree = got.replica.tree
+    span = got.config_span
+    if span is None or tree.last_processed_zxid != got.zxid:
+        return None
+    node = tree.nodes.get(CONFIG_NODE)
+    if node is None:
+        return None
+    start, end = span
+    body = got.body
+    (ref,) = _LONG.unpack_from(body, end - snap.NODE_TAIL_SIZE)
+    path = CONFIG_NODE.encode("utf-8")
+    data = node.data
+    config = b"".join(
+        (
+            _INT.pack(len(path)),
+            path,
+            _NULL_BUFFER if data is None else _INT.pack(len(data)) + data,
+            snap.NODE_TAIL.pack(
+                ref,
+                node.czxid,
+                node.mzxid,
+                node.ctime,
+                node.mtime,
+                node.version,
+                node.cversion,
+                node.aversion,
+                node.ephemeral_owner,
+                node.pzxid,
+            ),
+        )
+    )
+    head = r.FileHeader(snap.SNAP_MAGIC, snap.SNAP_VERSION, snap.SNAP_DBID).encode()
+    parts = [head, body[:start], config, body[end:]]
+    with_digest = SnapshotDigest(got.zxid, tree.digest) if digest else None
+    return snap.seal(parts, with_digest, got.zxid if digest and last_zxid else None)

@@ -433,6 +433,26 @@ def test_learner_read_timeout() -> None:
     assert "read timeout" in (lr.ready().role or pytest.fail()).reason
 
 
+def test_learner_read_timeout_counts_from_the_last_bytes() -> None:
+    """Bytes that are not yet a whole packet (a SNAP payload over many reads) keep the
+    leader heard, as the socket's SO_TIMEOUT does; silence after them still ends the wait."""
+    net = established(3)
+    lr = net.learners[2]
+    half = TIMING.tick_ms // 2
+    now = 0
+    for _ in range(6 * TIMING.sync_limit):
+        now += half
+        lr.tick(now)
+        lr.bytes_arrived()
+    assert not lr.done
+    last = now
+    while not lr.done:
+        now += half
+        lr.tick(now)
+    assert TIMING.sync_ms <= now - last <= TIMING.sync_ms + half
+    assert "read timeout" in (lr.ready().role or pytest.fail()).reason
+
+
 def test_a_paused_learner_reads_what_queued_up_before_judging_its_leader() -> None:
     """ZooKeeper's learner reads with SO_TIMEOUT: after a SIGSTOP/SIGCONT (or a jump of the
     clock) the read returns at once with the PINGs queued meanwhile. A gap between two ticks

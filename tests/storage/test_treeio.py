@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,13 @@ from tests import seeds
 from tests.seeds import examples
 from trizk.jute import records as r
 from trizk.jute.codes import Code, CreateMode, OpCode
+from trizk.jute.records import QuorumPacket
+from trizk.quorum.zab.zabwire import (
+    PacketType,
+    QuorumStreamDecoder,
+    SnapshotPayload,
+    encode_snapshot_payload,
+)
 from trizk.server.writes.prep import (
     PendingChanges,
     PrepContext,
@@ -233,6 +241,153 @@ def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) ->
     # (walked in its own child order, which need not be the snapshot's: see above)
     _same_tree(again.tree, fast, loaded=False)
     assert again.sessions == w.sessions
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 120), wide=st.integers(0, 80))
+def test_learner_snapshot_from_the_snap_body(seed: int, steps: int, wide: int) -> None:
+    """A learner's snapshot at NEWLEADER written from the SNAP's bytes
+    (``received_snapshot_parts``) is the file a walk of its tree writes: byte for byte when
+    the leader's tree was itself loaded (the same child order), with ``/zookeeper/config``
+    as the learner set it after the load (``initConfigInZKDatabase``), the tree's digest and
+    3.9's last-zxid trailer; and none once a txn changed the tree."""
+    rnd = random.Random(seed)
+    w = Workload()
+    for _ in range(steps):
+        w.request(rnd)
+        w.commit(len(w.prepared))
+    for i in range(wide):
+        w.tree.apply(
+            r.TxnHeader(0, 0, w.tree.last_processed_zxid + 1, 0, OpCode.CREATE),
+            r.CreateTxn(f"/w/k{rnd.randrange(1 << 20)}{i}", b"d", RW, False, -1)
+            if i
+            else r.CreateTxn("/w", None, READ_ONLY, False, -1),
+        )
+    zxid = w.tree.last_processed_zxid
+    raw = b"".join(_walk(w.tree, w.sessions, 7).finish())
+    leader = treeio.tree_from_snapshot(
+        snapshot.parse(raw, raw_nodes=True), zxid, extended_types=True
+    )
+    body = treeio.snapshot_body(Replica(leader, w.sessions))
+    got = treeio.load_snapshot_body(body, zxid, extended_types=True)
+    tree = got.replica.tree
+    _same_tree(tree, leader, loaded=False)
+    tree.set_config(b"server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181", 1234, 1 << 32)
+    for digest, last in ((True, False), (True, True), (False, False)):
+        parts = treeio.received_snapshot_parts(got, digest=digest, last_zxid=last)
+        assert parts is not None
+        fs = treeio.FuzzySnapshot(tree, got.replica.sessions, digest=digest, last_zxid=last)
+        while not fs.step(1 << 20):
+            pass
+        assert b"".join(parts) == b"".join(fs.finish())
+    content = snapshot.parse(b"".join(parts))
+    assert content.sessions == w.sessions
+    again = treeio.tree_from_snapshot(content, zxid, extended_types=True)
+    assert treeio.canonical(again) == treeio.canonical(tree)
+    # a txn applied since: the body is no longer the tree
+    tree.apply(
+        r.TxnHeader(0, 0, zxid + 1, 0, OpCode.CREATE),
+        r.CreateTxn("/after", b"", OPEN_ACL_UNSAFE, False, -1),
+    )
+    assert treeio.received_snapshot_parts(got) is None
+
+
+def _streamed_body(tree: DataTree, sessions: dict[int, int], step: int) -> bytes:
+    """A SNAP body as a streaming leader sends it: head first, then the walk's pieces."""
+    fs = treeio.FuzzySnapshot(tree, sessions, digest=False)
+    pieces = [fs.body_head()]
+    while not fs.step(step):
+        pieces += fs.take_chunks()
+    pieces += fs.take_chunks()
+    return b"".join([*pieces, snapshot.NODES_END])
+
+
+def _decode_snap(body: bytes, chunk: int) -> SnapshotPayload:
+    """The body after a SNAP packet through a learner's decoder (a tree builder as its
+    sink), fed ``chunk`` bytes at a time."""
+    data = QuorumPacket(int(PacketType.SNAP), 1, None, None).encode()
+    data += encode_snapshot_payload(body)
+    dec = QuorumStreamDecoder(
+        snapshot_sink=lambda: treeio.SnapshotBuilder(extended_types=True), max_length=1 << 20
+    )
+    events = []
+    for i in range(0, len(data), chunk):
+        dec.feed(data[i : i + chunk])
+        while (ev := dec.next_event()) is not None:
+            events.append(ev)
+    assert len(events) == 2 and isinstance(events[1], SnapshotPayload)
+    return events[1]
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    steps=st.integers(1, 120),
+    wide=st.integers(0, 80),
+    chunk=st.sampled_from([1, 7, 200, 4096, 1 << 20]),
+    walk=st.integers(1, 50),
+)
+def test_streamed_snap_is_built_as_it_comes(
+    seed: int, steps: int, wide: int, chunk: int, walk: int
+) -> None:
+    """A leader's SNAP body streamed as it is walked (ACL cache first) describes its tree,
+    and a learner that builds its tree from the pieces as they arrive (whatever their
+    size) gets the replica, config node span and NEWLEADER snapshot file that loading the
+    whole body gives."""
+    rnd = random.Random(seed)
+    w = Workload()
+    for _ in range(steps):
+        w.request(rnd)
+        w.commit(len(w.prepared))
+    for i in range(wide):
+        w.tree.apply(
+            r.TxnHeader(0, 0, w.tree.last_processed_zxid + 1, 0, OpCode.CREATE),
+            r.CreateTxn(f"/w/k{rnd.randrange(1 << 20)}{i}", b"d", RW, False, -1)
+            if i
+            else r.CreateTxn("/w", None, READ_ONLY, False, -1),
+        )
+    zxid = w.tree.last_processed_zxid
+    body = _streamed_body(w.tree, w.sessions, walk)
+    whole = treeio.load_snapshot_body(body, zxid, extended_types=True)
+    assert treeio.canonical(whole.replica.tree) == treeio.canonical(w.tree)
+    assert whole.replica.sessions == w.sessions
+    payload = _decode_snap(body, chunk)
+    assert payload.body == body
+    assert isinstance(payload.built, treeio.SnapshotBuilder) and payload.built.error is None
+    built = payload.built.finish(payload.body, zxid)
+    _same_tree(built.replica.tree, whole.replica.tree)
+    assert built.replica.sessions == whole.replica.sessions
+    assert built.config_span == whole.config_span is not None
+    assert treeio.received_snapshot_parts(built, last_zxid=True) == (
+        treeio.received_snapshot_parts(whole, last_zxid=True)
+    )
+
+
+def test_a_bad_streamed_snap_is_reported_when_loaded_whole() -> None:
+    """A payload whose node names an ACL ref not in its cache is a valid stream: the builder
+    keeps the error (the decoder goes on) and loading the whole body reports it."""
+    body = _streamed_body(DataTree(), {}, 2)
+    bad = body.replace(struct.pack(">q", -1), struct.pack(">q", 77), 1)
+    payload = _decode_snap(bad, 3)
+    assert isinstance(payload.built, treeio.SnapshotBuilder)
+    assert isinstance(payload.built.error, treeio.SnapshotLoadError)
+    with pytest.raises(treeio.SnapshotLoadError, match="ACL ref 77"):
+        payload.built.finish(payload.body, 1)
+    with pytest.raises(treeio.SnapshotLoadError, match="ACL ref 77"):
+        treeio.load_snapshot_body(payload.body, 1)
+
+
+def test_a_streamed_walk_refuses_an_acl_it_did_not_send() -> None:
+    tree = DataTree()
+    fs = treeio.FuzzySnapshot(tree, {}, digest=False)
+    fs.body_head()
+    tree.apply(
+        r.TxnHeader(0, 0, 1, 0, OpCode.CREATE),
+        r.CreateTxn("/new", b"", (r.ACL(31, r.Id("digest", "u:x")),), False, -1),
+    )
+    with pytest.raises(treeio.TreeChangedError):
+        while not fs.step(1):
+            pass
 
 
 def test_kill_dead_sessions_drops_orphan_ephemerals() -> None:

@@ -16,6 +16,7 @@ import trio
 
 from trizk.quorum.reconfig import LeaderConfigView
 from trizk.quorum.zab.applier import Plan, ReadyApplier
+from trizk.quorum.zab.zabwire import SnapshotPayload
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.servermetrics import ServerMetrics
 from trizk.server.roles.factory import Role, RoleFactory
@@ -125,6 +126,10 @@ class RolePeer(Protocol):
 
     def init_config(self) -> None:
         """/zookeeper/config shows this member's view of the ensemble."""
+        ...
+
+    def snapshot_arrived(self, payload: SnapshotPayload) -> None:
+        """A learner's reader decoded a SNAP payload (its tree built as it came)."""
         ...
 
     def see_config(self, data: bytes) -> None:

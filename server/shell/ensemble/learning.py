@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import logging
 
-from trizk.jute import records as r
 from trizk.quorum.zab.applier import Plan, decode_entry
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zabwire import StreamEvent, encode_packet, epoch_of
+from trizk.quorum.zab.zabwire import (
+    PacketType,
+    QuorumStreamDecoder,
+    SnapshotPayload,
+    StreamEvent,
+    encode_packet,
+    epoch_of,
+)
 from trizk.server.roles.learning import Learning
 from trizk.server.shell.ensemble.hosts import RolePeer
 from trizk.server.shell.ensemble.leading import txn_time
@@ -20,6 +26,7 @@ from trizk.server.shell.ensemble.links import Link, read_link
 from trizk.server.shell.ensemble.pumping import Pump
 from trizk.server.shell.ensemble.testhook import FollowerHold
 from trizk.server.writes.committer import Proposal
+from trizk.storage.formats import treeio
 
 __all__ = ["LearnerPump"]
 
@@ -50,18 +57,33 @@ class LearnerPump(Pump):
 
     async def reader(self) -> None:
         clock = self.peer.clock
+        peer = self.peer
+        extended = peer.core_config.extended_types
         hold = self.hold
 
         def step(ev: StreamEvent) -> None:
-            if (
-                hold is not None
-                and isinstance(ev, r.QuorumPacket)
-                and not hold.receive(ev, self.role is not None)
-            ):
+            if isinstance(ev, SnapshotPayload):
+                log.info("SNAP: received the leader's snapshot, %d bytes", len(ev.body))
+                # built while it came: the InstallSnapshot step finishes it
+                peer.snapshot_arrived(ev)
+            elif ev.type == PacketType.SNAP:
+                log.info("SNAP: the leader sends its snapshot at %#x", ev.zxid)
+            elif hold is not None and not hold.receive(ev, self.role is not None):
                 return
             self.learner.step(ev, clock.now())
 
-        reason = await read_link(self.link.stream, step, self.run_now)
+        # Learner.syncWithLeader deserialises the SNAP from the socket: the tree is built as
+        # the payload arrives
+        decoder = QuorumStreamDecoder(
+            snapshot_sink=lambda: treeio.SnapshotBuilder(extended_types=extended)
+        )
+        learner = self.learner
+
+        def arrived() -> None:
+            learner.bytes_arrived()
+            self.run_now()
+
+        reason = await read_link(self.link.stream, step, arrived, decoder)
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 

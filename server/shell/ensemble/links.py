@@ -201,11 +201,16 @@ class Link:
 
 
 async def read_link(
-    stream: trio.abc.Stream, step: Callable[[StreamEvent], None], kick: Callable[[], None]
+    stream: trio.abc.Stream,
+    step: Callable[[StreamEvent], None],
+    kick: Callable[[], None],
+    decoder: QuorumStreamDecoder | None = None,
 ) -> str:
     """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
-    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended."""
-    decoder = QuorumStreamDecoder()
+    it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended.
+    ``decoder``: one made with a snapshot sink (a learner building its tree as a SNAP comes)."""
+    if decoder is None:
+        decoder = QuorumStreamDecoder()
     while True:
         try:
             data = await stream.receive_some(RECEIVE_SIZE)

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ from trizk.quorum.zab.applier import (
 from trizk.quorum.zab.leader import Leader
 from trizk.quorum.zab.learner import Learner
 from trizk.quorum.zab.zab import Entry, LearnerType, Quorum
-from trizk.quorum.zab.zabwire import epoch_of
+from trizk.quorum.zab.zabwire import SnapshotPayload, epoch_of
 from trizk.server.common.coreconfig import CoreConfig
 from trizk.server.common.metricregistry import (
     LEARNER_HANDLER_QP_SIZE,
@@ -190,6 +191,11 @@ class QuorumPeer:
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
         #: it keeps the committed log (a leader's DIFFs) and the txns logged but not applied
         self.applier = ReadyApplier(self._recent_entries(), COMMIT_LOG_COUNT)
+        #: the SNAP payload the replica was last loaded from, until the snapshot at NEWLEADER
+        #: is written from it (dropped by any other change of the replica's whole state)
+        self._received: treeio.ReceivedSnapshot | None = None
+        #: the last SNAP payload off the leader's link, with the tree built as it came
+        self._arrived: SnapshotPayload | None = None
         #: ZKDatabase.committedLog: the newest txns applied, for a leader's DIFFs
         self._committed_log = self.applier.committed_log
         #: the replica equals the data directory (just loaded); else see _catch_up
@@ -734,6 +740,11 @@ class QuorumPeer:
             await self._perform(step)
         self.applier.persisted()
 
+    def snapshot_arrived(self, payload: SnapshotPayload) -> None:
+        """The leader link's reader decoded a SNAP payload (its tree built as it came); the
+        InstallSnapshot step that follows uses it."""
+        self._arrived = payload
+
     async def _perform(self, step: Step) -> None:
         persistence = self.persistence
         if isinstance(step, AcceptedEpoch):
@@ -745,24 +756,49 @@ class QuorumPeer:
                 epochfiles.write_epoch, self.epoch_dir, epochfiles.CURRENT_EPOCH, step.epoch
             )
         elif isinstance(step, Wipe):
+            self._received = None
             persistence.wipe()
             self._reload()
         elif isinstance(step, Truncate):
+            self._received = None
             persistence.truncate(step.zxid)
             self._reload()
             log.info("TRUNC: the replica is at %#x", self.replica.last_zxid)
         elif isinstance(step, InstallSnapshot):
             snap = step.snapshot
-            got = treeio.replica_from_snapshot_body(
-                snap.body, snap.zxid, extended_types=self.core_config.extended_types
-            )
+            t0 = time.monotonic()
+            built, self._arrived = self._arrived, None
+            how = "built as it came"
+            if (
+                built is not None
+                and built.body is snap.body
+                and isinstance(built.built, treeio.SnapshotBuilder)
+                and built.built.error is None
+            ):
+                received = built.built.finish(snap.body, snap.zxid)
+            else:
+                # (a payload the builder failed on is loaded whole: that reports the error)
+                how = "loaded whole"
+                received = treeio.load_snapshot_body(
+                    snap.body, snap.zxid, extended_types=self.core_config.extended_types
+                )
+            got = received.replica
             self.replica.reset(got.tree, got.sessions)
+            # written as this member's snapshot at NEWLEADER (the TakeSnapshot step)
+            self._received = received
             # Learner.syncWithLeader: "Reset config node content from local config after
             # deserialization of snapshot"
             self.init_config()
-            log.info("SNAP: loaded the leader's snapshot at %#x", snap.zxid)
+            log.info(
+                "SNAP: loaded the leader's snapshot at %#x (%d bytes, %s) in %.3f s",
+                snap.zxid,
+                len(snap.body),
+                how,
+                time.monotonic() - t0,
+            )
         elif isinstance(step, TakeSnapshot):
-            await persistence.take_snapshot()
+            kept, self._received = self._received, None
+            await persistence.take_snapshot(kept)
         else:
             await persistence.log_entries([(e.zxid, e.data) for e in step.entries])
 
