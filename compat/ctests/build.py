@@ -1,4 +1,5 @@
-"""Build ``zktest-mt``, Apache ZooKeeper's C client test binary, from Debian's source package.
+"""Build ``zktest-mt``, Apache ZooKeeper's C client test binary, and the C client's shell
+``cli_mt`` with SASL, from Debian's source package.
 
 Steps, each skipped when its product is already in the cache directory (``$TRIZK_CTESTS_DIR``,
 default ``~/.cache/trizk/c-tests``), so that a second run does nothing and touches no network:
@@ -16,10 +17,12 @@ default ``~/.cache/trizk/c-tests``), so that a second run does nothing and touch
 4. ``autoreconf -if``, ``./configure`` (cppunit, OpenSSL and Cyrus SASL found by pkg-config
    and the headers: the binary has the suite's TLS and SASL tests, which Debian's own
    ``libzookeeper-mt`` lacks: bookworm builds it without OpenSSL and without SASL), then
-   ``make zktest-mt``. Two compiler flags make the 2022 sources build with bookworm's GCC 12
-   and OpenSSL 3, without editing them: ``-include time.h`` (``tests/Util.cc`` calls
-   ``nanosleep`` without it) and ``-DFIPS_mode()=0`` (OpenSSL 3 removed ``FIPS_mode``; the
-   client only asks whether FIPS is on to skip its OpenSSL initialisation, and it is not).
+   ``make zktest-mt`` and ``make cli_mt`` (the same client library, with Cyrus SASL:
+   ``--mechlist GSSAPI``, which Debian's ``zookeeper-bin`` cli_mt lacks). Two compiler flags
+   make the 2022 sources build with bookworm's GCC 12 and OpenSSL 3, without editing them:
+   ``-include time.h`` (``tests/Util.cc`` calls ``nanosleep`` without it) and
+   ``-DFIPS_mode()=0`` (OpenSSL 3 removed ``FIPS_mode``; the client only asks whether FIPS is
+   on to skip its OpenSSL initialisation, and it is not).
 
 Build tools (Debian packages): ``g++ make autoconf automake libtool pkg-config libcppunit-dev
 libssl-dev libsasl2-dev`` and ``dpkg-dev`` (``dpkg-source``); :func:`missing_tools` names the
@@ -94,6 +97,12 @@ class Build:
     @property
     def binary(self) -> Path:
         return self.client_dir / "zktest-mt"
+
+    @property
+    def cli_mt(self) -> Path:
+        """The C client's shell built with SASL (``-n/--mechlist``, ``-u``, ``-l``, ``-o``,
+        ``-z``): libtool's wrapper script, runnable in place."""
+        return self.client_dir / "cli_mt"
 
     @property
     def tests_dir(self) -> Path:
@@ -260,9 +269,9 @@ def cached(base: Path | None = None, *, version: str | None = None) -> Build | N
 
 
 def build(base: Path | None = None, *, version: str | None = None) -> Build:
-    """Fetch, unpack and build ``zktest-mt`` under ``base`` (:func:`cache_dir`), each step only
-    when its product is missing. ``version``: the Debian version of the source (default: the
-    installed ``zookeeper`` package's). Raises :class:`BuildError`."""
+    """Fetch, unpack and build ``zktest-mt`` and ``cli_mt`` under ``base`` (:func:`cache_dir`),
+    each step only when its product is missing. ``version``: the Debian version of the source
+    (default: the installed ``zookeeper`` package's). Raises :class:`BuildError`."""
     base = cache_dir() if base is None else base
     base.mkdir(parents=True, exist_ok=True)
     log = base / "build.log"
@@ -272,7 +281,7 @@ def build(base: Path | None = None, *, version: str | None = None) -> Build:
     tree = base / f"zookeeper-{got}"
     client = tree / CLIENT_DIR
     built = Build(client, got)
-    if built.binary.exists():
+    if built.binary.exists() and built.cli_mt.exists():
         return built
     if not (tree / JUTE_FILE).exists():
         shutil.rmtree(tree, ignore_errors=True)
@@ -301,4 +310,7 @@ def build(base: Path | None = None, *, version: str | None = None) -> Build:
     _step("make zktest-mt", ["make", f"-j{jobs}", f"CPPFLAGS={CPPFLAGS}", "zktest-mt"], client, log)
     if not built.binary.exists():
         raise BuildError(f"make gave no {built.binary}; see {log}")
+    _step("make cli_mt", ["make", f"-j{jobs}", f"CPPFLAGS={CPPFLAGS}", "cli_mt"], client, log)
+    if not built.cli_mt.exists():
+        raise BuildError(f"make gave no {built.cli_mt}; see {log}")
     return built

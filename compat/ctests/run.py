@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--show", action="store_true", help="print each test's output too")
     args = p.parse_args(argv)
     b = cached()
-    if b is None:
+    if b is None or not b.cli_mt.exists():  # (a cache built before cli_mt was: make it)
         missing = missing_tools()
         if missing:
             print(f"build tools missing (Debian packages): {' '.join(missing)}", file=sys.stderr)
