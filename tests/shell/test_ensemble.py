@@ -108,7 +108,9 @@ def test_three_members_elect_one_leader_and_serve_writes_through_every_member(
 ) -> None:
     states = ensemble3.wait_serving()
     assert sorted(states.values()) == ["follower", "follower", "leader"]
-    assert states[3] == "leader"  # equal histories: the highest sid wins
+    # equal histories: the highest sid wins when all three vote in the first round; a member
+    # started after the others' 200 ms finalize window joins the leader they chose (FLE, as in
+    # ZooKeeper), so which member leads is not asserted here (tests/quorum's elections are)
     zks = {i: ensemble3.client(i) for i in (1, 2, 3)}
     try:
         for i, zk in zks.items():
