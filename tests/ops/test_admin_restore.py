@@ -7,7 +7,6 @@ tests expect; and restore on the members of a trizk ensemble."""
 from __future__ import annotations
 
 import gzip
-import http.client
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -20,26 +19,9 @@ from kazoo.exceptions import ConnectionLoss
 from kazoo.security import make_digest_acl
 
 from tests.conftest import ThreadedServer, free_port, make_config
+from tests.ops.test_admin_auth import Answer, _header, _request
 from trizk.storage.formats import snapshot as snapfmt
 from trizk.storage.formats import treeio
-
-Answer = tuple[int, list[tuple[str, str]], bytes]
-
-
-def _request(
-    port: int, method: str, path: str, auth: str | None = None, body: bytes | None = None
-) -> Answer:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    try:
-        c.request(method, path, body=body, headers={"Authorization": auth} if auth else {})
-        resp = c.getresponse()
-        return resp.status, resp.getheaders(), resp.read()
-    finally:
-        c.close()
-
-
-def _header(headers: list[tuple[str, str]], name: str) -> str | None:
-    return next((v for k, v in headers if k.lower() == name.lower()), None)
 
 
 def _client(port: int, timeout: float) -> KazooClient:
