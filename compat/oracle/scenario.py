@@ -392,7 +392,7 @@ class Executor:
             # The ConnectRequest went twice in one write: what the server makes of the second
             # (ZooKeeper reads it as a request once the session is up), up to a close or a
             # bounded quiet spell (the connection is then kept).
-            self._wait(s, step, until_closed=True)
+            self._wait(s, step, until_closed=True, bound=WAIT_BOUND)
 
     def open_sessions(self, spec: Mapping[str, Mapping[str, Any]]) -> None:
         for label, opts in spec.items():
@@ -540,16 +540,20 @@ class Executor:
                 s.client.close()
                 s.client = None
         elif op == "wait_event":
-            self._wait(s, i, until_closed=False)
+            self._wait(s, i, until_closed=False, bound=float(a.get("seconds", WAIT_BOUND)))
         elif op == "wait_closed":
-            self._wait(s, i, until_closed=True)
+            self._wait(s, i, until_closed=True, bound=float(a.get("seconds", WAIT_BOUND)))
 
-    def _wait(self, s: _Session, i: int, *, until_closed: bool) -> None:
+    def _wait(self, s: _Session, i: int, *, until_closed: bool, bound: float) -> None:
+        """Read ``s``'s packets for up to ``bound`` seconds (a step's ``seconds``, else
+        WAIT_BOUND), until an event (``wait_event``) or the connection's close
+        (``wait_closed``); a shorter bound makes a close that one release performs and another
+        does not a deterministic step: "closed" against "timeout"."""
         c = s.client
         if c is None:
             s.log.append({"step": i, "kind": "not_connected"})
             return
-        deadline = time.monotonic() + WAIT_BOUND
+        deadline = time.monotonic() + bound
         while True:
             try:
                 p = c.read_packet(deadline)
