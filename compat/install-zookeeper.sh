@@ -37,6 +37,20 @@ if [ "$(id -u)" != 0 ]; then
     SUDO="sudo"
 fi
 
+# installed PKG...: every one of the Debian packages is installed (dpkg's status)
+installed() {
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
+    done
+}
+
+# apt_install PKG...: the packages from the machine's own apt sources, without recommends and
+# without questions from their maintainer scripts
+apt_install() {
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
 # ---------------------------------------------------------------------------- 3.8.0 (bookworm)
 
 have38() {
@@ -60,8 +74,7 @@ version_note() {
 if have38; then
     echo "zookeeper: already installed"
 else
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper zookeeper-bin libservlet-api-java default-jre-headless
+    apt_install zookeeper zookeeper-bin libservlet-api-java default-jre-headless
     if ! have38; then
         echo "zookeeper: installation did not provide zookeeper.jar, zkCli.sh, cli_mt, servlet-api.jar and java" >&2
         exit 1
@@ -74,18 +87,11 @@ version_note
 
 KRB5_PACKAGES="krb5-kdc krb5-admin-server krb5-user libkrb5-dev"
 
-havekrb5() {
-    for p in $KRB5_PACKAGES; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
-    done
-}
-
-if havekrb5; then
+if installed $KRB5_PACKAGES; then
     echo "kerberos: already installed"
 else
     # the packages' maintainer scripts would ask for a realm: none (the tests make their own)
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $KRB5_PACKAGES
+    apt_install $KRB5_PACKAGES
     echo "kerberos: installed"
 fi
 
@@ -93,29 +99,21 @@ fi
 
 CTESTS_PACKAGES="g++ make autoconf automake libtool pkg-config dpkg-dev libcppunit-dev libssl-dev libsasl2-dev"
 
-havectests() {
-    for p in $CTESTS_PACKAGES; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
-    done
-}
-
 if [ "${TRIZK_C_SUITE:-}" != "1" ]; then
     echo "C client suite build tools: not asked for (TRIZK_C_SUITE=1 installs them)"
-elif havectests; then
+elif installed $CTESTS_PACKAGES; then
     echo "C client suite build tools: already installed"
 else
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $CTESTS_PACKAGES
+    apt_install $CTESTS_PACKAGES
     echo "C client suite build tools: installed"
 fi
 
 # ---------------------------------------------------------------------------- libfaketime
 
-if dpkg-query -W -f='${Status}' faketime 2>/dev/null | grep -q "install ok installed"; then
+if installed faketime; then
     echo "faketime: already installed"
 else
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends faketime
+    apt_install faketime
     echo "faketime: installed"
 fi
 
