@@ -205,7 +205,7 @@ class LeaderPump(Pump):
         return self.peer.links()
 
     def _send(self, plan: Plan) -> None:
-        peer, leader = self.peer, self.leader
+        peer = self.peer
         rd = plan.ready
         clock, metrics = peer.clock, peer.metrics
         # Leader.propose: PROPOSAL_COUNT, once per proposal (what the leader logs)
@@ -228,7 +228,7 @@ class LeaderPump(Pump):
             elif packet.type in (PacketType.DIFF, PacketType.TRUNC):
                 metrics.diff_count += 1
             if link.meter is None:
-                sid = next((sid for lk, sid, _, _ in leader.learners() if lk == s.link), 0)
+                sid = self._sid_of(s.link)
                 if sid > 0:
                     link.meter, link.now = peer.queue_meter(sid), clock.now
             if link.meter is not None:
