@@ -3,9 +3,12 @@ compat's ProcessEnsemble): kazoo clients and whole-tree comparisons through ever
 
 from __future__ import annotations
 
+import time
+
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
+from trizk.testing.probes import four_letter
 from trizk.testing.processes import MemberSet
 
 DEADLINE = 60.0
@@ -61,3 +64,26 @@ def assert_identical(ens: MemberSet) -> dict[str, tuple[bytes, object]]:
     for sid, t in v.items():
         assert t == first, f"member {sid} differs"
     return first
+
+
+def last_zxid(ens: MemberSet, sid: int) -> int:
+    """The last zxid member ``sid`` applied (``srvr``'s Zxid line, both kinds)."""
+    for line in four_letter(ens.port(sid), "srvr", host=ens.host(sid)).splitlines():
+        if line.startswith("Zxid:"):
+            return int(line.split(":", 1)[1].strip(), 16)
+    raise AssertionError(f"member {sid} gave no Zxid in srvr")
+
+
+def wait_caught_up(ens: MemberSet, timeout: float = DEADLINE) -> int:
+    """Wait until every running member has applied the same last zxid; that zxid. Call it
+    before stopping members that have just been written to: a ZooKeeper member still logging
+    a txn when SIGTERM arrives can leave a torn record (its BufferedOutputStream writes a
+    record of more than 8 KB in several write()s), and on its next start it refuses its own
+    log ("CRC check failed") instead of truncating it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {sid: last_zxid(ens, sid) for sid in ens.members if ens.running(sid)}
+        if len(set(seen.values())) == 1:
+            return next(iter(seen.values()))
+        assert time.monotonic() < deadline, f"members not caught up: {seen}"
+        time.sleep(0.05)  # polling interval of a bounded wait

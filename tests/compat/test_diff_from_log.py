@@ -25,7 +25,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.compat.conftest import require_zookeeper
-from tests.ensemble_helpers import DEADLINE, assert_identical, client
+from tests.ensemble_helpers import DEADLINE, assert_identical, client, wait_caught_up
 from trizk.compat.procs import servers
 from trizk.compat.procs.ensemble import ProcessEnsemble
 from trizk.testing.probes import four_letter
@@ -103,6 +103,7 @@ def test_a_member_away_for_10000_txns_rejoins_by_diff_from_the_log(name: str) ->
             zk.stop()
             zk.close()
         # restart all: the leader's newest snapshot holds the big znodes, its log a new file
+        wait_caught_up(ens)
         for sid in kinds:
             ens.stop(sid)
         for sid in kinds:
