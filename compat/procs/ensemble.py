@@ -30,6 +30,7 @@ from trizk.compat.procs.javaquorum import LOG4J_INFO
 from trizk.compat.procs.netns import NetnsLab
 from trizk.compat.procs.servers import BASE_CFG, DEFAULT_VERSION, _command
 from trizk.testing.ports import MemberAddrs
+from trizk.testing.probes import four_letter
 from trizk.testing.processes import Member, MemberSet
 
 __all__ = ["ProcessEnsemble"]
@@ -58,6 +59,7 @@ class ProcessEnsemble(MemberSet):
         versions: Mapping[int, str] | None = None,
         system_properties: Mapping[str, str] | None = None,
         env: Mapping[int, Mapping[str, str]] | None = None,
+        first: int | None = None,
     ) -> None:
         #: Java system properties of every member (``-Dkey=value``; a trizk member gets
         #: ``-D key=value``): what ZooKeeper reads only from the command line, such as
@@ -94,8 +96,7 @@ class ProcessEnsemble(MemberSet):
         )
         if start:
             try:
-                for sid in self.members:
-                    self.start(sid)
+                self.start_all(first)
             except BaseException:
                 self.close()
                 raise
@@ -116,6 +117,26 @@ class ProcessEnsemble(MemberSet):
         if self.lab is not None:
             cmd = self.lab.command(m.sid, cmd)
         return cmd
+
+    def start_all(self, first: int | None = None, timeout: float = 90.0) -> None:
+        """Start every member; with ``first``, that member alone until its client port answers
+        a four-letter word (ZooKeeper's QuorumPeer.start opens the client port just before it
+        starts electing; trizk's likewise), then the others. In a fresh ensemble ``first``,
+        when it is the highest voter sid, then leads: its vote reaches the others within their
+        finalize wait, even when it is a JVM that starts seconds after trizk members would
+        have elected among themselves. (:meth:`wait_leader`'s stop-the-leader round relies on
+        equal zxids, which members with only local sessions do not have: each member's last
+        logged zxid then depends on whether it joined by DIFF or by SNAP.)"""
+        if first is not None:
+            self.start(first)
+            deadline = time.monotonic() + timeout
+            while not four_letter(self.port(first), "srvr", host=self.host(first)):
+                if not self.running(first) or time.monotonic() > deadline:
+                    raise TimeoutError(f"member {first} did not answer\n{self.tails()}")
+                time.sleep(0.05)  # polling interval of a bounded wait
+        for sid in self.members:
+            if sid != first:
+                self.start(sid)
 
     def wait_leader(self, sid: int, timeout: float = 90.0) -> dict[int, str]:
         """Wait until every member serves with ``sid``, the highest voter sid, as leader.

@@ -186,7 +186,11 @@ def run(kinds: dict[int, str], upgrading: str, version: str = "3.8.0") -> list[o
     # the observer is of the followers' kind
     members = {**kinds, OBSERVER: kinds[FOLLOWER]}
     versions = dict.fromkeys(members, version)
-    with ProcessEnsemble(members, observers=[OBSERVER], extra=extra, versions=versions) as ens:
+    # the leader-to-be first: only local sessions, so no txn equalizes the members' zxids
+    # and wait_leader's stop-the-leader round may not make it lead (ProcessEnsemble.start_all)
+    with ProcessEnsemble(
+        members, observers=[OBSERVER], extra=extra, versions=versions, first=LEADER
+    ) as ens:
         return transcript(ens)
 
 
