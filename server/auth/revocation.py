@@ -60,8 +60,10 @@ __all__ = [
     "check_ocsp",
     "combine",
     "crl_uris",
+    "needs_failover",
     "ocsp_request",
     "ocsp_uri",
+    "parse_crl",
     "rejection",
 ]
 

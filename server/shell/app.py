@@ -494,7 +494,7 @@ class TrizkServer:
             # X509AuthenticationProvider: no trust store -> no trust manager -> AUTHFAILED
             refused = "No trust manager available to authenticate the client certificate"
         else:
-            refused = self.tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+            refused = await self.tls.judge_client(chain, datetime.datetime.now(datetime.UTC))
         if refused is not None:
             log.error("Unsuccessful handshake with /%s: %s", ip, refused)
             with trio.CancelScope(shield=True):

@@ -1,0 +1,156 @@
+"""``ssl.crl`` / ``ssl.ocsp`` on the secure client port, over real sockets: a CA whose
+certificates name a CRL distribution point and an OCSP responder served on 127.0.0.1
+(tests/shell/revocation_pki.py). As Java ZooKeeper 3.8.0 does (tests/compat/
+test_revocation_oracle.py runs the same cases against it): a good certificate is served, a
+revoked one refused, and one whose status cannot be had -- its CRL point or responder
+unreachable, or none named -- refused too (hard fail). Also the fetcher alone: the CRL cache
+(30 s, then fetched again) and a responder that never answers (bounded)."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import socket
+import ssl
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.conftest import ThreadedServer, free_port
+from tests.shell.revocation_pki import Pki, responder
+from trizk.server.auth import revocation as rv
+from trizk.server.config.zoocfg import ServerConfig
+from trizk.server.shell.revocationfetch import FetchError, RevocationFetcher, http_exchange
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pki]:
+    with responder(tmp_path_factory.mktemp("revocation")) as p:
+        yield p
+
+
+def _server(tmp_path: Path, pki: Pki, **keys: str) -> ThreadedServer:
+    cfg: dict[str, Any] = {
+        "clientPort": free_port(),
+        "clientPortAddress": "127.0.0.1",
+        "secureClientPort": free_port(),
+        "secureClientPortAddress": "127.0.0.1",
+        "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+        "ssl.keyStore.location": str(pki.key_store("server")),
+        "ssl.trustStore.location": str(pki.trust_pem),
+        **keys,
+    }
+    return ThreadedServer(ServerConfig.create(tmp_path / "data", **cfg)).start()
+
+
+def served(port: int, pki: Pki, name: str) -> bool:
+    """A TLS client presenting ``name``'s certificate gets a session (the ConnectResponse's
+    first bytes); False when the server ends the connection first."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(str(pki.cert_pem(name)), str(pki.key_pem(name)))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        s = ctx.wrap_socket(raw)
+    except (ssl.SSLError, OSError):
+        raw.close()
+        return False
+    try:
+        # a ConnectRequest (protocol 0, zxid 0, 30 s, session 0, 16-byte password)
+        connect = (44).to_bytes(4, "big") + bytes(4) + bytes(8) + (30000).to_bytes(4, "big")
+        connect += bytes(8) + (16).to_bytes(4, "big") + bytes(16)
+        s.sendall(connect)
+        return len(s.recv(4)) > 0
+    except (ssl.SSLError, OSError):
+        return False
+    finally:
+        s.close()
+
+
+EXPECTED = {"good": True, "revoked": False, "unreachable": False, "bare": False}
+
+
+@pytest.mark.parametrize("mode", ["crl", "ocsp"])
+def test_client_certificates_checked_for_revocation(
+    tmp_path: Path, pki: Pki, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pki.hits.clear()
+    srv = _server(tmp_path, pki, **{f"ssl.{mode}": "true"})
+    try:
+        assert srv.server is not None
+        port = int(srv.server.secure_port)
+        with caplog.at_level(logging.ERROR):
+            judged = {name: served(port, pki, name) for name in EXPECTED}
+        # twice more: the CRL is cached, OCSP is asked every time
+        assert served(port, pki, "good") and not served(port, pki, "revoked")
+    finally:
+        srv.stop()
+    assert judged == EXPECTED
+    lines = [r.getMessage() for r in caplog.records if "Unsuccessful handshake" in r.getMessage()]
+    assert len(lines) == 4, lines  # and the revoked one once more
+    revoked = (
+        "Unsuccessful handshake with /127.0.0.1: PKIX path validation failed: Certificate has "
+        "been revoked, reason: KEY_COMPROMISE, revocation date: "
+    )
+    assert lines[0].startswith(revoked) and lines[3].startswith(revoked), lines
+    assert lines[0].endswith("authority: CN=revocation test CA, extension OIDs: []")
+    if mode == "crl":
+        assert lines[1:3] == [
+            f"Unsuccessful handshake with /127.0.0.1: PKIX path validation failed: {why}"
+            for why in (rv.COULD_NOT_DETERMINE, rv.COULD_NOT_DETERMINE)
+        ]
+        assert pki.hits == {"crl": 1}
+    else:  # OCSP's reason (the CRL failover failed too)
+        assert lines[1:3] == [
+            f"Unsuccessful handshake with /127.0.0.1: PKIX path validation failed: {why}"
+            for why in (rv.NETWORK_ERROR, rv.NO_RESPONDER)
+        ]
+        assert pki.hits == {"ocsp": 4}
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_without_revocation_checks_nothing_is_fetched(tmp_path: Path, pki: Pki) -> None:
+    pki.hits.clear()
+    srv = _server(tmp_path, pki)
+    try:
+        assert srv.server is not None
+        port = int(srv.server.secure_port)
+        assert all(served(port, pki, name) for name in EXPECTED)
+    finally:
+        srv.stop()
+    assert not pki.hits
+
+
+async def test_crl_cache_and_bounded_fetches(pki: Pki) -> None:
+    pki.hits.clear()
+    fetcher = RevocationFetcher(rv.RevocationPolicy(crl=True), timeout=2)
+    now = datetime.datetime.now(datetime.UTC)
+    good, revoked = pki.certs["good"], pki.certs["revoked"]
+    assert await fetcher.verdict(good, pki.ca, now) == rv.GOOD
+    assert (await fetcher.verdict(revoked, pki.ca, now + datetime.timedelta(seconds=29))).revoked
+    assert pki.hits == {"crl": 1}
+    # URICertStore looks again after 30 s
+    assert await fetcher.verdict(good, pki.ca, now + datetime.timedelta(seconds=31)) == rv.GOOD
+    assert pki.hits == {"crl": 2}
+    assert await fetcher.judge([revoked], pki.ca, now) is not None
+
+    # a responder that accepts and never answers: the fetch ends at its bound
+    async def mute(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, mute, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        with trio.fail_after(10):
+            with pytest.raises(FetchError, match=r"no answer within 0\.5 s"):
+                await http_exchange(f"http://127.0.0.1:{port}/ca.crl", timeout=0.5)
+        nursery.cancel_scope.cancel()
+    with pytest.raises(FetchError, match="only http"):
+        await http_exchange("ldap://127.0.0.1/cn=ca")
+    with pytest.raises(FetchError, match="HTTP status 404"):
+        await http_exchange(pki.base + "/missing")
