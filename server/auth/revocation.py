@@ -15,9 +15,10 @@ anchor is trusted as it is), from the one nearest the anchor down to the leaf. M
 ZooKeeper 3.8.0 on Java 17 (tests/compat/test_revocation_oracle.py):
 
 * ``ONLY_CRLS``: a certificate listed on its issuer's CRL is refused ("Certificate has been
-  revoked, reason: KEY_COMPROMISE, revocation date: ..., authority: ..., extension OIDs: []");
-  one whose CRL cannot be had -- the distribution point unreachable, or no distribution point
-  at all -- is refused too ("Could not determine revocation status"): hard fail.
+  revoked, reason: KEY_COMPROMISE, revocation date: ..., authority: ..., extension OIDs:
+  [2.5.29.21]"); one whose CRL cannot be had is refused too -- hard fail: "Unable to
+  determine revocation status due to network error" when the distribution point cannot be
+  reached, "Could not determine revocation status" when the certificate names none.
 * ``PREFER_OCSP``: the OCSP responder of the certificate's Authority Information Access
   (the first ``id-ad-ocsp`` URI) is asked; a *revoked* answer refuses, a *good* one accepts;
   anything else (no responder named: "Certificate does not specify OCSP responder"; a network
@@ -209,14 +210,19 @@ def _java_date(when: datetime.datetime) -> str:
 
 
 def _revoked(
-    reason: x509.ReasonFlags | None, when: datetime.datetime, authority: x509.Name
+    reason: x509.ReasonFlags | None,
+    when: datetime.datetime,
+    authority: x509.Name,
+    extensions: Sequence[str] = (),
 ) -> Verdict:
-    """``CertificateRevokedException.getMessage()``"""
+    """``CertificateRevokedException.getMessage()`` (``extensions``: the OIDs of the CRL
+    entry's extensions, the reasonCode among them; an OCSP answer's single response has none
+    here)."""
     name = _REASONS.get(reason, "UNSPECIFIED") if reason is not None else "UNSPECIFIED"
     return Verdict(
         "revoked",
         f"Certificate has been revoked, reason: {name}, revocation date: {_java_date(when)}, "
-        f"authority: {_principal(authority)}, extension OIDs: []",
+        f"authority: {_principal(authority)}, extension OIDs: [{', '.join(extensions)}]",
     )
 
 
@@ -267,10 +273,16 @@ def check_crls(
     issuer: x509.Certificate,
     crls: Sequence[x509.CertificateRevocationList],
     now: datetime.datetime,
+    *,
+    network_failed: bool = False,
 ) -> Verdict:
     """``cert``'s status by the CRLs fetched from its distribution points (``issuer`` signed
-    it): revoked by any usable CRL that lists it, good when at least one usable CRL does not,
-    unknown ("Could not determine revocation status") without a usable CRL."""
+    it): revoked by any usable CRL that lists it, good when at least one usable CRL does not.
+    Without a usable CRL: "Unable to determine revocation status due to network error" when
+    a fetch failed (``network_failed``: ``URICertStore``'s IOException, which
+    ``RevocationChecker.checkCRLs`` reports so), else "Could not determine revocation
+    status" (measured with ZooKeeper 3.8.0: an unreachable point gives the first, a
+    certificate without one the second)."""
     usable = [c for c in crls if _crl_usable(c, issuer, now)]
     for crl in usable:
         entry = crl.get_revoked_certificate_by_serial_number(cert.serial_number)
@@ -285,8 +297,11 @@ def check_crls(
             pass
         if reason == x509.ReasonFlags.remove_from_crl:
             continue
-        return _revoked(reason, entry.revocation_date_utc, crl.issuer)
-    return GOOD if usable else _unknown(COULD_NOT_DETERMINE)
+        oids = sorted(e.oid.dotted_string for e in entry.extensions)
+        return _revoked(reason, entry.revocation_date_utc, crl.issuer, oids)
+    if usable:
+        return GOOD
+    return _unknown(NETWORK_ERROR if network_failed else COULD_NOT_DETERMINE)
 
 
 # ------------------------------------------------------------------ OCSP

@@ -207,6 +207,7 @@ class TrizkServer:
             protocols = tls.client_port_protocols(
                 config.properties, release.is_39(config.zookeeper_version)
             )
+            tls.check_client_port_ocsp(config.properties, release.is_39(config.zookeeper_version))
             self.tls_settings = dataclasses.replace(
                 tls.TLSSettings.from_properties(config.properties), protocols=protocols
             )

@@ -9,12 +9,14 @@ settings (that module's docstring: legacy ``RevocationChecker``, hard fail). Thi
 the JVM's I/O for it:
 
 * **CRLs** (``DistributionPointFetcher`` / ``URICertStore``): each ``http://`` URI of the
-  certificate's distribution points is fetched with a GET; a failed fetch (refused, timed out,
-  not 200, not a CRL) leaves that point without a CRL. A fetched CRL is kept for the next
-  handshakes until its nextUpdate, but looked at again 30 s after it was fetched
-  (``URICertStore.CHECK_INTERVAL``: Java asks the server again after 30 s, so a newly revoked
-  certificate is refused within about that long). Other schemes (``ldap://``, ``file:``) are
-  not fetched: that point has no CRL (ZooKeeper's JVM would read them).
+  certificate's distribution points is fetched with a GET; a failed fetch (refused, timed
+  out, not 200) leaves that point without a CRL and, when no point gave a usable CRL, makes
+  the reason "... due to network error" (an answer that is not a CRL does not). A fetched
+  CRL is kept for the next handshakes until its nextUpdate, but looked at again 30 s after
+  it was fetched (``URICertStore.CHECK_INTERVAL``: Java asks the server again after 30 s, so
+  a newly revoked certificate is refused within about that long). Other schemes
+  (``ldap://``, ``file:``) are not fetched: that point has no CRL (ZooKeeper's JVM would
+  read them).
 * **OCSP** (``OCSP.check``): the request (one SHA-1 CertId, no nonce) is POSTed as
   ``application/ocsp-request`` to the responder the certificate names; a response is not
   cached (the JDK asks on every handshake). A failed exchange is "Unable to determine
@@ -176,24 +178,28 @@ class RevocationFetcher:
         self, cert: x509.Certificate, issuer: x509.Certificate, now: datetime.datetime
     ) -> rv.Verdict:
         crls: list[x509.CertificateRevocationList] = []
+        network_failed = False
         for uri in rv.crl_uris(cert):
-            crl = await self._crl(uri, now)
+            try:
+                crl = await self._crl(uri, now)
+            except FetchError as e:
+                log.debug("CRL fetch from %s failed: %s", uri, e)
+                network_failed = True
+                continue
             if crl is not None:
                 crls.append(crl)
-        return rv.check_crls(cert, issuer, crls, now)
+        return rv.check_crls(cert, issuer, crls, now, network_failed=network_failed)
 
     async def _crl(self, uri: str, now: datetime.datetime) -> x509.CertificateRevocationList | None:
+        """The CRL at ``uri`` (cached, or fetched now); None when the answer is not a CRL;
+        raises :class:`FetchError` when the exchange fails."""
         cached = self._crls.get(uri)
         if cached is not None:
             next_update = cached.crl.next_update_utc
             if now < cached.fetched + CRL_RECHECK and (next_update is None or now <= next_update):
                 return cached.crl
             del self._crls[uri]
-        try:
-            data = await http_exchange(uri, timeout=self.timeout)
-        except FetchError as e:
-            log.debug("CRL fetch from %s failed: %s", uri, e)
-            return None
+        data = await http_exchange(uri, timeout=self.timeout)
         crl = rv.parse_crl(data)
         if crl is None:
             log.debug("CRL fetch from %s: not a CRL (%d bytes)", uri, len(data))

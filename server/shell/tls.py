@@ -33,7 +33,9 @@ all with one :class:`TLSSettings` per prefix:
   JDK's legacy mode never soft-fails). :meth:`ServerTLS.judge_client` runs them after the
   PKIX path (:mod:`trizk.server.auth.revocation` gives the verdicts,
   :mod:`trizk.server.shell.revocationfetch` does the HTTP). The AdminServer's checks of
-  client certificates stay PKIX only.
+  client certificates stay PKIX only. Answering as 3.9, ``ssl.ocsp=true`` stops the start:
+  3.9.3's secure client port fails every connection with it
+  (:func:`check_client_port_ocsp`).
 * Protocols of the client port (:func:`client_port_protocols`): ``ssl.enabledProtocols`` (a
   comma-separated list) or else the one ``ssl.protocol`` names, by default ``TLSv1.2`` in 3.8.0
   (``SSLContextAndOptions``: ``{sslContext.getProtocol()}``) and ``TLSv1.3`` in 3.9.3 on a JDK
@@ -87,6 +89,7 @@ __all__ = [
     "ServerTLS",
     "TLSConfigError",
     "TLSSettings",
+    "check_client_port_ocsp",
     "server_context",
     "x509_subject",
 ]
@@ -189,6 +192,22 @@ def client_port_protocols(
         if name not in _PROTOCOLS:
             raise TLSConfigError(f"{key}={name!r}: expected one of {', '.join(_PROTOCOLS)}")
     return names
+
+
+def check_client_port_ocsp(props: Mapping[str, str], zk39: bool) -> None:
+    """ZooKeeper 3.9's secure client port cannot serve with ``ssl.ocsp=true``:
+    ``ClientX509Util`` passes the setting to Netty's ``SslContextBuilder.enableOcsp``, which
+    the JDK SslProvider refuses, so every connection is closed before its TLS handshake
+    ("Failed to initialize a channel ... OCSP is not supported with this SslProvider: JDK",
+    measured with 3.9.3). trizk answering as 3.9 refuses to start instead (a
+    :class:`TLSConfigError`), as it does for stores ZooKeeper cannot use; 3.8.0 checks OCSP as
+    the trust manager's revocation check, and so does trizk answering as 3.8.0."""
+    if zk39 and _get_boolean(props, CLIENT_PREFIX + "ocsp", False):
+        raise TLSConfigError(
+            f"{CLIENT_PREFIX}ocsp=true: ZooKeeper 3.9's secure client port fails every "
+            "connection with it (Netty: OCSP is not supported with this SslProvider: JDK); "
+            "set it to false, or answer as 3.8.0 (trizk.zookeeperVersion)"
+        )
 
 
 @dataclass(frozen=True, slots=True)

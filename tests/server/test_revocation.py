@@ -53,11 +53,14 @@ def test_crl_verdicts(pki: Pki) -> None:
     revoked = rv.check_crls(pki.certs["revoked"], pki.ca, [crl], NOW)
     assert revoked.revoked
     assert revoked.reason.startswith("Certificate has been revoked, reason: KEY_COMPROMISE, ")
-    assert "authority: CN=revocation test CA, extension OIDs: []" in revoked.reason
+    assert "authority: CN=revocation test CA, extension OIDs: [2.5.29.21]" in revoked.reason
     assert " UTC 20" in revoked.reason  # java.util.Date's toString
     # no CRL at all: hard fail, as the JDK's legacy mode
     assert rv.check_crls(pki.certs["good"], pki.ca, [], NOW) == rv.Verdict(
         "unknown", rv.COULD_NOT_DETERMINE
+    )
+    assert rv.check_crls(pki.certs["good"], pki.ca, [], NOW, network_failed=True) == rv.Verdict(
+        "unknown", rv.NETWORK_ERROR
     )
     assert rv.rejection(revoked).startswith("PKIX path validation failed: Certificate has been")
 
