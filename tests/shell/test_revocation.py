@@ -3,7 +3,9 @@ certificates name a CRL distribution point and an OCSP responder served on 127.0
 (tests/shell/revocation_pki.py). As Java ZooKeeper 3.8.0 does (tests/compat/
 test_revocation_oracle.py runs the same cases against it): a good certificate is served, a
 revoked one refused, and one whose status cannot be had -- its CRL point or responder
-unreachable, or none named -- refused too (hard fail). Also the fetcher alone: the CRL cache
+unreachable, or none named -- refused too (hard fail). Quorum links with
+``ssl.quorum.crl``/``ssl.quorum.ocsp``: a revoked member is refused whichever end it is. Also
+the fetcher alone: the CRL cache
 (30 s, then fetched again) and a responder that never answers (bounded)."""
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import trio
 
 from tests.conftest import ThreadedServer, free_port
 from tests.shell.revocation_pki import Pki, responder
+from tests.shell.test_quorum_tls import _pair
 from trizk.server.auth import revocation as rv
 from trizk.server.config.zoocfg import ServerConfig
+from trizk.server.shell.quorumtls import QuorumTLS, QuorumTLSConfig
 from trizk.server.shell.revocationfetch import FetchError, RevocationFetcher, http_exchange
 
 
@@ -162,3 +166,48 @@ async def test_crl_cache_and_bounded_fetches(pki: Pki) -> None:
         await http_exchange("ldap://127.0.0.1/cn=ca")
     with pytest.raises(FetchError, match="HTTP status 404"):
         await http_exchange(pki.base + "/missing")
+
+
+# -------------------------------------------------------------------------- quorum links
+
+
+def _quorum(pki: Pki, name: str, **more: str) -> QuorumTLS:
+    props = {
+        "zookeeper.ssl.quorum.keyStore.location": str(pki.key_store(name)),
+        "zookeeper.ssl.quorum.trustStore.location": str(pki.trust_pem),
+        **{"zookeeper.ssl.quorum." + k: v for k, v in more.items()},
+    }
+    cfg = QuorumTLSConfig.from_properties(
+        props, ssl_quorum=True, port_unification=False, zookeeper_version="3.8.0"
+    )
+    assert cfg is not None
+    return QuorumTLS(cfg)
+
+
+@pytest.mark.parametrize("mode", ["crl", "ocsp"])
+async def test_a_revoked_member_is_refused_both_ways(
+    pki: Pki, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``ssl.quorum.crl``/``ssl.quorum.ocsp``: the trust manager checks the other member's
+    chain whichever end it is (``checkClientTrusted`` when it connected to us,
+    ``checkServerTrusted`` when we connected to it)."""
+    checking = _quorum(pki, "good", **{mode: "true"})
+    revoked = _quorum(pki, "revoked")  # it does not check: only the checking end refuses
+    caplog.set_level(logging.INFO, "trizk.quorum.tls")
+    s, _ = await _pair(checking, revoked)  # the revoked member connects
+    assert s is None
+    lines = [r.getMessage() for r in caplog.records if "Refused the TLS" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "Refused the TLS connection of quorum peer /127.0.0.1 on the election port: PKIX path "
+        "validation failed: Certificate has been revoked, reason: KEY_COMPROMISE"
+    ), lines
+    caplog.clear()
+    _, c = await _pair(revoked, checking)  # the checking member connects to the revoked one
+    assert c is None
+    lines = [r.getMessage() for r in caplog.records if "Cannot open secure" in r.getMessage()]
+    assert len(lines) == 1 and "Certificate has been revoked" in lines[0], lines
+    assert not any(r.exc_info for r in caplog.records)
+    # a good member passes the same checks both ways
+    good = _quorum(pki, "good", **{mode: "true"})
+    s, c = await _pair(checking, good)
+    assert s is not None and c is not None
