@@ -4,7 +4,9 @@ point and an OCSP responder served on 127.0.0.1 by the test), presented by a TLS
 sends a ConnectRequest. Both servers must serve the good certificate and refuse the revoked
 one, the one whose CRL point / responder is unreachable and the one that names neither (the
 JDK's legacy revocation checking never soft-fails), for the same reasons: the text of the
-``CertPathValidatorException`` ZooKeeper logs is the text of trizk's refusal line."""
+``CertPathValidatorException`` ZooKeeper logs is the text of trizk's refusal line. And
+``ssl.quorum.crl=true`` in a mixed ensemble: a member whose certificate is revoked is refused
+by the ZooKeeper member and the trizk member alike."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.compat.conftest import require_zookeeper
+from tests.compat.test_quorum_tls import _log, _tls_ensemble
+from tests.ensemble_helpers import client
+from tests.shell.quorum_certs import Stores
 from tests.shell.revocation_pki import CLIENTS, Pki, responder
 from tests.shell.test_revocation import served
 from trizk.compat.procs import servers
@@ -118,3 +123,57 @@ def _ocsp_on_39_port(tmp_path: Path) -> None:
         with pytest.raises(servers.ServerStartError, match="OCSP is not supported") as refused:
             servers.start("trizk", _cfg(pki, free_port(), "ocsp"), version="3.9.3", attempts=1)
         assert "Traceback" not in str(refused.value)
+
+
+# -------------------------------------------------------------------------- quorum
+
+
+@pytest.mark.parametrize("odd_kind", ["zookeeper", "trizk"])
+def test_a_revoked_member_is_refused_by_trizk_as_by_zookeeper(
+    tmp_path: Path, odd_kind: str
+) -> None:
+    """``ssl.quorum.crl=true`` on every member of a mixed ensemble (ZooKeeper 3.8.0 member 1,
+    trizk member 2) whose third member's certificate is on the CA's CRL: 1 and 2 serve, the
+    third never joins, and both kinds refuse it for the JDK's reason (trizk: one line per
+    refused connection, no traceback)."""
+    require_zookeeper("3.8.0")
+    with responder(tmp_path / "pki") as pki:
+        trust = pki.trust_pem
+
+        def stores(name: str) -> Stores:
+            return Stores(pki.key_store(name), trust)
+
+        kinds = {1: "zookeeper", 2: "trizk", 3: odd_kind}
+        members = {1: stores("good"), 2: stores("server"), 3: stores("revoked")}
+        with _tls_ensemble(kinds, members, **{"ssl.quorum.crl": "true"}) as ens:
+            ens.wait_serving(members=[1, 2])
+            zk = client(ens.hosts([1, 2]))
+            try:
+                zk.create("/revocation", b"x")
+            finally:
+                zk.stop()
+                zk.close()
+            words = "Certificate has been revoked, reason: KEY_COMPROMISE"
+            pattern = re.compile(r"Refused the TLS connection of quorum peer /127\.0\.0\.1 .*")
+
+            def java_refused() -> bool:
+                """ZooKeeper's refusal in its log: the JDK's words when it connected to the
+                revoked member; when the revoked member connected to it (TLS 1.3 judges the
+                client's certificate after the server's Finished) 3.8.0 loses the reason and
+                only logs the closed socket of the challenge it then tries to read."""
+                text = _log(ens, 1)
+                return words in text or "Exception reading or writing challenge" in text
+
+            # the odd member retries with the election's backoff: a bounded wait for both
+            # kinds' refusals in their logs
+            deadline = time.monotonic() + 180
+            while True:
+                trizk_lines = [ln for ln in _log(ens, 2).splitlines() if pattern.search(ln)]
+                if trizk_lines and java_refused():
+                    break
+                assert time.monotonic() < deadline, (trizk_lines, ens.tails())
+                time.sleep(0.2)  # polling interval of a bounded wait for log lines
+            assert all(words in ln for ln in trizk_lines), trizk_lines
+            assert "Traceback" not in _log(ens, 2)
+            assert ens.mode(3) == ""
+            assert pki.hits["crl"] >= 2  # both kinds fetched the CRL
