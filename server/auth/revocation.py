@@ -35,6 +35,10 @@ issuer itself or by a responder certificate the issuer signed with the OCSPSigni
 key usage, a single response for the certificate's CertId (SHA-1, as the JDK's ``CertId``), and
 ``thisUpdate - 15 min <= now <= nextUpdate + 15 min``. The JDK sends no nonce by default.
 
+Not followed: ``ocsp.enable`` and ``com.sun.security.enableCRLDP`` are JVM-wide, so in
+ZooKeeper ``ssl.quorum.ocsp=true`` also makes the client port's ``ssl.crl`` checks prefer
+OCSP (and the reverse); trizk keeps each prefix's settings to its own port.
+
 Everything here is pure: fetched bytes (or the reason a fetch failed) in, a :class:`Verdict`
 out. The messages are the JDK's, as ZooKeeper logs them inside its SSLHandshakeException.
 """

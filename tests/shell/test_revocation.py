@@ -21,6 +21,10 @@ from typing import Any
 
 import pytest
 import trio
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.conftest import ThreadedServer, free_port
 from tests.shell.revocation_pki import Pki, responder
@@ -211,3 +215,91 @@ async def test_a_revoked_member_is_refused_both_ways(
     good = _quorum(pki, "good", **{mode: "true"})
     s, c = await _pair(checking, good)
     assert s is not None and c is not None
+
+
+# -------------------------------------------------------------------------- longer paths
+
+
+def _ca_cert(
+    name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None, signer: Any
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer.subject if issuer is not None else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.CRLDistributionPoints(
+                [
+                    x509.DistributionPoint(
+                        [x509.UniformResourceIdentifier(f"http://crl.invalid/{name}")],
+                        None,
+                        None,
+                        None,
+                    )
+                ]
+            ),
+            critical=False,
+        )
+        .sign(signer, hashes.SHA256())
+    )
+
+
+def _crl_of(
+    ca: x509.Certificate, key: ec.EllipticCurvePrivateKey, revoked: list[int]
+) -> x509.CertificateRevocationList:
+    now = datetime.datetime.now(datetime.UTC)
+    b = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca.subject)
+        .last_update(now - datetime.timedelta(minutes=1))
+        .next_update(now + datetime.timedelta(hours=1))
+    )
+    for serial in revoked:
+        b = b.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build()
+        )
+    return b.sign(key, hashes.SHA256())
+
+
+class _Served(RevocationFetcher):
+    """The fetcher with its CRLs from a dict (uri -> CRL) instead of the network; records
+    the order it asked in."""
+
+    def __init__(self, crls: dict[str, x509.CertificateRevocationList]) -> None:
+        super().__init__(rv.RevocationPolicy(crl=True))
+        self.served = crls
+        self.asked: list[str] = []
+
+    async def _crl(self, uri: str, now: datetime.datetime) -> x509.CertificateRevocationList:
+        self.asked.append(uri)
+        return self.served[uri]
+
+
+async def test_every_certificate_below_the_anchor_is_checked_from_the_top() -> None:
+    """The JDK's legacy mode checks the intermediate CA too (not only the end entity), the one
+    nearest the anchor first: a revoked intermediate refuses a leaf its own CRL calls good."""
+    root_key, mid_key, leaf_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    root = _ca_cert("root", root_key, None, root_key)
+    mid = _ca_cert("mid", mid_key, root, root_key)
+    leaf = _ca_cert("leaf", leaf_key, mid, mid_key)  # its CDP names the "leaf" URI
+    now = datetime.datetime.now(datetime.UTC)
+    good = {
+        "http://crl.invalid/mid": _crl_of(root, root_key, []),
+        "http://crl.invalid/leaf": _crl_of(mid, mid_key, []),
+    }
+    fetcher = _Served(good)
+    assert await fetcher.judge([leaf, mid], root, now) is None
+    assert fetcher.asked == ["http://crl.invalid/mid", "http://crl.invalid/leaf"]
+    revoked_mid = {**good, "http://crl.invalid/mid": _crl_of(root, root_key, [mid.serial_number])}
+    fetcher = _Served(revoked_mid)
+    refused = await fetcher.judge([leaf, mid], root, now)
+    assert refused is not None and "Certificate has been revoked, reason: UNSPECIFIED" in refused
+    assert "authority: CN=root" in refused
+    assert fetcher.asked == ["http://crl.invalid/mid"]  # the leaf is not looked at
