@@ -17,7 +17,9 @@ connection is read; a rejected chain closes the connection (Java fails the hands
 alert; the client sees its connection end either way -- with TLS 1.3 a client finishes its
 side of the handshake before the server judges its certificate, in Java as here).
 
-The path (``PKIXValidator`` / ``PKIXCertPathValidator``, revocation off: see ``ssl.crl``):
+The path (``PKIXValidator`` / ``PKIXCertPathValidator``; the revocation checks ``ssl.crl`` and
+``ssl.ocsp`` add are :mod:`trizk.server.auth.revocation`'s, on the path
+:func:`certification_path` returns):
 
 1. A presented certificate that *is* a trust anchor ends the path there (Java's "chain
    contains a trusted certificate": the rest is not looked at).
@@ -61,6 +63,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID
 __all__ = [
     "CertificateRejected",
     "HostnameMismatch",
+    "certification_path",
     "validate_client_chain",
     "validate_server_chain",
     "verify_hostname",
@@ -198,7 +201,20 @@ def validate_server_chain(
 ) -> x509.Certificate:
     """:func:`validate_client_chain` for a TLS *server's* chain (what a quorum member that
     connects checks of the member it connected to: ``checkServerTrusted``)."""
-    return _validate(chain, anchors, now, _check_tls_server)
+    return _validate(chain, anchors, now, _check_tls_server)[1]
+
+
+def certification_path(
+    chain: Sequence[x509.Certificate],
+    anchors: Sequence[x509.Certificate],
+    now: datetime.datetime,
+    *,
+    client: bool,
+) -> tuple[list[x509.Certificate], x509.Certificate]:
+    """:func:`validate_client_chain` (``client``) or :func:`validate_server_chain`, returning
+    the path below the anchor (leaf first) and the anchor: what the revocation checks walk
+    (:mod:`trizk.server.auth.revocation`)."""
+    return _validate(chain, anchors, now, _check_tls_client if client else _check_tls_server)
 
 
 def validate_client_chain(
@@ -208,7 +224,7 @@ def validate_client_chain(
 ) -> x509.Certificate:
     """Check a TLS client's chain (leaf first) against the trust anchors at ``now`` (aware);
     returns the anchor the path ends at. Raises :class:`CertificateRejected`."""
-    return _validate(chain, anchors, now, _check_tls_client)
+    return _validate(chain, anchors, now, _check_tls_client)[1]
 
 
 def _validate(
@@ -216,7 +232,7 @@ def _validate(
     anchors: Sequence[x509.Certificate],
     now: datetime.datetime,
     end_entity: Callable[[x509.Certificate], None],
-) -> x509.Certificate:
+) -> tuple[list[x509.Certificate], x509.Certificate]:
     if not chain:
         raise CertificateRejected("Empty client certificate chain")
     leaf = chain[0]
@@ -241,7 +257,7 @@ def _validate(
             _check_ca(cert, i)
     # 4. the leaf as a TLS client's (EndEntityChecker runs after the path, trusted leaf too)
     end_entity(leaf)
-    return anchor
+    return path, anchor
 
 
 # ------------------------------------------------------------------ host names

@@ -207,6 +207,7 @@ class TrizkServer:
             protocols = tls.client_port_protocols(
                 config.properties, release.is_39(config.zookeeper_version)
             )
+            tls.check_client_port_ocsp(config.properties, release.is_39(config.zookeeper_version))
             self.tls_settings = dataclasses.replace(
                 tls.TLSSettings.from_properties(config.properties), protocols=protocols
             )
@@ -494,7 +495,7 @@ class TrizkServer:
             # X509AuthenticationProvider: no trust store -> no trust manager -> AUTHFAILED
             refused = "No trust manager available to authenticate the client certificate"
         else:
-            refused = self.tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+            refused = await self.tls.judge_client(chain, datetime.datetime.now(datetime.UTC))
         if refused is not None:
             log.error("Unsuccessful handshake with /%s: %s", ip, refused)
             with trio.CancelScope(shield=True):

@@ -67,12 +67,12 @@ from OpenSSL import SSL
 from trizk.server.auth.certpath import (
     CertificateRejected,
     HostnameMismatch,
-    validate_client_chain,
-    validate_server_chain,
+    certification_path,
     verify_hostname,
     verify_peer_host,
 )
 from trizk.server.common import release
+from trizk.server.shell.revocationfetch import RevocationFetcher
 from trizk.server.shell.streams import ReplayStream
 from trizk.server.shell.tls import (
     QUORUM_PREFIX,
@@ -339,6 +339,9 @@ class QuorumTLS:
         self.config = config
         self._settings = config.settings
         self._contexts = self._build(config.settings)
+        # ssl.quorum.crl / ssl.quorum.ocsp: the trust manager's revocation checks, both ways
+        policy = config.settings.revocation
+        self._revocation = RevocationFetcher(policy) if policy.enabled else None
 
     # ------------------------------------------------------------------ contexts
     def _store_paths(self, settings: TLSSettings) -> tuple[str, ...]:
@@ -486,19 +489,21 @@ class QuorumTLS:
         *,
         client: bool,
     ) -> str | None:
-        """``ZKTrustManager.checkClientTrusted``/``checkServerTrusted``: the PKIX path, then
-        the host check against the peer's address (then its reverse-lookup name)."""
+        """``ZKTrustManager.checkClientTrusted``/``checkServerTrusted``: the PKIX path (with
+        the revocation checks of ``ssl.quorum.crl``/``ssl.quorum.ocsp``), then the host check
+        against the peer's address (then its reverse-lookup name)."""
         settings = self._settings
         if settings.trust_store is None and not anchors:
             return "no trust store (ssl.quorum.trustStore.location) to judge its certificate"
         now = datetime.datetime.now(datetime.UTC)
         try:
-            if client:
-                validate_client_chain(chain, anchors, now)
-            else:
-                validate_server_chain(chain, anchors, now)
+            path, anchor = certification_path(chain, anchors, now, client=client)
         except CertificateRejected as e:
             return str(e)
+        if self._revocation is not None:
+            revoked = await self._revocation.judge(path, anchor, now)
+            if revoked is not None:
+                return revoked
         if not settings.hostname_verification:
             return None
         leaf = chain[0]

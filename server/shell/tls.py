@@ -26,10 +26,16 @@ all with one :class:`TLSSettings` per prefix:
   where ``X509Util.shouldVerifyClientHostname()`` says so: never for the client port
   (``ClientX509Util``), always for the quorum (``QuorumX509Util``) when hostnameVerification is
   on. :attr:`TLSSettings.client_hostname_verification` is that product.
-* ``ssl.crl`` / ``ssl.ocsp`` (default false) turn on revocation checks of the JVM's PKIX
-  validator, which fetches CRLs from the certificates' distribution points and asks OCSP
-  responders over the network; trizk does neither and refuses to start when either is true
-  rather than accept certificates ZooKeeper would check (:class:`TLSConfigError`).
+* ``ssl.crl`` / ``ssl.ocsp`` (default false) turn on the revocation checks of the JVM's PKIX
+  validator (``X509Util.createTrustManager``): CRLs fetched from the certificates'
+  distribution points, and with ``ssl.ocsp`` the OCSP responder their Authority Information
+  Access names first; a certificate revoked, or whose status cannot be had, is refused (the
+  JDK's legacy mode never soft-fails). :meth:`ServerTLS.judge_client` runs them after the
+  PKIX path (:mod:`trizk.server.auth.revocation` gives the verdicts,
+  :mod:`trizk.server.shell.revocationfetch` does the HTTP). The AdminServer's checks of
+  client certificates stay PKIX only. Answering as 3.9, ``ssl.ocsp=true`` stops the start:
+  3.9.3's secure client port fails every connection with it
+  (:func:`check_client_port_ocsp`).
 * Protocols of the client port (:func:`client_port_protocols`): ``ssl.enabledProtocols`` (a
   comma-separated list) or else the one ``ssl.protocol`` names, by default ``TLSv1.2`` in 3.8.0
   (``SSLContextAndOptions``: ``{sslContext.getProtocol()}``) and ``TLSv1.3`` in 3.9.3 on a JDK
@@ -62,7 +68,12 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, r
 from OpenSSL import SSL
 
 from trizk.jute.javalang import parse_boolean
-from trizk.server.auth.certpath import CertificateRejected, validate_client_chain
+from trizk.server.auth.certpath import (
+    CertificateRejected,
+    certification_path,
+    validate_client_chain,
+)
+from trizk.server.auth.revocation import RevocationPolicy
 from trizk.server.shell.keystores import (
     KeyMaterial,
     StoreConfig,
@@ -70,6 +81,7 @@ from trizk.server.shell.keystores import (
     load_key_store,
     load_trust_store,
 )
+from trizk.server.shell.revocationfetch import RevocationFetcher
 
 __all__ = [
     "CLIENT_PREFIX",
@@ -77,6 +89,7 @@ __all__ = [
     "ServerTLS",
     "TLSConfigError",
     "TLSSettings",
+    "check_client_port_ocsp",
     "server_context",
     "x509_subject",
 ]
@@ -111,6 +124,11 @@ class TLSSettings:
     #: the protocols the listener enables (Java's names); empty: TLSv1.2 and newer
     protocols: tuple[str, ...] = ()
 
+    @property
+    def revocation(self) -> RevocationPolicy:
+        """``ssl.crl`` / ``ssl.ocsp``"""
+        return RevocationPolicy(crl=self.crl, ocsp=self.ocsp)
+
     @classmethod
     def from_properties(
         cls, props: Mapping[str, str], prefix: str = CLIENT_PREFIX, *, need_key_store: bool = True
@@ -132,14 +150,10 @@ class TLSSettings:
         if auth not in _CLIENT_AUTHS:
             raise TLSConfigError(f"{prefix}clientAuth={raw_auth!r}: expected need, want or none")
         hostname = _get_boolean(props, prefix + "hostnameVerification", True)
+        # X509Util: crlEnabled / ocspEnabled turn on the PKIX revocation checks
+        # (trizk.server.auth.revocation, trizk.server.shell.revocationfetch)
         crl = _get_boolean(props, prefix + "crl", False)
         ocsp = _get_boolean(props, prefix + "ocsp", False)
-        if crl or ocsp:
-            which = prefix + ("crl" if crl else "ocsp")
-            raise TLSConfigError(
-                f"{which}=true: trizk does not fetch CRLs or ask OCSP responders (the JVM's "
-                "PKIX revocation checks); set it to false"
-            )
         return cls(
             prefix=prefix,
             key_store=key_store,
@@ -178,6 +192,22 @@ def client_port_protocols(
         if name not in _PROTOCOLS:
             raise TLSConfigError(f"{key}={name!r}: expected one of {', '.join(_PROTOCOLS)}")
     return names
+
+
+def check_client_port_ocsp(props: Mapping[str, str], zk39: bool) -> None:
+    """ZooKeeper 3.9's secure client port cannot serve with ``ssl.ocsp=true``:
+    ``ClientX509Util`` passes the setting to Netty's ``SslContextBuilder.enableOcsp``, which
+    the JDK SslProvider refuses, so every connection is closed before its TLS handshake
+    ("Failed to initialize a channel ... OCSP is not supported with this SslProvider: JDK",
+    measured with 3.9.3). trizk answering as 3.9 refuses to start instead (a
+    :class:`TLSConfigError`), as it does for stores ZooKeeper cannot use; 3.8.0 checks OCSP as
+    the trust manager's revocation check, and so does trizk answering as 3.8.0."""
+    if zk39 and _get_boolean(props, CLIENT_PREFIX + "ocsp", False):
+        raise TLSConfigError(
+            f"{CLIENT_PREFIX}ocsp=true: ZooKeeper 3.9's secure client port fails every "
+            "connection with it (Netty: OCSP is not supported with this SslProvider: JDK); "
+            "set it to false, or answer as 3.8.0 (trizk.zookeeperVersion)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +257,21 @@ class ServerTLS:
     context: SSL.Context
     anchors: tuple[x509.Certificate, ...]
     key: KeyMaterial  # what ``context`` presents (a quorum peer's client side presents it too)
+    #: the revocation checks (``ssl.crl`` / ``ssl.ocsp``), None when both are off
+    revocation: RevocationFetcher | None = None
+
+    async def judge_client(
+        self, chain: list[x509.Certificate], now: datetime.datetime
+    ) -> str | None:
+        """:meth:`check_client`, then the revocation checks of the path (the network: CRLs
+        and OCSP, each fetch bounded)."""
+        try:
+            path, anchor = certification_path(chain, self.anchors, now, client=True)
+        except CertificateRejected as e:
+            return str(e)
+        if self.revocation is None:
+            return None
+        return await self.revocation.judge(path, anchor, now)
 
     def check_client(self, chain: list[x509.Certificate], now: datetime.datetime) -> str | None:
         """None when the client's chain is trusted, else why not (Java's words)."""
@@ -292,7 +337,9 @@ def server_context(settings: TLSSettings) -> ServerTLS:
         for anchor in stores.anchors:
             ctx.add_client_ca(anchor)
     ctx.set_session_id(b"trizk")
-    return ServerTLS(settings, ctx, stores.anchors, key)
+    policy = settings.revocation
+    fetcher = RevocationFetcher(policy) if policy.enabled else None
+    return ServerTLS(settings, ctx, stores.anchors, key, fetcher)
 
 
 # ------------------------------------------------------------------ x509 ids

@@ -347,10 +347,11 @@ def test_store_settings_errors_name_the_key(tmp_path: Path, pki: PKI) -> None:
         tls.TLSSettings.from_properties(
             {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.clientAuth": "maybe"}
         )
-    with pytest.raises(tls.TLSConfigError, match=r"zookeeper\.ssl\.ocsp=true"):
-        tls.TLSSettings.from_properties(
-            {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.ocsp": "true"}
-        )
+    # ssl.ocsp is honoured now (tests/shell/test_revocation.py)
+    ocsp = tls.TLSSettings.from_properties(
+        {"zookeeper.ssl.keyStore.location": "k.pem", "zookeeper.ssl.ocsp": "true"}
+    )
+    assert ocsp.revocation.prefer_ocsp
 
 
 # ---------------------------------------------------------------------------- protocols
