@@ -8,6 +8,7 @@ import time
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
+from trizk.storage.formats.txnlog import scan, zxid_from_name
 from trizk.testing.probes import four_letter
 from trizk.testing.processes import MemberSet
 
@@ -74,16 +75,38 @@ def last_zxid(ens: MemberSet, sid: int) -> int:
     raise AssertionError(f"member {sid} gave no Zxid in srvr")
 
 
+def logged_zxid(ens: MemberSet, sid: int) -> int | None:
+    """The zxid of the last whole txn in member ``sid``'s txn logs (the newest file that holds
+    one; a file just rolled holds only its header), when that file ends cleanly there (EOF or
+    preallocated zeros); None when it ends torn (still being written) or holds none."""
+    logs = sorted(
+        (zxid_from_name(p.name, "log"), p)
+        for p in (ens.members[sid].data_dir / "version-2").glob("log.*")
+    )
+    for _, path in reversed(logs):
+        _, stop = scan(path.read_bytes())
+        if not stop.reason.clean:
+            return None
+        if stop.last_zxid is not None:
+            return stop.last_zxid
+    return None
+
+
 def wait_caught_up(ens: MemberSet, timeout: float = DEADLINE) -> int:
-    """Wait until every running member has applied the same last zxid; that zxid. Call it
-    before stopping members that have just been written to: a ZooKeeper member still logging
-    a txn when SIGTERM arrives can leave a torn record (its BufferedOutputStream writes a
-    record of more than 8 KB in several write()s), and on its next start it refuses its own
-    log ("CRC check failed") instead of truncating it."""
+    """Wait until every running member has applied the same last zxid and holds it, whole, in
+    its txn log; that zxid. Call it before stopping members that have just been written to: a
+    ZooKeeper follower applies a committed txn without waiting for its own log write, and one
+    stopped while it writes a record of more than 8 KB (its BufferedOutputStream writes the
+    header and the payload in two write()s) leaves a torn record, over which its next start
+    fails ("CRC check failed") instead of truncating it."""
     deadline = time.monotonic() + timeout
     while True:
-        seen = {sid: last_zxid(ens, sid) for sid in ens.members if ens.running(sid)}
-        if len(set(seen.values())) == 1:
-            return next(iter(seen.values()))
-        assert time.monotonic() < deadline, f"members not caught up: {seen}"
+        running = [sid for sid in ens.members if ens.running(sid)]
+        applied = {sid: last_zxid(ens, sid) for sid in running}
+        logged = {sid: logged_zxid(ens, sid) for sid in running}
+        if len(set(applied.values())) == 1:
+            zxid = next(iter(applied.values()))
+            if all(z is not None and z >= zxid for z in logged.values()):
+                return zxid
+        assert time.monotonic() < deadline, f"members not caught up: {applied}, logged {logged}"
         time.sleep(0.05)  # polling interval of a bounded wait
