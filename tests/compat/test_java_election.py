@@ -33,7 +33,8 @@ def java_vote(srv: Server, timeout: float = 40.0) -> tuple[str, int]:
 
     QuorumPeer logs the state; the leader is the member's own proposal at that moment, which
     its WorkerReceiver logged when the proposal looped back to itself ("n.sid:<myid> ...
-    n.leader:<leader>"); a LEADING member chose itself."""
+    n.leader:<leader>"), or the leader that announced itself LEADING to it; a LEADING member
+    chose itself."""
     myid = int(srv.cfg["__myid"])
     found = wait_log(srv, STATE_LINE, timeout)
     if found.group(1) == "LEADING":
@@ -43,6 +44,17 @@ def java_vote(srv: Server, timeout: float = 40.0) -> tuple[str, int]:
         heard = re.findall(r"Notification: .*n\.leader:(\d+)", text)
         assert heard, text[-3000:]
         return "OBSERVING", int(heard[-1])
+    # A member that joins an ensemble which has already decided follows the leader that
+    # announced itself LEADING (FastLeaderElection's out-of-election path) without updating its
+    # own proposal, which still names itself: the leader's own announcement then says whom it
+    # follows.
+    announced = [
+        int(leader)
+        for sid, leader in re.findall(r"n\.sid:(\d+), n\.state:LEADING, n\.leader:(\d+)", text)
+        if sid == leader
+    ]
+    if announced:
+        return found.group(1), announced[-1]
     own = re.findall(rf"n\.sid:{myid}, n\.state:LOOKING, n\.leader:(\d+)", text)
     assert own, text[-3000:]
     return found.group(1), int(own[-1])
