@@ -70,7 +70,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from trizk.jute.records import Record, TxnHeader
-from trizk.quorum.zab.leader import COMMIT_LOG_COUNT
+from trizk.quorum.zab.leader import COMMIT_LOG_COUNT, committed_log_capacity
 from trizk.quorum.zab.zab import Entry, Ready, SnapshotIn
 from trizk.storage.formats import treeio, txnlog
 
@@ -216,7 +216,9 @@ class ReadyApplier:
         self, committed_log: Iterable[Entry] = (), commit_log_count: int = COMMIT_LOG_COUNT
     ) -> None:
         #: ZKDatabase.committedLog: the newest txns applied (or fast-forwarded), for DIFFs
-        self.committed_log: deque[Entry] = deque(committed_log, maxlen=commit_log_count)
+        self.committed_log: deque[Entry] = deque(
+            committed_log, maxlen=committed_log_capacity(commit_log_count)
+        )
         #: txns logged by this member and not (yet) applied: zxid -> marshalled entry
         self.unapplied: dict[int, bytes] = {}
         self._machine: ZabMachine | None = None

@@ -37,7 +37,7 @@ and the leader itself (``Leader.lead``):
 
 Sync choice (``LearnerHandler.syncFollower`` / ``queueCommittedProposals``)
 --------------------------------------------------------------------------
-Over the committed log (the last ``commit_log_count`` committed entries, min/max; both =
+Over the committed log (the last ``commit_log_count`` + 1 committed entries, min/max; both =
 lastProcessedZxid when empty), with ``peer`` = the ACKEPOCH zxid:
 
 1. ``force_snap`` -> SNAP;  2. peer == lastProcessedZxid -> empty DIFF(peer);
@@ -125,6 +125,15 @@ P = PacketType
 
 #: ``zookeeper.commitLogCount`` default (ZKDatabase.DEFAULT_COMMIT_LOG_COUNT).
 COMMIT_LOG_COUNT = 500
+
+
+def committed_log_capacity(commit_log_count: int) -> int:
+    """How many txns ``ZKDatabase.committedLog`` holds: ``addCommittedProposal`` drops the
+    oldest only while it holds *more* than commitLogCount, before adding, so it keeps
+    commitLogCount + 1 (501 by default): a member 501 txns behind is still DIFFed from it."""
+    return commit_log_count + 1
+
+
 #: REQUESTs (and their bytes) one learner may have waiting for the sequencer (module docstring)
 MAX_LEARNER_REQUESTS = 20_000
 MAX_LEARNER_REQUEST_BYTES = 64 * 1024 * 1024
@@ -286,7 +295,9 @@ class Leader(ReadyOutbox):
         self._established = False
         self._deadline_ms = now_ms + timing.init_ms
         # history
-        self._committed_log: deque[Entry] = deque(committed_log, maxlen=commit_log_count)
+        self._committed_log: deque[Entry] = deque(
+            committed_log, maxlen=committed_log_capacity(commit_log_count)
+        )
         self.applied_zxid = last_zxid  # ZKDatabase lastProcessedZxid as the replica sees it
         self._to_be_applied: list[Entry] = []  # committed, handed out, not yet advanced
         self.last_proposed = last_zxid

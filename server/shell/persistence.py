@@ -81,7 +81,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from trizk.jute.javalang import get_boolean, get_integer, parse_boolean, parse_double, parse_long
+from trizk.jute.javalang import (
+    get_boolean,
+    get_integer,
+    parse_boolean,
+    parse_double,
+    parse_int,
+    parse_long,
+)
+from trizk.quorum.zab.leader import committed_log_capacity
 from trizk.quorum.zab.zab import Entry
 from trizk.server.common import release
 from trizk.server.common.servermetrics import ServerMetrics
@@ -159,6 +167,27 @@ def _snapshot_size_factor(config: ServerConfig) -> float:
     return factor
 
 
+def _commit_log_count(config: ServerConfig) -> int:
+    """``ZKDatabase``'s constructor: ``Integer.parseInt(zookeeper.commitLogCount)``; below the
+    default (500) the default, with a warning; not an int: the default, logged."""
+    raw = config.get_property("zookeeper.commitLogCount")
+    if raw is None:
+        return COMMIT_LOG_COUNT
+    count = parse_int(raw)
+    if count is None:
+        log.error("Error parsing zookeeper.commitLogCount - use default value %d", COMMIT_LOG_COUNT)
+        return COMMIT_LOG_COUNT
+    if count < COMMIT_LOG_COUNT:
+        log.warning(
+            "The configured commitLogCount %d is less than the recommended %d, going to use "
+            "the recommended one",
+            count,
+            COMMIT_LOG_COUNT,
+        )
+        return COMMIT_LOG_COUNT
+    return count
+
+
 @dataclass(frozen=True)
 class PersistenceSettings:
     data_dir: Path
@@ -177,6 +206,9 @@ class PersistenceSettings:
     #: ``zookeeper.snapshotSizeFactor``: a leader syncs a learner from the txn log while the
     #: files read are at most this times the newest snapshot's size (negative: never)
     snapshot_size_factor: float = DEFAULT_SNAPSHOT_SIZE_FACTOR
+    #: ``zookeeper.commitLogCount``: the committed log keeps this many txns and one more
+    #: (:func:`~trizk.quorum.zab.leader.committed_log_capacity`)
+    commit_log_count: int = COMMIT_LOG_COUNT
 
     @property
     def snap_dir(self) -> Path:
@@ -225,6 +257,7 @@ class PersistenceSettings:
             snap_retain_count=retain,
             purge_interval_hours=config.purge_interval,
             snapshot_size_factor=_snapshot_size_factor(config),
+            commit_log_count=_commit_log_count(config),
         )
 
 
@@ -456,7 +489,7 @@ class Persistence:
         )
         self.replica = replica
         # ZKDatabase.committedLog: the last txns replayed, for a leader's DIFFs
-        self._recent = rec.txns[-COMMIT_LOG_COUNT:]
+        self._recent = rec.txns[-committed_log_capacity(self.settings.commit_log_count) :]
         # ServerMetrics of FileTxnSnapLog.restore (no txn replay on an empty data dir) and
         # ZKDatabase.loadDataBase, in ms
         m = self.metrics
@@ -491,7 +524,7 @@ class Persistence:
             self._now = now
 
     def recent_entries(self) -> list[TxnEntry]:
-        """The newest txns of the log as last loaded (up to ``COMMIT_LOG_COUNT``)."""
+        """The newest txns of the log as last loaded (as many as the committed log holds)."""
         return list(self._recent)
 
     def propose(self, p: Proposal) -> None:
@@ -735,8 +768,11 @@ class Persistence:
         """``ZKDatabase.getProposalsFromTxnLog(peer_zxid, calculateTxnLogSizeLimit())``: the
         txns of the log files from the one holding ``peer_zxid`` on, oldest first, or nothing
         when they cannot serve a sync: the log starts after ``peer_zxid`` (purged, or the
-        member joined by SNAP since), or the files' total length (preallocation included)
-        exceeds snapshotSizeFactor x the newest snapshot's length.
+        member joined by SNAP since), or the total length (preallocation included) of the
+        files after the one holding the first txn read (``FileTxnIterator.getStorageSize``
+        after ``init``: the files it has not opened yet) exceeds snapshotSizeFactor x the
+        newest snapshot's length. A log of one file, however long its preallocation, is
+        never over the limit (ZooKeeper 3.9.3 sends a DIFF there).
 
         *Committed only.* The log also holds what this leader proposed and has not committed
         (appended before its quorum ACKed), and the iterator yields it too, as ZooKeeper's

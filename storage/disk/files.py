@@ -53,10 +53,10 @@ Reading for a leader's DIFF
 ---------------------------
 :class:`TxnLogReader` reads what ``FileTxnIterator(logDir, zxid, false)`` reads for
 ``ZKDatabase.getProposalsFromTxnLog``: the files chosen by name
-(:func:`~trizk.storage.formats.txnlog.iterator_files`), their total length for the
-``snapshotSizeFactor`` rule, and their txns lazily, as the marshalled payloads a PROPOSAL
-carries. It never truncates or writes; the writer appends on the same (Trio) thread, so a
-reader sees whole entries up to the zero padding.
+(:func:`~trizk.storage.formats.txnlog.iterator_files`), the length the ``snapshotSizeFactor``
+rule counts (the files after the one holding the first txn), and their txns lazily, as the
+marshalled payloads a PROPOSAL carries. It never truncates or writes; the writer appends on
+the same (Trio) thread, so a reader sees whole entries up to the zero padding.
 """
 
 from __future__ import annotations
@@ -604,8 +604,12 @@ class TxnLogReader:
     """The txns of the on-disk log from the file holding ``zxid`` on (``FileTxnIterator(logDir,
     zxid, false)``): what a leader syncs a learner from when its committed log is too short.
 
-    ``files`` (oldest first) are chosen once, by name (:func:`txnlog.iterator_files`);
-    ``storage_size`` is the sum of their lengths, zero padding included (``getStorageSize``).
+    ``files`` (oldest first) are chosen once, by name (:func:`txnlog.iterator_files`).
+    :attr:`storage_size` is what ``getStorageSize`` returns when ``getProposalsFromTxnLog``
+    asks, right after ``init`` opened the oldest file and read the first txn: the lengths
+    (zero padding included) of the files *not yet opened*, the ones after the file that
+    first txn came from (``goToNextLog`` takes a file off ``storedFiles`` as it opens it).
+    So a log of one file counts 0 however long it is preallocated.
     Iterating yields (zxid, payload), the payload being the marshalled entry a PROPOSAL
     carries (what ``Util.marshallTxnEntry`` rebuilds from the decoded txn, byte for byte),
     mapping one file at a time and only as far as it is read: a caller that stops early reads
@@ -626,13 +630,22 @@ class TxnLogReader:
     def __init__(self, log_dir: Path, zxid: int) -> None:
         self.zxid = zxid
         self.files = [p for _, p in txnlog.iterator_files(list_logs(log_dir), zxid)]
-        self.storage_size = sum(length(p) for p in self.files)
+        #: the index in ``files`` of the file the first txn was read from (None: none yet)
+        self.first_file: int | None = None
+
+    @property
+    def storage_size(self) -> int:
+        """``FileTxnIterator.getStorageSize`` once ``init`` has read the first txn: the
+        lengths of the files after the one holding it (all of them before any txn was read:
+        then the first-txn file is not known yet; read one first)."""
+        start = 0 if self.first_file is None else self.first_file + 1
+        return sum(length(p) for p in self.files[start:])
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         zxid = self.zxid
         reached = False  # a txn at or above zxid was seen
         held: tuple[int, bytes] | None = None  # the newest txn below zxid, not yet yielded
-        for path in self.files:
+        for index, path in enumerate(self.files):
             try:
                 with open(path, "rb") as f:
                     if os.fstat(f.fileno()).st_size < txnlog.FILE_HEADER_SIZE:
@@ -656,6 +669,8 @@ class TxnLogReader:
                     except StopIteration as end:
                         reason: StopReason = end.value
                         break
+                    if self.first_file is None:
+                        self.first_file = index
                     if reached:
                         yield z, bytes(view[start:stop])
                     elif z < zxid:
@@ -676,6 +691,9 @@ class TxnLogReader:
                 break
         if held is not None:
             yield held
+        if self.first_file is None:
+            # no txn in any file: FileTxnIterator.init opened them all looking for one
+            self.first_file = len(self.files) - 1
 
 
 def length(p: Path) -> int:

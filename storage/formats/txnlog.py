@@ -56,8 +56,9 @@ read), which is never a torn write and must not be truncated away.
 Syncing a learner from the log
 ------------------------------
 A leader whose committed log does not reach back to a learner's zxid reads the log files from
-the one holding it (:func:`iterator_files`: ``FileTxnIterator.init``'s choice) when their total
-length is within ``snapshotSizeFactor`` x the newest snapshot's length
+the one holding it (:func:`iterator_files`: ``FileTxnIterator.init``'s choice) when the total
+length of those after the file holding the first txn (``getStorageSize`` once ``init`` has
+opened that file) is within ``snapshotSizeFactor`` x the newest snapshot's length
 (:func:`txnlog_size_limit`, :func:`txnlog_sync_allowed`: ``ZKDatabase``'s rule).
 """
 
@@ -537,7 +538,8 @@ def iterator_files(logs: Sequence[tuple[int, _F]], zxid: int) -> list[tuple[int,
 
     ``logs`` is (first zxid, file) ascending (:func:`zxid_from_name` order). Unlike recovery's
     choice (the last file starting *at or before* a zxid), a file named exactly ``zxid``
-    brings in the one before it too, as ZooKeeper's strict ``<`` does: it counts in
+    brings in the one before it too, as ZooKeeper's strict ``<`` does: the iterator's first
+    txn is then the older file's, and the file named ``zxid`` counts in
     :func:`txnlog_sync_allowed`'s size.
     """
     out: list[tuple[int, _F]] = []
@@ -562,9 +564,11 @@ def txnlog_size_limit(snapshot_size: int, factor: float) -> int:
 
 def txnlog_sync_allowed(storage_size: int, limit: int) -> bool:
     """``ZKDatabase.getProposalsFromTxnLog``'s size rule: a negative limit turns syncing from
-    the log off; a positive one bounds the total length of the files the iterator reads
-    (:func:`iterator_files`, preallocated padding included: ``File.length()``); a limit of 0
-    (no snapshot, or a product that truncates to 0) bounds nothing."""
+    the log off; a positive one bounds ``storage_size``, the total length of the files the
+    iterator reads *after* the one its first txn came from (``FileTxnIterator.getStorageSize``
+    once ``init`` has opened that file: :attr:`trizk.storage.disk.files.TxnLogReader.storage_size`),
+    preallocated padding included (``File.length()``); a limit of 0 (no snapshot, or a product
+    that truncates to 0) bounds nothing."""
     if limit < 0:
         return False
     return limit == 0 or storage_size <= limit

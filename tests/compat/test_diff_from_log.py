@@ -7,8 +7,9 @@ The ZooKeeper members are of the default release, 3.9.3; a ZooKeeper 3.8.0 follo
 leader answering as 3.8.0 is checked too.
 
 The scene is set so that ZooKeeper's size rule allows the DIFF: ``preAllocSize=64`` (KiB;
-with the default 64 MiB every log file is 64 MiB long, ``File.length()`` counts the padding,
-and no snapshot of a test is three times that) and 40 znodes of 100 KB written, then the whole
+with the default 64 MiB every log file is 64 MiB long, ``File.length()`` counts the padding
+of every file after the one the first txn is read from, and no snapshot of a test is three
+times that; test_sync_mode.py has the default) and 40 znodes of 100 KB written, then the whole
 ensemble restarted: the leader's newest snapshot holds them (ZooKeeper snapshots when it starts
 leading, trizk after a start that replayed txns) and its log starts a new file, so the files
 from the one holding the absent member's zxid on are ~0.8 MB against a limit of ~1.3 MB

@@ -208,3 +208,10 @@ def broadcasting_follower() -> Learner:
     lr.step(QuorumPacket(int(P.UPTODATE), -1, None, None), 0)
     lr.ready()
     return lr
+
+
+def test_the_committed_log_keeps_commit_log_count_and_one_more() -> None:
+    # ZKDatabase.addCommittedProposal drops the oldest only while it holds more than
+    # commitLogCount, before adding: 501 txns by default
+    a = ReadyApplier([E(z) for z in range(1, 601)], commit_log_count=500)
+    assert len(a.committed_log) == 501 and a.committed_log[0] == E(100)

@@ -79,8 +79,9 @@ def test_size_rule_against_the_newest_snapshot(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    p = setup_dir(tmp_path, "0.5", [range(1, 101)])
-    size = sum(x.stat().st_size for x in p.settings.txnlog_dir.iterdir())
+    p = setup_dir(tmp_path, "0.5", [range(1, 51), range(51, 101)])
+    # what counts: the files after the one holding the first txn read (getStorageSize)
+    size = (p.settings.txnlog_dir / "log.33").stat().st_size
     assert zxids(p.proposals_from_txnlog(10)) == list(range(9, 101))  # no snapshot: no bound
     snap(p, 0, 2 * size)
     assert zxids(p.proposals_from_txnlog(10)) == list(range(9, 101))  # exactly at the limit
@@ -92,6 +93,18 @@ def test_size_rule_against_the_newest_snapshot(
     assert list(p.proposals_from_txnlog(10)) == []
     p0 = Persistence(config(tmp_path, snapshotSizeFactor="0"))
     assert zxids(p0.proposals_from_txnlog(10)) == list(range(9, 101))  # 0: no bound
+    # from the last file on, nothing is left to count: within any limit (ZooKeeper's DIFF
+    # from one long preallocated log)
+    assert zxids(p.proposals_from_txnlog(60)) == list(range(59, 101))
+
+
+def test_commit_log_count_as_zkdatabase_reads_it(caplog: pytest.LogCaptureFixture) -> None:
+    assert config().commit_log_count == 500
+    assert config(commitLogCount="800").commit_log_count == 800
+    assert config(commitLogCount="499").commit_log_count == 500  # below: the recommended
+    assert "less than the recommended 500" in caplog.text
+    assert config(commitLogCount="lots").commit_log_count == 500
+    assert "Error parsing zookeeper.commitLogCount" in caplog.text
 
 
 def test_a_purged_log_cannot_serve(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -1,6 +1,6 @@
 """Reading the on-disk txn log for a leader's DIFF (``FileTxnIterator`` with fastForward off,
-``ZKDatabase.getProposalsFromTxnLog``'s size rule): which files are read, their total size,
-lazy reading, and where a damaged file ends the iteration."""
+``ZKDatabase.getProposalsFromTxnLog``'s size rule): which files are read, which of them the
+size rule counts, lazy reading, and where a damaged file ends the iteration."""
 
 from __future__ import annotations
 
@@ -61,8 +61,6 @@ def test_reader_yields_payloads_from_the_file_holding_the_zxid(tmp_path: Path) -
     write_logs(tmp_path, [range(1, 11), range(11, 21), range(21, 31)])
     r = files.TxnLogReader(tmp_path, 15)
     assert [p.name for p in r.files] == ["log.b", "log.15"]
-    assert r.storage_size == sum(p.stat().st_size for p in r.files)
-    assert r.storage_size >= 2 * 4096  # padding counts (File.length)
     got = list(r)
     # of the txns below 15 only the newest (a TRUNC's target); checksums of all verified
     assert [z for z, _ in got] == list(range(14, 31))
@@ -129,3 +127,40 @@ def test_no_logs_and_a_log_without_a_header(tmp_path: Path) -> None:
     # FileTxnIterator fails on a file without a whole header: nothing after it is read
     assert list(files.TxnLogReader(tmp_path, 1)) == []
     assert [z for z, _ in files.TxnLogReader(tmp_path, 3)] == [2, 3, 4]
+
+
+def test_storage_size_counts_the_files_after_the_one_holding_the_first_txn(tmp_path: Path) -> None:
+    """``getStorageSize`` as ``getProposalsFromTxnLog`` calls it: ``init`` has opened the
+    oldest file (``goToNextLog`` took it off ``storedFiles``) and read its first txn, so only
+    the files not yet opened count, padding included; one file counts 0 however long."""
+    write_logs(tmp_path / "one", [range(1, 11)], prealloc=1 << 20)
+    r = files.TxnLogReader(tmp_path / "one", 5)
+    assert next(iter(r))[0] == 4
+    assert r.storage_size == 0
+    assert (tmp_path / "one" / "log.1").stat().st_size >= 1 << 20
+    write_logs(tmp_path / "three", [range(1, 11), range(11, 21), range(21, 31)])
+    d = tmp_path / "three"
+    size = {p.name: p.stat().st_size for p in d.iterdir()}
+    assert min(size.values()) >= 4096  # padding counts (File.length)
+    r = files.TxnLogReader(d, 15)
+    assert r.storage_size == size["log.b"] + size["log.15"]  # nothing read yet: all of them
+    assert next(iter(r))[0] == 14
+    assert r.storage_size == size["log.15"]
+    # a file named exactly the zxid brings in the one before it: that one holds the first txn
+    r = files.TxnLogReader(d, 11)
+    list(r)
+    assert [p.name for p in r.files] == ["log.1", "log.b", "log.15"]
+    assert r.storage_size == size["log.b"] + size["log.15"]
+    # a first file without txns (all padding) is passed over, as FileTxnIterator.next does
+    e = tmp_path / "empty-first"
+    write_logs(e, [range(2, 11), range(11, 21)])
+    (e / "log.1").write_bytes((e / "log.2").read_bytes()[:16] + b"\0" * 4096)
+    r = files.TxnLogReader(e, 1)
+    assert [p.name for p in r.files] == ["log.1", "log.2", "log.b"]
+    assert next(iter(r))[0] == 2
+    assert r.storage_size == (e / "log.b").stat().st_size
+    # no txn at all: every file was opened, none left to count
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "log.1").write_bytes((d / "log.1").read_bytes()[:16] + b"\0" * 4096)
+    r = files.TxnLogReader(tmp_path / "none", 5)
+    assert list(r) == [] and r.storage_size == 0

@@ -101,7 +101,6 @@ from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.readonly import look_read_only
 from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec, members_of
-from trizk.server.shell.persistence import COMMIT_LOG_COUNT
 from trizk.server.shell.quorumtls import QuorumTLS
 from trizk.server.shell.reachability import reachable_or_all
 from trizk.server.shell.streams import ReplayStream
@@ -190,7 +189,9 @@ class QuorumPeer:
         self._pump: LeaderPump | LearnerPump | None = None
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
         #: it keeps the committed log (a leader's DIFFs) and the txns logged but not applied
-        self.applier = ReadyApplier(self._recent_entries(), COMMIT_LOG_COUNT)
+        self.applier = ReadyApplier(
+            self._recent_entries(), self.persistence.settings.commit_log_count
+        )
         #: the SNAP payload the replica was last loaded from, until the snapshot at NEWLEADER
         #: is written from it (dropped by any other change of the replica's whole state)
         self._received: treeio.ReceivedSnapshot | None = None
@@ -581,6 +582,7 @@ class QuorumPeer:
             last_zxid=self.replica.last_zxid,
             now_ms=self.clock.now(),
             committed_log=list(self._committed_log),
+            commit_log_count=self.persistence.settings.commit_log_count,
             txnlog=self.persistence.txnlog_source(),
             force_snap=spec.force_snap_sync,
             ack_logging_frequency=spec.ack_logging_frequency,
