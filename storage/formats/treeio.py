@@ -426,10 +426,19 @@ class FuzzySnapshot:
         """For a SNAP body sent while it is walked (``ZKDatabase.serializeSnapshot`` onto the
         socket): its Sessions and AclCache sections, before any node. Every ACL of the tree
         gets its ref now (in the order of a pass over the node map; any numbering is valid,
-        the learner keeps it); the tree must not change until the walk is over (a node with
-        a new ACL then could not be written: :class:`TreeChangedError`). The nodes follow
-        from :meth:`step` and :meth:`take_chunks`, then
-        :data:`~trizk.storage.formats.snapshot.NODES_END`."""
+        the learner keeps it). The nodes follow from :meth:`step` and :meth:`take_chunks`,
+        then :data:`~trizk.storage.formats.snapshot.NODES_END`.
+
+        The tree may change between steps, as ZooKeeper's leader serialises its live tree
+        while it commits (the body is fuzzy; the learner replays every txn after the SNAP's
+        zxid, :attr:`zxid`, which its leader queues behind the body). A node met with an ACL
+        the cache sent does not hold was changed after the head was made, and is written so
+        that the replay makes it right: created after it (``czxid`` > :attr:`zxid`), it is
+        left out with its subtree, for its create to make it; older, its ACL was set since
+        (the ACL it had was in the cache), and it is written with a ref the cache holds
+        (:meth:`_stand_in_ref`) until that setACL's replay, which writes the ACL and its
+        version whole. A learner serves nothing before the replay, and a snapshot it writes
+        of the body is named :attr:`zxid`, with that setACL in its log after it."""
         ref = self._ref
         last: tuple[r.ACL, ...] | None = None
         for node in self.tree.nodes.values():
@@ -446,6 +455,12 @@ class FuzzySnapshot:
         chunks = self._chunks
         self._chunks = []
         return chunks
+
+    def _stand_in_ref(self) -> int:
+        """The ref written for a node whose ACL changed since :meth:`body_head` (see there):
+        the first ACL of the sent cache, or OPEN_ACL_UNSAFE's when the cache is empty (every
+        node had that ACL when the head was made, so this one too)."""
+        return min(self._acl_refs.values(), default=snap.OPEN_UNSAFE_ACL_REF)
 
     def _ref(self, acl: tuple[r.ACL, ...]) -> int:
         hit = self._acl_by_id.get(id(acl))
@@ -489,8 +504,14 @@ class FuzzySnapshot:
                 continue  # deleted after its parent was written: the log has the delete
             acl = node.acl
             if acl is not last_acl:
-                ref = self._ref(acl)
-                last_acl = acl
+                try:
+                    ref = self._ref(acl)
+                    last_acl = acl
+                except TreeChangedError:  # only once the head was sent (body_head)
+                    if node.czxid > self.zxid:
+                        continue  # created since: its create (replayed) makes it
+                    ref = self._stand_in_ref()
+                    last_acl = None  # the next node with this ACL is judged again
             p = path.encode("utf-8")
             out.append(pack_len(len(p)))
             out.append(p)

@@ -93,6 +93,66 @@ async def test_what_the_socket_does_not_take_goes_through_the_writer_in_order() 
         await b.aclose()
 
 
+class Pieces:
+    """A streamed body of ``n`` pieces of ``size`` bytes, counting the pieces made."""
+
+    def __init__(self, n: int, size: int) -> None:
+        self.n, self.size, self.made = n, size, 0
+
+    def next_piece(self) -> tuple[bytes, bool]:
+        self.made += 1
+        return bytes([self.made]) * self.size, self.made == self.n
+
+
+async def test_a_streamed_body_is_made_as_the_socket_takes_it_and_held_packets_follow() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        b.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        link = Link(1, a)
+        body = Pieces(40, 1 << 20)  # 40 MiB: far more than the sockets hold
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.writer)
+            link.cork()
+            link.send(b"SNAP")
+            link.stream_pieces(body)
+            link.send(b"NEWLEADER")  # sent during the stream: held behind its body
+            link.uncork()
+            assert link.streaming and link.out == b""  # SNAP left inline
+            link.send(b"COMMIT")
+            await trio.testing.wait_all_tasks_blocked()
+            # the peer reads nothing: the writer made only what the sockets could take, and
+            # the one piece waiting for room
+            assert link.streaming and body.made < 10
+            got = await _receive(b, 4 + 40 * (1 << 20) + 15)
+            assert got[:4] == b"SNAP" and got[-15:] == b"NEWLEADERCOMMIT"
+            assert got[4:-15] == b"".join(bytes([i]) * (1 << 20) for i in range(1, 41))
+            assert not link.streaming
+            link.send(b"after")
+            assert await _receive(b, 5) == b"after"
+            link.close()
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_failing_body_closes_its_link_only() -> None:
+    class Broken:
+        def next_piece(self) -> tuple[bytes, bool]:
+            raise ValueError("walk failed")
+
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        link = Link(1, a)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.writer)
+            link.stream_pieces(Broken())
+            link.send(b"held")
+            await trio.testing.wait_all_tasks_blocked()
+        assert link.closed and not link.streaming
+        await a.aclose()
+        assert await b.receive_some(10) == b""  # nothing held was sent
+        await b.aclose()
+
+
 async def test_a_wrapped_stream_is_written_by_the_writer_task() -> None:
     with trio.fail_after(DEADLINE):
         a, b = await _pair()

@@ -312,33 +312,20 @@ class LeaderPump(Pump):
 
     def _send_snapshot(self, link: Link, zxid: int) -> None:
         """The SNAP payload after its packet (``LearnerHandler``: ``serializeSnapshot`` onto
-        the socket's buffered stream, then the signature), encoded in pieces as the tree is
-        walked, the ACL cache first (``treeio.FuzzySnapshot``): the learner builds its tree
-        from the first pieces as they arrive (``treeio.SnapshotBuilder``). The walk runs whole
-        inside the pump's pass, so the tree cannot change under it; the pieces leave when the
-        pass uncorks the link (the part the socket does not take, through its writer)."""
-        t0 = time.monotonic()
+        the socket's buffered stream, then the signature): its head (sessions, ACL cache) now,
+        in this pass, where the tree is at ``zxid``; then the walk's pieces, streamed by the
+        link's writer between the pump's passes (:class:`SnapshotStream`,
+        ``Link.stream_pieces``) while the pump goes on, and the learner builds its tree as
+        they arrive (``treeio.SnapshotBuilder``). The tree changes under the walk as
+        ZooKeeper's does under ``serializeSnapshot``: the body is fuzzy, and the txns after
+        ``zxid`` (the Leader machine forwards them to this link from the SNAP on) are held by
+        the link until the body ends, then replayed by the learner."""
         replica = self.peer.replica
-        fs = treeio.FuzzySnapshot(replica.tree, replica.sessions, digest=False)
-        size = 0
-        piece = fs.body_head()
-        while True:
-            done = fs.step(SNAP_STREAM_STEP)
-            data = b"".join([piece, *fs.take_chunks()])
-            if done:
-                data += encode_snapshot_payload(NODES_END)
-            size += len(data)
-            link.send(data)
-            if done or link.closed:
-                break
-            piece = b""
-        log.info(
-            "SNAP to link %d at %#x: %d bytes encoded as walked in %.3f s",
-            link.link,
-            zxid,
-            size,
-            time.monotonic() - t0,
+        snap = SnapshotStream(
+            link.link, zxid, treeio.FuzzySnapshot(replica.tree, replica.sessions, digest=False)
         )
+        link.send(snap.head())
+        link.stream_pieces(snap)
 
     def _bad_request(self, lk: int, e: Exception) -> None:
         log.warning("quorum link %d: bad REQUEST (%s); closing it", lk, e)
@@ -359,8 +346,45 @@ class LeaderPump(Pump):
 
 
 _TXN_TIME = struct.Struct(">q")
-#: nodes walked per piece of a streamed SNAP (~0.8 MB of 100-byte znodes)
+#: nodes walked per piece of a streamed SNAP (~0.5 MB of 100-byte znodes; a few ms of walk,
+#: the longest the pump's other work waits for it)
 SNAP_STREAM_STEP = 4096
+
+
+class SnapshotStream:
+    """A SNAP body as a link streams it (``links.PieceSource``): the head, then one walk step
+    of :data:`SNAP_STREAM_STEP` nodes per piece, then the end of the nodes; logs the whole
+    when done."""
+
+    def __init__(self, link: int, zxid: int, fs: treeio.FuzzySnapshot) -> None:
+        self.link = link
+        self.zxid = zxid
+        self.fs = fs
+        self.size = 0
+        self.started = time.monotonic()
+
+    def head(self) -> bytes:
+        data = self.fs.body_head()
+        self.size += len(data)
+        return data
+
+    def next_piece(self) -> tuple[bytes, bool]:
+        fs = self.fs
+        done = fs.step(SNAP_STREAM_STEP)
+        chunks = fs.take_chunks()
+        if done:
+            chunks.append(encode_snapshot_payload(NODES_END))
+        data = b"".join(chunks)
+        self.size += len(data)
+        if done:
+            log.info(
+                "SNAP to link %d at %#x: %d bytes streamed as walked in %.3f s",
+                self.link,
+                self.zxid,
+                self.size,
+                time.monotonic() - self.started,
+            )
+        return data, done
 
 
 def txn_time(entry: bytes) -> int | None:

@@ -7,6 +7,24 @@ capped (:data:`LINK_OUTPUT_LIMIT`: a peer that stopped reading loses the
 link). :func:`read_link` decodes a link's bytes (``quorum/zab/zabwire.py``'s stream decoder,
 which caps what a peer can make us buffer) and hands every packet and SNAP payload to the
 machine; a peer that sends bytes that cannot be a quorum stream loses its link.
+
+A leader's SNAP body is *streamed* (:meth:`Link.stream_pieces`): its writer task makes the
+body piece by piece (:class:`PieceSource`) as the socket takes them, between the pump's passes, so
+the walk of a large tree neither holds up the pump's other work (COMMITs to the other
+followers, client replies) nor buffers the whole body. ZooKeeper's LearnerHandler does the
+same on its own thread: it writes ``serializeSnapshot`` onto the socket while the leader goes on
+committing, and the packets queued for the learner meanwhile (``startForwarding`` put it
+among the forwarding handlers) wait in ``queuedPackets`` until its sender thread starts after
+the snapshot. Here they wait in the link's *held* bytes: while a stream is under way, what is
+sent on the link is held and follows the body's last piece, in the order it was sent.
+
+Invariants
+----------
+* Bytes leave in the order they were sent; a streamed body's pieces come after what was sent
+  before :meth:`Link.stream_pieces`, and everything sent during the stream after its last piece.
+* At most one piece is made ahead of what the writer has handed to the socket (the socket's
+  own buffer is the pipeline): a learner that does not read stalls the walk, not the pump.
+* The held bytes and the output count together against :data:`LINK_OUTPUT_LIMIT`.
 """
 
 from __future__ import annotations
@@ -15,6 +33,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import trio
 
@@ -31,6 +50,7 @@ __all__ = [
     "MARKER_PACKET_INTERVAL",
     "RECEIVE_SIZE",
     "Link",
+    "PieceSource",
     "QueueMeter",
     "read_link",
     "until_done",
@@ -90,6 +110,14 @@ class QueueMeter:
                 self.times.add(now - item)
 
 
+class PieceSource(Protocol):
+    """What a link streams (:meth:`Link.stream_pieces`): its bytes, one piece per call."""
+
+    def next_piece(self) -> tuple[bytes, bool]:
+        """The next piece, and whether it is the last."""
+        ...
+
+
 class Link:
     """A quorum-port connection's output: packets queued by the pump, sent inline or by one
     task.
@@ -117,14 +145,54 @@ class Link:
         self._sending = False
         #: sends are gathered until :meth:`uncork`
         self._corked = False
+        #: the body being streamed (None: none), and what was sent meanwhile
+        self._stream: PieceSource | None = None
+        self._held = bytearray()
+
+    @property
+    def streaming(self) -> bool:
+        """A streamed body is under way (what is sent now is held until its end)."""
+        return self._stream is not None
 
     def send(self, data: bytes) -> None:
         if self.closed:
             return
-        if self._corked or self.out or self._sending or self._socket is None:
+        if self._stream is not None:
+            self._held += data
+            self._check_limit()
+        elif self._corked or self.out or self._sending or self._socket is None:
             self._queue(data)
         else:
             self._write(data)
+
+    def stream_pieces(self, source: PieceSource) -> None:
+        """After what was sent so far, the pieces of ``source``, made by the writer task one at
+        a time as the socket takes them; what is sent until the last piece is held and
+        follows it (see the module docstring)."""
+        assert self._stream is None, "one stream at a time"
+        if self.closed:
+            return
+        self._stream = source
+        self.ready.set()
+
+    def _next_piece(self) -> None:
+        """The writer's turn to make a piece (nothing else is queued): into the output, and
+        after the last one the held bytes."""
+        source = self._stream
+        assert source is not None
+        try:
+            piece, last = source.next_piece()
+        except Exception:  # the link's failure, not the leader's
+            log.exception("quorum link %d: the streamed body failed; closing it", self.link)
+            self._stream = None
+            self.close()
+            return
+        self.out += piece
+        if last:
+            self._stream = None
+            if self._held:
+                self.out += self._held
+                self._held = bytearray()
 
     def cork(self) -> None:
         """Until :meth:`uncork`, gather what is sent: a pump pass's packets (the PROPOSALs and
@@ -168,11 +236,15 @@ class Link:
 
     def _queue(self, data: bytes) -> None:
         self.out += data
-        if len(self.out) > LINK_OUTPUT_LIMIT:
-            log.warning("quorum link %d: %d bytes unsent, closing it", self.link, len(self.out))
-            self.close()
+        self._check_limit()
         if not self._corked:
             self.ready.set()
+
+    def _check_limit(self) -> None:
+        unsent = len(self.out) + len(self._held)
+        if unsent > LINK_OUTPUT_LIMIT and not self.closed:
+            log.warning("quorum link %d: %d bytes unsent, closing it", self.link, unsent)
+            self.close()
 
     def close(self) -> None:
         self.closed = True
@@ -194,6 +266,9 @@ class Link:
                     continue
                 if self.closed:
                     return
+                if self._stream is not None:
+                    self._next_piece()
+                    continue
                 self.ready = trio.Event()
                 await self.ready.wait()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
