@@ -41,6 +41,9 @@ under each parent):
   is the time from its start to serving as a follower at the leader's last zxid (``srvr``),
   with its RSS.
 
+Each sync trial prints the 1-minute load average after it; ``--rounds N`` runs the sync cells
+N times, the two kinds in turn (ABBA), so that both meet the same moods of a shared machine.
+
 Not a test; run by hand. Only processes started here are signalled, by PID.
 """
 
@@ -206,6 +209,10 @@ def _wait_follower(ens: ProcessEnsemble, kind: str, expected: int, zxid: int, t0
         time.sleep(0.05)
 
 
+#: one sync trial: seconds to serving, the follower's RSS, the 1-minute load average after it
+Trial = tuple[float, int, float]
+
+
 def sync_cell(
     kind: str,
     src: Path,
@@ -213,13 +220,13 @@ def sync_cell(
     trials: int,
     diff_txns: int = 0,
     parents: int = 20,
-) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+) -> tuple[list[Trial], list[Trial]]:
     """Follower SNAP sync on a 3-member ensemble of ``kind`` (see the module docstring):
-    [(seconds from the follower's start to serving the whole tree, its RSS)] per trial; then
-    (``diff_txns``) the DIFF sync of a follower restarted on its data after missing that many
-    txns, the same figures."""
-    out: list[tuple[float, int]] = []
-    diffs: list[tuple[float, int]] = []
+    [(seconds from the follower's start to serving the whole tree, its RSS, the 1-minute load
+    average then)] per trial; then (``diff_txns``) the DIFF sync of a follower restarted on its
+    data after missing that many txns, the same figures."""
+    out: list[Trial] = []
+    diffs: list[Trial] = []
     # ZooKeeper's default tickTime (not the test ensembles' 200 ms): initLimit and syncLimit
     # then leave a large tree's sync the time ZooKeeper's sample configuration gives it
     with ProcessEnsemble(
@@ -249,10 +256,10 @@ def sync_cell(
             took = time.monotonic() - t0
             proc = ens.members[1].proc
             assert proc is not None
-            out.append((took, _rss(proc.pid)))
+            out.append((took, _rss(proc.pid), os.getloadavg()[0]))
             print(
                 f"sync trial {t} {kind}: follower serving after {took:.2f} s, "
-                f"RSS {out[-1][1] / 2**20:.0f} MiB",
+                f"RSS {out[-1][1] / 2**20:.0f} MiB, load {out[-1][2]:.1f}",
                 flush=True,
             )
         for t in range(trials if diff_txns else 0):
@@ -268,27 +275,27 @@ def sync_cell(
             took = time.monotonic() - t0
             proc = ens.members[1].proc
             assert proc is not None
-            diffs.append((took, _rss(proc.pid)))
+            diffs.append((took, _rss(proc.pid), os.getloadavg()[0]))
             if diff_count(ens.port(3)) <= before:
                 raise RuntimeError(f"{kind} leader sent no DIFF:\n{ens.tails()}")
             print(
                 f"diff trial {t} {kind}: follower {diff_txns} txns behind serving after "
-                f"{took:.2f} s, RSS {diffs[-1][1] / 2**20:.0f} MiB",
+                f"{took:.2f} s, RSS {diffs[-1][1] / 2**20:.0f} MiB, load {diffs[-1][2]:.1f}",
                 flush=True,
             )
     return out, diffs
 
 
-def _sync_summary(kind: str, runs: list[tuple[float, int]], how: str = "SNAP") -> str:
+def _sync_summary(kind: str, runs: list[Trial], how: str = "SNAP") -> str:
     return (
-        f"{kind}: follower {how} sync, median {statistics.median(s[0] for s in runs):.2f} s, "
-        f"RSS {statistics.median(s[1] for s in runs) / 2**20:.0f} MiB"
+        f"{kind}: follower {how} sync, median {statistics.median(s[0] for s in runs):.2f} s "
+        f"{[round(s[0], 2) for s in runs]}, "
+        f"RSS {statistics.median(s[1] for s in runs) / 2**20:.0f} MiB, "
+        f"load {min(s[2] for s in runs):.1f}-{max(s[2] for s in runs):.1f}"
     )
 
 
-def _summaries(
-    kind: str, syncs: dict[str, list[tuple[float, int]]], diffs: dict[str, list[tuple[float, int]]]
-) -> None:
+def _summaries(kind: str, syncs: dict[str, list[Trial]], diffs: dict[str, list[Trial]]) -> None:
     if syncs.get(kind):
         print(_sync_summary(kind, syncs[kind]))
     if diffs.get(kind):
@@ -306,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--children-calls", type=int, default=500)
     ap.add_argument("--sync", action="store_true", help="the follower SNAP sync cell too")
     ap.add_argument("--sync-trials", type=int, default=2)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --sync: the sync cells this many times, the two kinds in turn (ABBA)",
+    )
     ap.add_argument(
         "--diff-txns",
         type=int,
@@ -398,13 +411,16 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                 shutil.rmtree(d, ignore_errors=True)
-        syncs: dict[str, list[tuple[float, int]]] = {}
-        diffs: dict[str, list[tuple[float, int]]] = {}
-        if a.sync:
-            for kind in kinds if a.sync_trials % 2 else kinds[::-1]:
-                syncs[kind], diffs[kind] = sync_cell(
+        syncs: dict[str, list[Trial]] = {k: [] for k in kinds}
+        diffs: dict[str, list[Trial]] = {k: [] for k in kinds}
+        for r in range(a.rounds if a.sync else 0):
+            order = kinds if a.sync_trials % 2 else kinds[::-1]
+            for kind in order if r % 2 == 0 else order[::-1]:
+                more, more_diffs = sync_cell(
                     kind, src, expected, a.sync_trials, a.diff_txns, a.parents
                 )
+                syncs[kind] += more
+                diffs[kind] += more_diffs
         replies = {k: {c[2] for c in kids[k]} for k in kinds}
         if len(kinds) == 2 and all(replies.values()):
             same = replies[kinds[0]] == replies[kinds[1]] and len(replies[kinds[0]]) == 1
@@ -444,9 +460,11 @@ def main(argv: list[str] | None = None) -> int:
                                 "children_cpu_us": [c[1] for c in kids[kind]],
                                 "sync_seconds": [s[0] for s in syncs.get(kind, [])],
                                 "sync_rss": [s[1] for s in syncs.get(kind, [])],
+                                "sync_load": [s[2] for s in syncs.get(kind, [])],
                                 "diff_txns": a.diff_txns,
                                 "diff_sync_seconds": [s[0] for s in diffs.get(kind, [])],
                                 "diff_sync_rss": [s[1] for s in diffs.get(kind, [])],
+                                "diff_sync_load": [s[2] for s in diffs.get(kind, [])],
                             }
                         )
                         + "\n"
