@@ -22,8 +22,9 @@ Invariants
 ----------
 * Bytes leave in the order they were sent; a streamed body's pieces come after what was sent
   before :meth:`Link.stream_pieces`, and everything sent during the stream after its last piece.
-* At most one piece is made ahead of what the writer has handed to the socket (the socket's
-  own buffer is the pipeline): a learner that does not read stalls the walk, not the pump.
+* A piece is made only once the socket has taken everything before it (the socket's own
+  buffer is the pipeline): a learner that does not read stalls the walk, not the pump, and
+  the link holds at most one piece unsent.
 * The held bytes and the output count together against :data:`LINK_OUTPUT_LIMIT`.
 """
 
