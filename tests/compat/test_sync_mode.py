@@ -26,7 +26,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.compat.conftest import require_zookeeper
-from tests.ensemble_helpers import DEADLINE, client
+from tests.ensemble_helpers import DEADLINE, client, wait_caught_up
 from trizk.compat.procs.ensemble import ProcessEnsemble
 from trizk.testing.probes import four_letter
 
@@ -115,6 +115,7 @@ def test_the_leader_chooses_zookeepers_sync_mode(name: str, scene: str) -> None:
         last = (f"/n{(AWAY_TXNS - 1) % NODES:05d}", f"away{AWAY_TXNS - 1}".encode())
         if scene == "rolled":
             # member 2 then 3: 3 comes up last and, with the others' zxid, leads again
+            wait_caught_up(ens)  # nobody stopped in the middle of a log write
             ens.stop(2)
             ens.stop(LEADER)
             ens.start(2)
