@@ -45,7 +45,9 @@ As kazoo's, every server has a TLS port (``secure_address``; the CA, server and 
 certificates are made once per process, as kazoo's are, with EC keys (:class:`TLSMaterial`),
 and ``cluster.get_ssl_client_configuration()`` gives the client's PEMs), the super digest
 ``super:test`` and the SASL provider; the cluster is made on first use, shared, stopped by
-``KazooTestCase.tearDownClass`` and at exit, and made again when its settings change.
+``KazooTestCase.tearDownClass`` and at exit, and made again when its settings change (the
+cluster of the old settings is kept, terminated, with the clusters it started ahead, for when
+they come back: :func:`get_global_cluster`).
 
 Differences, on purpose:
 
@@ -446,7 +448,8 @@ class TrizkCluster:
     ones (:data:`SPARES`) are made and started in threads (*spares*, on ports of their own)
     while the tests run, and :meth:`terminate` hands the old one to a thread that closes it.
     A spare is the cluster :meth:`start` takes next: never used before, as a cluster made
-    then."""
+    then. With ``spares_from_first_start=False`` the spares are started from the second start
+    on (a cluster of settings a single test class asks for, :func:`get_global_cluster`)."""
 
     def __init__(
         self,
@@ -455,6 +458,7 @@ class TrizkCluster:
         size: int = DEFAULT_CLUSTER_SIZE,
         observer_start_id: int = DEFAULT_OBSERVER_START_ID,
         local_sessions: bool = False,
+        spares_from_first_start: bool = True,
     ) -> None:
         if size < 1:
             raise ValueError(f"ZOOKEEPER_CLUSTER_SIZE={size}: a cluster has at least one member")
@@ -468,6 +472,10 @@ class TrizkCluster:
                 raise ValueError(
                     f"ZOOKEEPER_OBSERVER_START_ID={observer_start_id}: no voting member left"
                 )
+        #: start clusters ahead after the first start, or only from the second on
+        self._spares_from_first_start = spares_from_first_start
+        #: how many times the cluster was made (started with no ensemble)
+        self._starts = 0
         self._jaas_dir: str | None = None
         self._jaas_lock = threading.Lock()
         self._ensemble: Any = None
@@ -627,7 +635,9 @@ class TrizkCluster:
                     if attempt == START_TRIES:
                         raise
                     log.warning("the cluster did not start; making another one", exc_info=True)
-            self._make_spares()  # the next test classes' clusters
+            self._starts += 1
+            if self._spares_from_first_start or self._starts > 1:
+                self._make_spares()  # the next test classes' clusters
             return
         for m in self._servers:
             m.settle()
@@ -735,8 +745,10 @@ class TrizkCluster:
         return bool(self.ensemble().expire_session(session_id))
 
 
+#: every cluster of this process, by its settings (:func:`get_global_cluster`)
+_CLUSTERS: dict[tuple[Any, ...], TrizkCluster] = {}
+#: the cluster of the settings last asked for
 _CLUSTER: TrizkCluster | None = None
-_CLUSTER_CONF: tuple[Any, ...] | None = None
 
 
 def _cluster_conf() -> tuple[str, str | None, int, int, bool]:
@@ -752,18 +764,31 @@ def _cluster_conf() -> tuple[str, str | None, int, int, bool]:
 
 
 def get_global_cluster() -> TrizkCluster:
-    """The process-wide cluster (made on first use; closed at exit). As kazoo's, it is made
-    again when its settings change (a test class setting ``ZOOKEEPER_JAAS_AUTH``)."""
-    global _CLUSTER, _CLUSTER_CONF
+    """The process-wide cluster of the current settings (made on first use; closed at exit).
+
+    As kazoo's, a change of settings (a test class setting ``ZOOKEEPER_JAAS_AUTH`` or
+    ``ZOOKEEPER_LOCAL_SESSION_RO`` in its ``setUp`` and popping it in its ``tearDown``)
+    terminates the cluster of the old settings -- its members and data are gone -- and gives
+    a cluster of the new ones. Unlike kazoo's, the old settings' :class:`TrizkCluster` is
+    kept, terminated, with the clusters it started ahead: when the settings come back (the
+    next test class), its next :meth:`~TrizkCluster.start` takes one of those, fresh and
+    serving, instead of making the cluster again while the test waits. A cluster terminated
+    on a change is closed in the background: the change waits for nothing but the new
+    cluster's own start. Only the first settings of the process start clusters ahead from
+    their first start; others from their second (kazoo's read-only and SASL classes change
+    the settings for one class, whose spares would never be used)."""
+    global _CLUSTER
     conf = _cluster_conf()
-    if _CLUSTER is not None and _CLUSTER_CONF == conf:
-        return _CLUSTER
-    if _CLUSTER is not None:
+    cluster = _CLUSTERS.get(conf)
+    if cluster is None:
+        cluster = TrizkCluster(*conf, spares_from_first_start=not _CLUSTERS)
+        _CLUSTERS[conf] = cluster
+        atexit.register(cluster.close)
+    if _CLUSTER is not None and _CLUSTER is not cluster:
         log.info("Config change detected. Reconfiguring cluster...")
-        _CLUSTER.close()
-    _CLUSTER, _CLUSTER_CONF = TrizkCluster(*conf), conf
-    atexit.register(_CLUSTER.close)
-    return _CLUSTER
+        _CLUSTER.terminate()
+    _CLUSTER = cluster
+    return cluster
 
 
 # ------------------------------------------------------------------ the harness

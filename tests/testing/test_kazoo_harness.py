@@ -26,6 +26,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.security import make_digest_acl
 
 from trizk.kazoo_harness import (
+    SPARES,
     KazooTestCase,
     KazooTestHarness,
     ManagedServer,
@@ -218,6 +219,52 @@ def test_zookeeper_settings_shape_the_cluster(monkeypatch: pytest.MonkeyPatch) -
         assert ens.mode_of(4) == "observer"
     finally:
         four.close()
+
+
+def test_settings_that_come_back_find_their_cluster_started_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As kazoo's, a test class that changes the settings (kazoo's read-only test sets
+    ZOOKEEPER_LOCAL_SESSION_RO in its setUp and pops it in its tearDown) terminates the old
+    settings' cluster; when the settings come back, their cluster is the same TrizkCluster,
+    whose next start takes a spare it started ahead: fresh (another ensemble, no node of the
+    old one), serving at once. A cluster starts spares from its first start only if asked."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    monkeypatch.delenv("ZOOKEEPER_LOCAL_SESSION_RO", raising=False)
+    default = get_global_cluster()
+    default.start()
+    first = default.ensemble()
+    default.make_path("/left-behind")
+    spares = len(default._spares)
+    monkeypatch.setenv("ZOOKEEPER_LOCAL_SESSION_RO", "true")
+    read_only = get_global_cluster()
+    assert read_only is not default
+    assert default.started_ensemble() is None  # terminated by the change, as kazoo's
+    assert len(default._spares) == spares  # kept for when the settings come back
+    monkeypatch.delenv("ZOOKEEPER_LOCAL_SESSION_RO")
+    assert get_global_cluster() is default
+    default.start()
+    second = default.ensemble()
+    assert second is not first and all(m.running for m in default)
+    zk = KazooClient(hosts=default[1].address, timeout=10)
+    zk.start(timeout=30)
+    try:
+        zk.sync("/")
+        assert zk.exists("/left-behind") is None
+    finally:
+        zk.stop()
+        zk.close()
+    default.terminate()
+
+    once = TrizkCluster(spares_from_first_start=False)
+    try:
+        once.start()
+        assert not once._spares  # a class of its own settings: none started ahead
+        once.terminate()
+        once.start()
+        assert len(once._spares) == SPARES  # used again: the next ones are started ahead
+    finally:
+        once.close()
 
 
 def test_mode_knob_and_its_old_name(monkeypatch: pytest.MonkeyPatch) -> None:
