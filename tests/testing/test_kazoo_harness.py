@@ -500,7 +500,14 @@ KAZOO_SKIPS: dict[str, str] = {}
 #:   arrives before the test's thread wakes, start() finds the session AUTH_FAILED and raises
 #:   its own KazooTimeoutError instead -- kazoo's maintainers saw the same against ZooKeeper
 #:   (python-zk/kazoo pull 547), and a busy 2-core CI machine hits it now and then.
-KAZOO_RACES = {"test_invalid_sasl_auth": "kazoo.tests.test_sasl"}
+#: - test_concurrent_execution (KazooLockingQueueTests): three threads each get 0.1 s to take
+#:   the one item and the test waits 0.2 s for each; a thread that the loaded machine does
+#:   not schedule within that finds nothing. Seen once in 6 whole-suite passes at load 9,
+#:   in none of the 6 Java passes beside them nor in other trizk passes.
+KAZOO_RACES = {
+    "test_invalid_sasl_auth": "kazoo.tests.test_sasl",
+    "test_concurrent_execution": "kazoo.tests.test_queue",
+}
 #: pytest-trio (trizk's test extra) imports hypothesis, whose module-level ``TreeNode``
 #: object kazoo's test_cache would count as a leaked cache node: kazoo's suite runs without it
 KAZOO_ARGS = ("-p", "no:cacheprovider", "-p", "no:trio", "--trizk-kazoo", "-rs")
