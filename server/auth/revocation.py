@@ -59,6 +59,7 @@ __all__ = [
     "GOOD",
     "NETWORK_ERROR",
     "NO_RESPONDER",
+    "X500_KEYWORDS",
     "RevocationPolicy",
     "Verdict",
     "check_crls",
@@ -183,7 +184,9 @@ _REASONS = {
     x509.ReasonFlags.privilege_withdrawn: "PRIVILEGE_WITHDRAWN",
     x509.ReasonFlags.aa_compromise: "AA_COMPROMISE",
 }
-_KEYWORDS = {
+#: the attribute keywords Java writes in X.500 names (``X500Principal.toString()`` and
+#: ``getName()`` alike, for these); other OIDs are written dotted
+X500_KEYWORDS = {
     "2.5.4.3": "CN",
     "2.5.4.6": "C",
     "2.5.4.7": "L",
@@ -202,7 +205,7 @@ def _principal(name: x509.Name) -> str:
     for rdn in reversed(list(name.rdns)):
         avas = []
         for attr in rdn:
-            key = _KEYWORDS.get(attr.oid.dotted_string, "OID." + attr.oid.dotted_string)
+            key = X500_KEYWORDS.get(attr.oid.dotted_string, "OID." + attr.oid.dotted_string)
             avas.append(f"{key}={attr.value!s}")
         rdns.append(" + ".join(avas))
     return ", ".join(rdns)

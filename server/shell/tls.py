@@ -73,7 +73,7 @@ from trizk.server.auth.certpath import (
     certification_path,
     validate_client_chain,
 )
-from trizk.server.auth.revocation import RevocationPolicy
+from trizk.server.auth.revocation import X500_KEYWORDS, RevocationPolicy
 from trizk.server.shell.keystores import (
     KeyMaterial,
     StoreConfig,
@@ -344,18 +344,6 @@ def server_context(settings: TLSSettings) -> ServerTLS:
 
 # ------------------------------------------------------------------ x509 ids
 
-#: RFC 2253 keywords Java's ``X500Principal.getName()`` writes (other OIDs are written dotted).
-_RFC2253_KEYWORDS = {
-    "2.5.4.3": "CN",
-    "2.5.4.6": "C",
-    "2.5.4.7": "L",
-    "2.5.4.8": "ST",
-    "2.5.4.10": "O",
-    "2.5.4.11": "OU",
-    "2.5.4.9": "STREET",
-    "0.9.2342.19200300.100.1.25": "DC",
-    "0.9.2342.19200300.100.1.1": "UID",
-}
 _ESCAPEES = ',=+<>#;"\\'
 
 
@@ -403,7 +391,7 @@ def x509_subject(der_cert: bytes) -> str:
         avas: list[str] = []
         for attr in rdn:
             oid = attr.oid.dotted_string
-            keyword = _RFC2253_KEYWORDS.get(oid)
+            keyword = X500_KEYWORDS.get(oid)
             value = attr.value if isinstance(attr.value, str) else attr.value.decode("latin-1")
             if keyword is None:
                 tag = getattr(getattr(attr, "_type", None), "value", 12)
