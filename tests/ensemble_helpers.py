@@ -67,6 +67,15 @@ def assert_identical(ens: MemberSet) -> dict[str, tuple[bytes, object]]:
     return first
 
 
+def mntr(ens: MemberSet, sid: int) -> dict[str, str]:
+    """Member ``sid``'s ``mntr`` answer, key -> value."""
+    out = {}
+    for line in four_letter(ens.port(sid), "mntr", host=ens.host(sid)).splitlines():
+        key, _, value = line.partition("\t")
+        out[key] = value
+    return out
+
+
 def last_zxid(ens: MemberSet, sid: int) -> int:
     """The last zxid member ``sid`` applied (``srvr``'s Zxid line, both kinds)."""
     for line in four_letter(ens.port(sid), "srvr", host=ens.host(sid)).splitlines():

@@ -26,10 +26,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.compat.conftest import require_zookeeper
-from tests.ensemble_helpers import DEADLINE, assert_identical, client, wait_caught_up
+from tests.ensemble_helpers import DEADLINE, assert_identical, client, mntr, wait_caught_up
 from trizk.compat.procs import servers
 from trizk.compat.procs.ensemble import ProcessEnsemble
-from trizk.testing.probes import four_letter
 
 pytestmark = pytest.mark.slow
 
@@ -54,14 +53,6 @@ KINDS = {
 #: ZooKeeper releases other than the default (3.9.3), by case and sid: a 3.8.0 follower of a
 #: trizk leader answering as 3.8.0
 VERSIONS = {"zookeeper38-follower-of-trizk": {1: "3.8.0", 2: "3.8.0", 3: "3.8.0"}}
-
-
-def mntr(ens: ProcessEnsemble, sid: int) -> dict[str, str]:
-    out = {}
-    for line in four_letter(ens.port(sid), "mntr", host=ens.host(sid)).splitlines():
-        key, _, value = line.partition("\t")
-        out[key] = value
-    return out
 
 
 def pipelined(zk: KazooClient, calls: list[tuple[str, bytes]], window: int = 500) -> None:

@@ -26,9 +26,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.compat.conftest import require_zookeeper
-from tests.ensemble_helpers import DEADLINE, client, wait_caught_up
+from tests.ensemble_helpers import DEADLINE, client, mntr, wait_caught_up
 from trizk.compat.procs.ensemble import ProcessEnsemble
-from trizk.testing.probes import four_letter
 
 pytestmark = pytest.mark.slow
 
@@ -48,14 +47,6 @@ KINDS = {
 }
 #: what ZooKeeper 3.9.3's leader sends in each scene (checked by the reference case)
 EXPECTED = {"one-file": "diff", "rolled": "snap"}
-
-
-def mntr(ens: ProcessEnsemble, sid: int) -> dict[str, str]:
-    out = {}
-    for line in four_letter(ens.port(sid), "mntr", host=ens.host(sid)).splitlines():
-        key, _, value = line.partition("\t")
-        out[key] = value
-    return out
 
 
 def pipelined(zk: KazooClient, calls: list[object], window: int = 500) -> None:
