@@ -84,38 +84,39 @@ def last_zxid(ens: MemberSet, sid: int) -> int:
     raise AssertionError(f"member {sid} gave no Zxid in srvr")
 
 
-def logged_zxid(ens: MemberSet, sid: int) -> int | None:
-    """The zxid of the last whole txn in member ``sid``'s txn logs (the newest file that holds
-    one; a file just rolled holds only its header), when that file ends cleanly there (EOF or
-    preallocated zeros); None when it ends torn (still being written) or holds none."""
-    logs = sorted(
-        (zxid_from_name(p.name, "log"), p)
-        for p in (ens.members[sid].data_dir / "version-2").glob("log.*")
-    )
+def durable_zxid(ens: MemberSet, sid: int) -> int | str:
+    """The last zxid member ``sid`` holds on disk: the last whole txn of its txn logs (the
+    newest file that holds one; a file just rolled holds only its header) or its newest
+    snapshot's, whichever is higher (a learner synced by SNAP may log nothing after it);
+    else, when the newest log file ends torn (still being written), why not."""
+    version2 = ens.members[sid].data_dir / "version-2"
+    logs = sorted((zxid_from_name(p.name, "log"), p) for p in version2.glob("log.*"))
+    snaps = [zxid_from_name(p.name, "snapshot") for p in version2.glob("snapshot.*")]
+    held = max(snaps, default=-1)
     for _, path in reversed(logs):
         _, stop = scan(path.read_bytes())
         if not stop.reason.clean:
-            return None
+            return f"{path.name}: {stop.reason} at {stop.good_end} ({stop.detail})"
         if stop.last_zxid is not None:
-            return stop.last_zxid
-    return None
+            return max(held, stop.last_zxid)
+    return held
 
 
 def wait_caught_up(ens: MemberSet, timeout: float = DEADLINE) -> int:
-    """Wait until every running member has applied the same last zxid and holds it, whole, in
-    its txn log; that zxid. Call it before stopping members that have just been written to: a
-    ZooKeeper follower applies a committed txn without waiting for its own log write, and one
-    stopped while it writes a record of more than 8 KB (its BufferedOutputStream writes the
-    header and the payload in two write()s) leaves a torn record, over which its next start
-    fails ("CRC check failed") instead of truncating it."""
+    """Wait until every running member has applied the same last zxid and holds it on disk,
+    whole (:func:`durable_zxid`); that zxid. Call it before stopping members that have just
+    been written to: a ZooKeeper follower applies a committed txn without waiting for its own
+    log write, and one stopped while it writes a record of more than 8 KB (its
+    BufferedOutputStream writes the header and the payload in two write()s) leaves a torn
+    record, over which its next start fails ("CRC check failed") instead of truncating it."""
     deadline = time.monotonic() + timeout
     while True:
         running = [sid for sid in ens.members if ens.running(sid)]
         applied = {sid: last_zxid(ens, sid) for sid in running}
-        logged = {sid: logged_zxid(ens, sid) for sid in running}
+        held = {sid: durable_zxid(ens, sid) for sid in running}
         if len(set(applied.values())) == 1:
             zxid = next(iter(applied.values()))
-            if all(z is not None and z >= zxid for z in logged.values()):
+            if all(isinstance(z, int) and z >= zxid for z in held.values()):
                 return zxid
-        assert time.monotonic() < deadline, f"members not caught up: {applied}, logged {logged}"
+        assert time.monotonic() < deadline, f"members not caught up: {applied}, on disk {held}"
         time.sleep(0.05)  # polling interval of a bounded wait
