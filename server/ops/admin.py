@@ -59,8 +59,10 @@ default, the trailer flag, a rate limiter of the same property read as milliseco
 ``restoreFromSnapshot`` of the body: :func:`~trizk.server.roles.factory.restore`); both are run
 by the shell (:func:`answer_request`), through the server's own snapshot writer and restore.
 ``x509``: with ``admin.needClientAuth`` the HTTPS handshake asks for a client certificate
-(judged by the ``ssl.quorum.*`` trust store, as Jetty's); the provider's own trust store
-(``ssl.*``) then gives its subject (:attr:`AdminAuth.x509_subject`).
+(judged by the ``ssl.quorum.*`` trust store, as Jetty's: PKIX only); the provider's own trust
+manager (the ``ssl.*`` trust store with the ``ssl.crl`` / ``ssl.ocsp`` revocation checks, as
+3.9.3's ``X509AuthenticationProvider`` builds it) then gives its subject
+(:attr:`AdminAuth.x509_subject`): a revoked certificate connects but is "Not authenticated".
 
 Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
 view does not tell TLS connections apart yet).
@@ -240,6 +242,11 @@ class AuthRequest:
 ALL_ON_ROOT = AuthRequest(int(Perms.ALL), "/")
 
 
+async def _no_x509_subject(chain: Sequence[bytes]) -> str | None:
+    """No x509 provider trust manager: no chain authenticates."""
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class AdminAuth:
     """What ``Commands.runCommand`` consults to authenticate and authorize a command: the
@@ -249,8 +256,11 @@ class AdminAuth:
     #: the ACL of a node, or None when it does not exist
     acl_of: Callable[[str], Sequence[r.ACL] | None]
     #: ``X509AuthenticationProvider.handleAuthentication(certChain)``: the subject of a client
-    #: chain (DER, leaf first) its trust manager (the ``ssl.*`` trust store) accepts, or None
-    x509_subject: Callable[[Sequence[bytes]], str | None] = lambda chain: None
+    #: chain (DER, leaf first) its trust manager accepts, or None. That trust manager is
+    #: ``X509Util.createTrustManager`` of the ``ssl.*`` trust store *with* ``ssl.crl`` /
+    #: ``ssl.ocsp`` (ZooKeeper 3.9.3's provider constructor), so the judgement may fetch CRLs
+    #: and ask OCSP responders: awaitable, run by the shell.
+    x509_subject: Callable[[Sequence[bytes]], Awaitable[str | None]] = _no_x509_subject
 
 
 def admin_ids(
@@ -284,7 +294,7 @@ def _client_ip(request: HttpRequest, use_x_forwarded_for: bool) -> str:
     return tokens[0].strip() if tokens else request.remote_ip
 
 
-def check_auth(
+async def check_auth(
     name: str,
     wanted: AuthRequest,
     auth_info: str | None,
@@ -295,12 +305,16 @@ def check_auth(
     """``Commands.runCommand``'s auth step: None when the caller may run the command, else
     the status and JSON object ZooKeeper 3.9 answers (401 "Auth info is missing for the
     command" / "Not authenticated", 403 "Not authorized", 500 "Error occurred during auth"
-    when the node is missing). ``name`` as asked."""
+    when the node is missing). ``name`` as asked. The x509 provider (:attr:`AdminAuth.x509_subject`)
+    is consulted only when the header names the ``x509`` scheme and that provider is
+    registered, as ``ProviderRegistry.getServerProvider(schema)`` picks one provider."""
     if auth_info is None:
         log.warning("Auth info is missing for command")
         return 401, _to_map(name, "Auth info is missing for the command", [])
     ip = aclmod.java_host_address(client_ip) if client_ip else client_ip
-    subject = auth.x509_subject(peer_certs) if peer_certs else None
+    subject: str | None = None
+    if peer_certs and auth.config.x509 and java_split(auth_info, " ")[:1] == ["x509"]:
+        subject = await auth.x509_subject(peer_certs)
     ids = admin_ids(auth_info, ip, auth.config, x509_subject=subject)
     if ids is None:
         return 401, _to_map(name, "Not authenticated", [])
@@ -876,7 +890,7 @@ async def answer_request(
     if command.auth is not None:
         if hooks.auth is None:
             return _json_answer(500, _to_map(name, "Error occurred during auth", []))
-        refused = check_auth(
+        refused = await check_auth(
             name,
             command.auth,
             request.header("Authorization"),

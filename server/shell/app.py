@@ -394,10 +394,12 @@ class TrizkServer:
         node = replica.tree.get(path) if replica is not None else None
         return node.acl if node is not None else None
 
-    def _admin_x509_subject(self, chain_der: Sequence[bytes]) -> str | None:
+    async def _admin_x509_subject(self, chain_der: Sequence[bytes]) -> str | None:
         """``X509AuthenticationProvider.handleAuthentication`` for an AdminServer request: the
-        subject of a chain its trust manager (the ``ssl.*`` trust store of the secure client
-        port) accepts; None when there is none or it refuses."""
+        subject of a chain its trust manager accepts; None when there is none or it refuses.
+        ZooKeeper 3.9.3's provider builds that trust manager with ``X509Util.createTrustManager``
+        from the ``ssl.*`` trust store and ``ssl.crl`` / ``ssl.ocsp``: the secure client port's
+        trust, revocation included (:meth:`~trizk.server.shell.tls.ServerTLS.judge_client`)."""
         if self.tls is None or self.tls_settings is None or not chain_der:
             return None
         if self.tls_settings.trust_store is None:
@@ -407,9 +409,11 @@ class TrizkServer:
         from trizk.server.shell import tls
 
         chain = [x509.load_der_x509_certificate(d) for d in chain_der]
-        refused = self.tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+        refused = await self.tls.judge_client(chain, datetime.datetime.now(datetime.UTC))
         if refused is not None:
-            log.warning("AdminServer: client certificate not trusted: %s", refused)
+            # X509AuthenticationProvider: "Failed to trust certificate" (ERROR), then
+            # Commands: "Auth Id list is empty" -> 401 Not authenticated
+            log.error("AdminServer: Failed to trust certificate: %s", refused)
             return None
         return tls.x509_subject(chain_der[0])
 

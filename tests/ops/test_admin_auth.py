@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,55 +71,66 @@ def test_authorization_header_parsing() -> None:
     ]
 
 
-def test_check_auth_answers() -> None:
+async def test_check_auth_answers() -> None:
     want = admin.ALL_ON_ROOT
-    assert admin.check_auth("snap", want, None, "127.0.0.1", _auth(_WORLD)) == (
+    assert await admin.check_auth("snap", want, None, "127.0.0.1", _auth(_WORLD)) == (
         401,
         {"command": "snap", "error": "Auth info is missing for the command"},
     )
-    assert admin.check_auth("snapshot", want, "bogus", "127.0.0.1", _auth(_WORLD)) == (
+    assert await admin.check_auth("snapshot", want, "bogus", "127.0.0.1", _auth(_WORLD)) == (
         401,
         {"command": "snapshot", "error": "Not authenticated"},
     )
-    assert admin.check_auth("snapshot", want, "ip", "127.0.0.1", _auth(_WORLD)) is None
-    assert admin.check_auth("snapshot", want, "digest bob:x", "127.0.0.1", _auth(_ALICE)) == (
+    assert await admin.check_auth("snapshot", want, "ip", "127.0.0.1", _auth(_WORLD)) is None
+    assert await admin.check_auth("snapshot", want, "digest bob:x", "127.0.0.1", _auth(_ALICE)) == (
         403,
         {"command": "snapshot", "error": "Not authorized"},
     )
-    assert admin.check_auth("snapshot", want, "digest alice:secret", "", _auth(_ALICE)) is None
+    assert (
+        await admin.check_auth("snapshot", want, "digest alice:secret", "", _auth(_ALICE)) is None
+    )
     # checkACL grants when the ACL entry shares any bit with the permission asked: READ
     # alone on / is enough for "ALL" (as ZooKeeper 3.9.3 answers: see the oracle test)
     read_only = (r.ACL(1, r.Id("digest", aclmod.digest_of("alice:secret"))),)
-    assert admin.check_auth("snapshot", want, "digest alice:secret", "", _auth(read_only)) is None
+    assert (
+        await admin.check_auth("snapshot", want, "digest alice:secret", "", _auth(read_only))
+        is None
+    )
     # super (superDigest) passes any ACL
     sup = _auth(_ALICE, super_digest=aclmod.digest_of("root:pw"))
-    assert admin.check_auth("snapshot", want, "digest root:pw", "", sup) is None
+    assert await admin.check_auth("snapshot", want, "digest root:pw", "", sup) is None
     ip_acl = (r.ACL(31, r.Id("ip", "10.0.0.0/8")),)
-    assert admin.check_auth("snapshot", want, "ip", "10.9.8.7", _auth(ip_acl)) is None
-    assert admin.check_auth("snapshot", want, "ip", "127.0.0.1", _auth(ip_acl))
+    assert await admin.check_auth("snapshot", want, "ip", "10.9.8.7", _auth(ip_acl)) is None
+    assert await admin.check_auth("snapshot", want, "ip", "127.0.0.1", _auth(ip_acl))
     missing = admin.AdminAuth(aclmod.AuthConfig(), lambda p: None)
-    assert admin.check_auth("snapshot", want, "ip", "", missing) == (
+    assert await admin.check_auth("snapshot", want, "ip", "", missing) == (
         500,
         {"command": "snapshot", "error": "Error occurred during auth"},
     )
 
 
-def test_check_auth_x509() -> None:
+async def test_check_auth_x509() -> None:
     want = admin.ALL_ON_ROOT
     cert_acl = (r.ACL(31, r.Id("x509", "CN=client")),)
-    auth = admin.AdminAuth(
-        aclmod.AuthConfig(x509=True),
-        lambda p: cert_acl,
-        lambda chain: "CN=client" if chain == [b"der"] or chain == (b"der",) else None,
-    )
-    assert admin.check_auth("snapshot", want, "x509", "", auth, (b"der",)) is None
+    asked: list[Sequence[bytes]] = []
+
+    async def subject(chain: Sequence[bytes]) -> str | None:
+        asked.append(chain)
+        return "CN=client" if tuple(chain) == (b"der",) else None
+
+    auth = admin.AdminAuth(aclmod.AuthConfig(x509=True), lambda p: cert_acl, subject)
+    assert await admin.check_auth("snapshot", want, "x509", "", auth, (b"der",)) is None
     # no certificate, or one the provider's trust manager refuses: not authenticated
-    assert admin.check_auth("snapshot", want, "x509", "", auth)[0] == 401  # type: ignore[index]
-    refused = admin.check_auth("snapshot", want, "x509", "", auth, (b"other",))
+    assert (await admin.check_auth("snapshot", want, "x509", "", auth))[0] == 401  # type: ignore[index]
+    refused = await admin.check_auth("snapshot", want, "x509", "", auth, (b"other",))
     assert refused is not None and refused[0] == 401
+    # the provider (its trust manager may fetch CRLs, ask OCSP) is asked only for scheme x509
+    asked.clear()
+    refused = await admin.check_auth("snapshot", want, "digest a:b", "", auth, (b"der",))
+    assert refused is not None and refused[0] == 403 and asked == []
     # without the provider registered, no x509 id and no x509 ACL match
-    unregistered = admin.AdminAuth(aclmod.AuthConfig(), lambda p: cert_acl, lambda c: "CN=client")
-    refused = admin.check_auth("snapshot", want, "x509", "", unregistered, (b"der",))
+    unregistered = admin.AdminAuth(aclmod.AuthConfig(), lambda p: cert_acl, subject)
+    refused = await admin.check_auth("snapshot", want, "x509", "", unregistered, (b"der",))
     assert refused is not None and refused[0] == 401
 
 

@@ -200,3 +200,74 @@ def test_x509_authentication_with_need_client_auth(tmp_path: Path, stores: Path)
             ask("x509", False)  # needClientAuth: no certificate, no connection
     finally:
         srv.stop()
+
+
+def test_x509_authentication_checks_revocation(tmp_path: Path) -> None:
+    """ZooKeeper 3.9.3's ``X509AuthenticationProvider`` builds its trust manager with
+    ``X509Util.createTrustManager(..., crlEnabled, ocspEnabled, ...)`` from ``ssl.crl`` /
+    ``ssl.ocsp``: with ``ssl.crl=true`` a revoked client certificate still connects (Jetty's
+    ``ssl.quorum.*`` trust store is PKIX only) but does not authenticate -- 401 "Not
+    authenticated", the ACL never consulted -- while a good one does. A certificate whose
+    status cannot be had (its CRL point unreachable) is refused too (no soft fail)."""
+    from kazoo.client import KazooClient
+    from kazoo.security import ACL, Id
+
+    from tests.shell.revocation_pki import responder
+
+    with responder(tmp_path / "pki") as pki:
+        srv = _server(
+            tmp_path,
+            tmp_path,
+            **{
+                "admin.forceHttps": "true",
+                "admin.needClientAuth": "true",
+                "ssl.quorum.keyStore.location": str(pki.key_store("server")),
+                "ssl.quorum.keyStore.password": "",
+                "ssl.quorum.trustStore.location": str(pki.trust_pem),
+                "secureClientPort": free_port(),
+                "ssl.keyStore.location": str(pki.key_store("server")),
+                "ssl.trustStore.location": str(pki.trust_pem),
+                "ssl.crl": "true",
+            },
+        )
+        try:
+            port = _port(srv)
+            assert port is not None
+            zk = KazooClient(hosts=f"127.0.0.1:{srv.port}", timeout=10)
+            zk.start(timeout=10)
+            try:
+                zk.set_acls(
+                    "/",
+                    [ACL(31, Id("x509", f"CN={n}")) for n in ("good", "revoked", "unreachable")],
+                )
+            finally:
+                zk.stop()
+                zk.close()
+
+            def ask(name: str, auth: str = "x509") -> tuple[int, Any]:
+                ctx = ssl.create_default_context(cafile=str(pki.trust_pem))
+                ctx.load_cert_chain(str(pki.cert_pem(name)), str(pki.key_pem(name)))
+                conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=20, context=ctx)
+                try:
+                    conn.request(
+                        "GET",
+                        "/commands/snapshot?streaming=false",
+                        headers={"Authorization": auth},
+                    )
+                    resp = conn.getresponse()
+                    body = resp.read()
+                    return resp.status, json.loads(body) if resp.status != 200 else None
+                finally:
+                    conn.close()
+
+            pki.hits.clear()
+            assert ask("good") == (200, None)
+            refused = {"command": "snapshot", "error": "Not authenticated"}
+            assert ask("revoked") == (401, refused)
+            assert ask("unreachable") == (401, refused)
+            # only the x509 scheme asks the provider: no CRL fetched for digest
+            hits = dict(pki.hits)
+            assert ask("revoked", "digest a:b") == (403, {**refused, "error": "Not authorized"})
+            assert dict(pki.hits) == hits == {"crl": 1}  # fetched once, then cached
+        finally:
+            srv.stop()
