@@ -59,10 +59,11 @@ default, the trailer flag, a rate limiter of the same property read as milliseco
 ``restoreFromSnapshot`` of the body: :func:`~trizk.server.roles.factory.restore`); both are run
 by the shell (:func:`answer_request`), through the server's own snapshot writer and restore.
 ``x509``: with ``admin.needClientAuth`` the HTTPS handshake asks for a client certificate
-(judged by the ``ssl.quorum.*`` trust store, as Jetty's: PKIX only); the provider's own trust
-manager (the ``ssl.*`` trust store with the ``ssl.crl`` / ``ssl.ocsp`` revocation checks, as
-3.9.3's ``X509AuthenticationProvider`` builds it) then gives its subject
-(:attr:`AdminAuth.x509_subject`): a revoked certificate connects but is "Not authenticated".
+(judged by the ``ssl.quorum.*`` trust store, as Jetty's, with revocation checks when
+``ssl.crl`` / ``ssl.ocsp`` turned the JVM's on: :func:`_jvm_revocation`); the provider's own
+trust manager (the ``ssl.*`` trust store with the ``ssl.crl`` / ``ssl.ocsp`` revocation checks,
+as 3.9.3's ``X509AuthenticationProvider`` builds it) then gives its subject
+(:attr:`AdminAuth.x509_subject`).
 
 Every connection is listed under ``connections``; ``secure_connections`` is always empty (the
 view does not tell TLS connections apart yet).
@@ -1061,6 +1062,21 @@ _STS = ("Strict-Transport-Security", "max-age=86400; includeSubDomains")
 _HANDSHAKE_TIMEOUT = 10.0
 
 
+def _jvm_revocation(props: Mapping[str, str]) -> tuple[bool, bool]:
+    """The revocation checks (CRL, OCSP) of the JVM's *default* PKIX trust manager, which
+    Jetty's ``SslContextFactory`` judges admin client certificates with: off, until
+    ``X509Util.createTrustManager`` is called with ``crlEnabled || ocspEnabled`` -- it then
+    sets ``com.sun.net.ssl.checkRevocation`` and ``com.sun.security.enableCRLDP`` (and the
+    ``ocsp.enable`` security property with OCSP) process-wide. ``ssl.crl`` / ``ssl.ocsp`` do
+    so (the secure client port's and X509AuthenticationProvider's trust managers): ZooKeeper
+    3.9.3 with ``ssl.crl=true`` refuses a revoked admin client certificate in the handshake,
+    measured (tests/compat/test_revocation_oracle.py). ``ssl.quorum.crl`` would too once the
+    quorum's trust manager exists (``sslQuorum``): not modelled (unmeasured)."""
+    crl = parse_boolean((props.get("zookeeper.ssl.crl") or "").strip())
+    ocsp = parse_boolean((props.get("zookeeper.ssl.ocsp") or "").strip())
+    return crl, ocsp
+
+
 def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
     """JettyAdminServer's TLS connector from the ``ssl.quorum.*`` key and trust stores (both
     required, as ``X509Util.loadKeyStore``/``loadTrustStore`` are both called), or None when
@@ -1084,7 +1100,10 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
         # Jetty's SslContextFactory.Server asks for no client certificate, unless 3.9's
         # admin.needClientAuth (setNeedClientAuth) is set
         client_auth = "need" if settings.need_client_auth else "none"
-        server_tls = tls.server_context(dataclasses.replace(base, client_auth=client_auth))
+        crl, ocsp = _jvm_revocation(props)
+        server_tls = tls.server_context(
+            dataclasses.replace(base, client_auth=client_auth, crl=crl, ocsp=ocsp)
+        )
     except tls.TLSConfigError as e:
         log.warning("Unable to start JettyAdminServer: %s", e)
         return None
@@ -1112,8 +1131,9 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
             return None
         chain = s.peer_chain()
         if settings.need_client_auth:
-            # Jetty's trust manager (the ssl.quorum.* trust store) judges the chain
-            refused = server_tls.check_client(chain, datetime.datetime.now(datetime.UTC))
+            # Jetty's trust manager (the ssl.quorum.* trust store) judges the chain, with the
+            # JVM-wide revocation checks when they are on (_jvm_revocation)
+            refused = await server_tls.judge_client(chain, datetime.datetime.now(datetime.UTC))
             if refused is not None:
                 log.warning("AdminServer TLS handshake refused: %s", refused)
                 with trio.CancelScope(shield=True):

@@ -177,3 +177,83 @@ def test_a_revoked_member_is_refused_by_trizk_as_by_zookeeper(
             assert "Traceback" not in _log(ens, 2)
             assert ens.mode(3) == ""
             assert pki.hits["crl"] >= 2  # both kinds fetched the CRL
+
+
+# -------------------------------------------------------------------------- AdminServer
+
+
+def _admin_x509_answers(kind: str, pki: Pki) -> tuple[list[object], int]:
+    """ZooKeeper 3.9's AdminServer over HTTPS with ``admin.needClientAuth`` and ``ssl.crl``:
+    ``snapshot`` asked with ``Authorization: x509`` by each client certificate (the ACL of /
+    names every one of them), then by the revoked one with ``ip``. Returns the answers (status
+    and JSON, or "refused" when the handshake fails) and the CRL fetches."""
+    import http.client
+    import json
+    import ssl
+
+    from kazoo.client import KazooClient
+    from kazoo.security import ACL, Id
+
+    port = free_port()
+    cfg = {
+        **_cfg(pki, free_port(), "crl"),
+        "admin.enableServer": "true",
+        "admin.serverAddress": "127.0.0.1",
+        "admin.serverPort": str(port),
+        "admin.forceHttps": "true",
+        "admin.needClientAuth": "true",
+        "admin.rateLimiterIntervalInMS": "1000000000",
+        "ssl.quorum.keyStore.location": str(pki.key_store("server")),
+        "ssl.quorum.keyStore.type": "PEM",
+        "ssl.quorum.trustStore.location": str(pki.trust_pem),
+        "ssl.quorum.trustStore.type": "PEM",
+    }
+    answers: list[object] = []
+    pki.hits.clear()
+    with servers.running(kind, cfg, version="3.9.3") as srv:
+        zk = KazooClient(hosts=f"127.0.0.1:{srv.port}", timeout=10)
+        zk.start(timeout=10)
+        try:
+            zk.set_acls("/", [ACL(31, Id("x509", f"CN={name}")) for name in CLIENTS])
+        finally:
+            zk.stop()
+            zk.close()
+        for name, auth in [(n, "x509") for n in CLIENTS] + [("revoked", "ip")]:
+            ctx = ssl.create_default_context(cafile=str(pki.trust_pem))
+            ctx.check_hostname = False
+            ctx.load_cert_chain(str(pki.cert_pem(name)), str(pki.key_pem(name)))
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=20, context=ctx)
+            try:
+                conn.request(
+                    "GET", "/commands/snapshot?streaming=false", headers={"Authorization": auth}
+                )
+                resp = conn.getresponse()
+                body = resp.read()
+                shown = json.loads(body) if resp.status != 200 else None
+                answers.append((name, auth, resp.status, shown))
+            except (ssl.SSLError, OSError):
+                answers.append((name, auth, "refused"))
+            finally:
+                conn.close()
+    return answers, pki.hits["crl"]
+
+
+def test_admin_x509_authentication_checks_revocation_as_393(tmp_path: Path) -> None:
+    """3.9.3 with ``ssl.crl=true``: ``X509Util.createTrustManager`` turns the JVM's default
+    revocation checks on, so Jetty's handshake refuses the revoked, unreachable and bare
+    certificates (whatever the scheme); the good one authenticates as ``x509``. The same
+    answers from both (``X509AuthenticationProvider``'s own check, also with ``ssl.crl``,
+    is not reached by a refused certificate)."""
+    require_zookeeper("3.9.3")
+    with responder(tmp_path / "pki") as pki:
+        zk, zk_hits = _admin_x509_answers("zookeeper", pki)
+        trizk, _ = _admin_x509_answers("trizk", pki)
+    assert zk == [
+        ("good", "x509", 200, None),
+        ("revoked", "x509", "refused"),
+        ("unreachable", "x509", "refused"),
+        ("bare", "x509", "refused"),
+        ("revoked", "ip", "refused"),
+    ]
+    assert zk_hits > 0
+    assert trizk == zk
