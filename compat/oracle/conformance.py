@@ -42,8 +42,9 @@ Invariants
   a ``HOST:PORT`` candidate it leaves nothing behind but the ``/trizk-conformance`` node (and
   ``/by`` when the fuzzer ran), except the chroots of scenarios whose ACLs let no identity of
   theirs delete a node: the report lists those (two of today's scenarios).
-* Differences are reported as they are: a server's own races (3.9.3 closing the connection
-  after a standalone check's UNIMPLEMENTED, with or without the reply first) show as they fell.
+* Differences are reported as they are: a server's own races show as they fell (3.9.3 closing
+  the connection after a standalone check's UNIMPLEMENTED, with or without the reply first, is
+  the one the normaliser folds: its rule 8).
 * Every wait is bounded: the executor's per-read bound, a start's readiness deadline.
 * A candidate that cannot be reached is :class:`CandidateError`, one line for the user.
 """

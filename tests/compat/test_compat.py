@@ -88,6 +88,22 @@ def test_normalise_labels_sessions_times_and_ranks_zxids() -> None:
     assert n[2]["zxid"] == -1
 
 
+def test_normalise_lets_the_close_overtake_an_unimplemented_reply() -> None:
+    """ZooKeeper 3.9.3's close after its UNIMPLEMENTED reply to a standalone check can overtake
+    the reply: both orders normalise alike; any other reply before a close is kept."""
+    replied = _t(
+        {"kind": "reply", "op": "CHECK", "step": 22, "xid": 23, "zxid": -1, "err": "UNIMPLEMENTED"},
+        {"kind": "closed", "step": 23},
+    )
+    closed = _t({"kind": "closed", "step": 22})
+    assert normalise(replied) == normalise(closed) == closed
+    other = _t(
+        {"kind": "reply", "op": "CHECK", "step": 22, "xid": 23, "zxid": -1, "err": "NONODE"},
+        {"kind": "closed", "step": 23},
+    )
+    assert normalise(other) == other
+
+
 def test_normalise_keeps_relative_zxid_order() -> None:
     # Same equality pattern, different order of two zxids: must not normalise equal.
     a = _t({"kind": "reply", "zxid": 5}, {"kind": "reply", "zxid": 9})
