@@ -243,14 +243,9 @@ def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) ->
     assert again.sessions == w.sessions
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 120), wide=st.integers(0, 80))
-def test_learner_snapshot_from_the_snap_body(seed: int, steps: int, wide: int) -> None:
-    """A learner's snapshot at NEWLEADER written from the SNAP's bytes
-    (``received_snapshot_parts``) is the file a walk of its tree writes: byte for byte when
-    the leader's tree was itself loaded (the same child order), with ``/zookeeper/config``
-    as the learner set it after the load (``initConfigInZKDatabase``), the tree's digest and
-    3.9's last-zxid trailer; and none once a txn changed the tree."""
+def _wide_workload(seed: int, steps: int, wide: int) -> Workload:
+    """A random workload of ``steps`` committed requests, then ``/w`` (read-only ACL, null
+    data) with ``wide`` children."""
     rnd = random.Random(seed)
     w = Workload()
     for _ in range(steps):
@@ -263,6 +258,18 @@ def test_learner_snapshot_from_the_snap_body(seed: int, steps: int, wide: int) -
             if i
             else r.CreateTxn("/w", None, READ_ONLY, False, -1),
         )
+    return w
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 120), wide=st.integers(0, 80))
+def test_learner_snapshot_from_the_snap_body(seed: int, steps: int, wide: int) -> None:
+    """A learner's snapshot at NEWLEADER written from the SNAP's bytes
+    (``received_snapshot_parts``) is the file a walk of its tree writes: byte for byte when
+    the leader's tree was itself loaded (the same child order), with ``/zookeeper/config``
+    as the learner set it after the load (``initConfigInZKDatabase``), the tree's digest and
+    3.9's last-zxid trailer; and none once a txn changed the tree."""
+    w = _wide_workload(seed, steps, wide)
     zxid = w.tree.last_processed_zxid
     raw = b"".join(_walk(w.tree, w.sessions, 7).finish())
     leader = treeio.tree_from_snapshot(
@@ -334,18 +341,7 @@ def test_streamed_snap_is_built_as_it_comes(
     and a learner that builds its tree from the pieces as they arrive (whatever their
     size) gets the replica, config node span and NEWLEADER snapshot file that loading the
     whole body gives."""
-    rnd = random.Random(seed)
-    w = Workload()
-    for _ in range(steps):
-        w.request(rnd)
-        w.commit(len(w.prepared))
-    for i in range(wide):
-        w.tree.apply(
-            r.TxnHeader(0, 0, w.tree.last_processed_zxid + 1, 0, OpCode.CREATE),
-            r.CreateTxn(f"/w/k{rnd.randrange(1 << 20)}{i}", b"d", RW, False, -1)
-            if i
-            else r.CreateTxn("/w", None, READ_ONLY, False, -1),
-        )
+    w = _wide_workload(seed, steps, wide)
     zxid = w.tree.last_processed_zxid
     body = _streamed_body(w.tree, w.sessions, walk)
     whole = treeio.load_snapshot_body(body, zxid, extended_types=True)
