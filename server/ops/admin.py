@@ -79,7 +79,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -103,6 +103,9 @@ from trizk.server.ops.javatext import java_double, java_hex, java_socket_address
 from trizk.server.ops.status import StatusView
 from trizk.storage.disk import files
 from trizk.storage.formats.txnlog import zxid_from_name
+
+if TYPE_CHECKING:
+    from trizk.server.auth.revocation import RevocationPolicy
 
 __all__ = [
     "COMMANDS",
@@ -1062,7 +1065,7 @@ _STS = ("Strict-Transport-Security", "max-age=86400; includeSubDomains")
 _HANDSHAKE_TIMEOUT = 10.0
 
 
-def _jvm_revocation(props: Mapping[str, str]) -> tuple[bool, bool]:
+def _jvm_revocation(props: Mapping[str, str]) -> RevocationPolicy:
     """The revocation checks (CRL, OCSP) of the JVM's *default* PKIX trust manager, which
     Jetty's ``SslContextFactory`` judges admin client certificates with: off, until
     ``X509Util.createTrustManager`` is called with ``crlEnabled || ocspEnabled`` -- it then
@@ -1072,9 +1075,9 @@ def _jvm_revocation(props: Mapping[str, str]) -> tuple[bool, bool]:
     3.9.3 with ``ssl.crl=true`` refuses a revoked admin client certificate in the handshake,
     measured (tests/compat/test_revocation_oracle.py). ``ssl.quorum.crl`` would too once the
     quorum's trust manager exists (``sslQuorum``): not modelled (unmeasured)."""
-    crl = parse_boolean((props.get("zookeeper.ssl.crl") or "").strip())
-    ocsp = parse_boolean((props.get("zookeeper.ssl.ocsp") or "").strip())
-    return crl, ocsp
+    from trizk.server.shell import tls
+
+    return tls.revocation_of(props)
 
 
 def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
@@ -1100,9 +1103,9 @@ def _https(settings: AdminSettings, props: Mapping[str, str]) -> Prepare | None:
         # Jetty's SslContextFactory.Server asks for no client certificate, unless 3.9's
         # admin.needClientAuth (setNeedClientAuth) is set
         client_auth = "need" if settings.need_client_auth else "none"
-        crl, ocsp = _jvm_revocation(props)
+        jvm = _jvm_revocation(props)
         server_tls = tls.server_context(
-            dataclasses.replace(base, client_auth=client_auth, crl=crl, ocsp=ocsp)
+            dataclasses.replace(base, client_auth=client_auth, crl=jvm.crl, ocsp=jvm.ocsp)
         )
     except tls.TLSConfigError as e:
         log.warning("Unable to start JettyAdminServer: %s", e)

@@ -32,10 +32,10 @@ all with one :class:`TLSSettings` per prefix:
   Access names first; a certificate revoked, or whose status cannot be had, is refused (the
   JDK's legacy mode never soft-fails). :meth:`ServerTLS.judge_client` runs them after the
   PKIX path (:mod:`trizk.server.auth.revocation` gives the verdicts,
-  :mod:`trizk.server.shell.revocationfetch` does the HTTP). The AdminServer's checks of
-  client certificates stay PKIX only. Answering as 3.9, ``ssl.ocsp=true`` stops the start:
-  3.9.3's secure client port fails every connection with it
-  (:func:`check_client_port_ocsp`).
+  :mod:`trizk.server.shell.revocationfetch` does the HTTP); the AdminServer's handshake and
+  its x509 provider run them too (:mod:`trizk.server.ops.admin`). Answering as 3.9,
+  ``ssl.ocsp=true`` stops the start: 3.9.3's secure client port fails every connection with
+  it (:func:`check_client_port_ocsp`).
 * Protocols of the client port (:func:`client_port_protocols`): ``ssl.enabledProtocols`` (a
   comma-separated list) or else the one ``ssl.protocol`` names, by default ``TLSv1.2`` in 3.8.0
   (``SSLContextAndOptions``: ``{sslContext.getProtocol()}``) and ``TLSv1.3`` in 3.9.3 on a JDK
@@ -71,7 +71,6 @@ from trizk.jute.javalang import parse_boolean
 from trizk.server.auth.certpath import (
     CertificateRejected,
     certification_path,
-    validate_client_chain,
 )
 from trizk.server.auth.revocation import X500_KEYWORDS, RevocationPolicy
 from trizk.server.shell.keystores import (
@@ -90,6 +89,7 @@ __all__ = [
     "TLSConfigError",
     "TLSSettings",
     "check_client_port_ocsp",
+    "revocation_of",
     "server_context",
     "x509_subject",
 ]
@@ -107,6 +107,16 @@ def _get_boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
     """``ZKConfig.getBoolean(key, default)``: absent is the default, else parseBoolean(trim)."""
     value = props.get(key)
     return default if value is None else parse_boolean(value.strip())
+
+
+def revocation_of(props: Mapping[str, str], prefix: str = CLIENT_PREFIX) -> RevocationPolicy:
+    """``<prefix>crl`` / ``<prefix>ocsp``: X509Util's crlEnabled / ocspEnabled, which turn on
+    the PKIX revocation checks (trizk.server.auth.revocation,
+    trizk.server.shell.revocationfetch)."""
+    return RevocationPolicy(
+        crl=_get_boolean(props, prefix + "crl", False),
+        ocsp=_get_boolean(props, prefix + "ocsp", False),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +160,7 @@ class TLSSettings:
         if auth not in _CLIENT_AUTHS:
             raise TLSConfigError(f"{prefix}clientAuth={raw_auth!r}: expected need, want or none")
         hostname = _get_boolean(props, prefix + "hostnameVerification", True)
-        # X509Util: crlEnabled / ocspEnabled turn on the PKIX revocation checks
-        # (trizk.server.auth.revocation, trizk.server.shell.revocationfetch)
-        crl = _get_boolean(props, prefix + "crl", False)
-        ocsp = _get_boolean(props, prefix + "ocsp", False)
+        revocation = revocation_of(props, prefix)
         return cls(
             prefix=prefix,
             key_store=key_store,
@@ -161,8 +168,8 @@ class TLSSettings:
             client_auth=auth,
             hostname_verification=hostname,
             client_hostname_verification=hostname and prefix == QUORUM_PREFIX,
-            crl=crl,
-            ocsp=ocsp,
+            crl=revocation.crl,
+            ocsp=revocation.ocsp,
         )
 
 
@@ -244,7 +251,7 @@ _VERIFY = {
 
 def _accept_any(conn: SSL.Connection, cert: object, errnum: int, depth: int, ok: int) -> bool:
     """OpenSSL's verdict is not ZooKeeper's: the chain is judged after the handshake
-    (:meth:`ServerTLS.check_client`)."""
+    (:meth:`ServerTLS.judge_client`)."""
     return True
 
 
@@ -263,8 +270,8 @@ class ServerTLS:
     async def judge_client(
         self, chain: list[x509.Certificate], now: datetime.datetime
     ) -> str | None:
-        """:meth:`check_client`, then the revocation checks of the path (the network: CRLs
-        and OCSP, each fetch bounded)."""
+        """None when the client's chain is trusted, else why not (Java's words): the PKIX
+        path, then its revocation checks (the network: CRLs and OCSP, each fetch bounded)."""
         try:
             path, anchor = certification_path(chain, self.anchors, now, client=True)
         except CertificateRejected as e:
@@ -272,14 +279,6 @@ class ServerTLS:
         if self.revocation is None:
             return None
         return await self.revocation.judge(path, anchor, now)
-
-    def check_client(self, chain: list[x509.Certificate], now: datetime.datetime) -> str | None:
-        """None when the client's chain is trusted, else why not (Java's words)."""
-        try:
-            validate_client_chain(chain, self.anchors, now)
-        except CertificateRejected as e:
-            return str(e)
-        return None
 
 
 def _signing_key(pem: bytes) -> _SigningKey:
