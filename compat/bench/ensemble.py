@@ -19,8 +19,9 @@ a shared machine; ``--cells`` picks cells (``--cells w8,w32,lat`` for the write 
 ZooKeeper release is compat/procs's default oracle (printed first).
 
 Each figure is printed with the ensemble's CPU per request (the three members' CPU over the
-interval) and the generator's own CPU share, and the trizk/ZooKeeper ratio. Long-running and
-machine-dependent: a tool for the notes, never run in CI.
+interval, with their child processes: trizk's fsync helpers), the generator's own CPU share,
+and the trizk/ZooKeeper ratio. Long-running and machine-dependent: a tool for the notes, never
+run in CI.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from trizk.compat.bench.load import (
     timed_calls,
 )
 from trizk.compat.procs.ensemble import ProcessEnsemble
+from trizk.compat.procs.launcher import CLK_TCK, _stat_fields, child_pids
 from trizk.compat.procs.servers import DEFAULT_VERSION
 
 NODES = 1000
@@ -51,18 +53,18 @@ DATA = b"x" * 100
 
 
 def _cpu(pids: list[int]) -> Callable[[], float]:
-    tick = os.sysconf("SC_CLK_TCK")
+    """The CPU seconds so far of the members ``pids`` and their child processes (a trizk
+    member's fsync helper does part of every write's work, as ZooKeeper's SyncThread does
+    inside its JVM), the helpers listed at each call (a member may respawn its helper)."""
 
     def total() -> float:
-        s = 0.0
+        ticks = 0
         for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                s += (int(fields[11]) + int(fields[12])) / tick
-            except OSError:
-                pass
-        return s
+            for p in (pid, *child_pids(pid)):
+                fields = _stat_fields(p)
+                if fields is not None:  # else exited since it was listed
+                    ticks += int(fields[11]) + int(fields[12])
+        return ticks / CLK_TCK
 
     return total
 
