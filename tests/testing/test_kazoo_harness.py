@@ -26,6 +26,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.security import make_digest_acl
 
 from trizk.kazoo_harness import (
+    PREALLOC_KIB,
     SPARES,
     KazooTestCase,
     KazooTestHarness,
@@ -198,6 +199,39 @@ def test_member_run_returns_at_once_and_the_member_rejoins(
         cluster[1].stop()
         cluster[1].run()
         cluster.terminate()  # a start under way is waited for by the close
+    finally:
+        cluster.close()
+
+
+def test_the_first_cluster_started_ahead_and_a_stop_drops_the_harness_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """start_ahead (what --trizk-kazoo does before collecting) starts the cluster that the
+    first start() takes; a member's stop() closes the harness's own session, and the next
+    chroot is made through a new one on the running members; txn logs are preallocated by
+    PREALLOC_KIB, not ZooKeeper's 64 MiB (a restarting member reads its log whole)."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    cluster = TrizkCluster()
+    try:
+        cluster.start_ahead()
+        (ahead,) = cluster._spares
+        cluster.start()
+        ens = cluster.ensemble()
+        assert ens is ahead.take() and all(m.running for m in cluster)
+        cluster.make_path("/first")
+        admin = cluster._admin
+        assert admin is not None and len(admin.hosts) == 3
+        cluster[0].stop()
+        assert cluster._admin is None
+        cluster.make_path("/second")
+        admin = cluster._admin
+        assert admin is not None
+        assert sorted(port for _, port in admin.hosts) == sorted(
+            m.client_port for m in list(cluster)[1:]
+        )
+        for sid in ens.members[1:]:
+            logs = list((Path(ens.data_dir(sid)) / "version-2").glob("log.*"))
+            assert logs and all(p.stat().st_size <= PREALLOC_KIB * 1024 + 4096 for p in logs), logs
     finally:
         cluster.close()
 
