@@ -112,6 +112,23 @@ def install_kazoo_harness() -> None:
     kazoo.testing = package
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if _wants_kazoo(config.getoption("--trizk-kazoo", default=False)) and _runs_tests_here(config):
+        from trizk import kazoo_harness
+
+        kazoo_harness.freeze_imports()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # before the terminal summary (hypothesis's plugin imports hypothesis there, whose
+    # register_random looks for referrers, which it would not find among frozen objects)
+    from trizk import kazoo_harness
+
+    kazoo_harness.thaw_imports()
+
+
 def _runs_tests_here(config: pytest.Config) -> bool:
     """Whether this process runs tests: not ``--collect-only``, not xdist's controller."""
     if config.getoption("collectonly", default=False):

@@ -5,12 +5,15 @@ kazoo's own test suite run unchanged through ``--trizk-kazoo``."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import shutil
+import sys
 import tempfile
 import threading
 import unittest
 import uuid
+import weakref
 from pathlib import Path
 
 import pytest
@@ -32,7 +35,9 @@ from trizk.kazoo_harness import (
     KazooTestHarness,
     ManagedServer,
     TrizkCluster,
+    freeze_imports,
     get_global_cluster,
+    thaw_imports,
 )
 from trizk.testing import Server, mode_from_env
 from trizk.testing.ports import free_ports
@@ -234,6 +239,36 @@ def test_the_first_cluster_started_ahead_and_a_stop_drops_the_harness_session(
             assert logs and all(p.stat().st_size <= PREALLOC_KIB * 1024 + 4096 for p in logs), logs
     finally:
         cluster.close()
+
+
+def test_freeze_imports_hides_what_exists_from_the_collector_until_thawed() -> None:
+    """What --trizk-kazoo does around the tests: the objects alive once the tests are collected
+    are out of a full collection's (and gc.get_objects') reach while the tests run; objects
+    made later are collected as usual; thaw_imports puts the frozen ones back."""
+    frozen = gc.get_freeze_count()  # a server that loaded a big tree in this process froze
+    before: list[object] = []
+    freeze_imports()
+    try:
+        assert gc.get_freeze_count() > frozen
+        freeze_imports()  # once only
+        listed = {id(o) for o in gc.get_objects()}
+        assert id(sys.modules) not in listed and id(before) not in listed
+        later: list[object] = []
+        later.append(later)  # a cycle made after the freeze
+        ref = weakref.ref(_Collectable(later))
+        del later
+        gc.collect()
+        assert ref() is None
+    finally:
+        thaw_imports()
+    assert gc.get_freeze_count() == 0
+    assert id(sys.modules) in {id(o) for o in gc.get_objects()}
+
+
+class _Collectable:
+    def __init__(self, payload: object) -> None:
+        self.payload = payload
+        self.me = self
 
 
 def test_zookeeper_settings_shape_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
