@@ -58,8 +58,12 @@ Differences, on purpose:
   once the client is CONNECTED again.
 * Speed: every test class still gets a fresh cluster, but it was started ahead, while the
   previous classes ran (:class:`TrizkCluster`), and a terminated one is closed in the
-  background; a test's chroot is made through one session the cluster keeps rather than a
-  session per test (kazoo's health check).
+  background; the first one starts while pytest collects (:func:`start_ahead`); a test's
+  chroot is made through one session the cluster keeps rather than a session per test
+  (kazoo's health check), a new one after a member's stop; txn logs are preallocated by 1 MiB
+  (:data:`PREALLOC_KIB`), not ZooKeeper's 64 MiB, which a restarting member reads whole; and
+  under ``--trizk-kazoo`` the objects alive once the tests are collected are frozen out of
+  the collector's reach while they run (:func:`freeze_imports`).
 * An ensemble's members reach each other directly, not through the link proxies of
   :class:`trizk.testing.Ensemble` (``links=False``): kazoo's tests never partition, and every
   server has ``reconfigEnabled=true`` as under kazoo's harness, so a reconfig hands every
