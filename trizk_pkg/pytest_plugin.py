@@ -31,7 +31,8 @@ with a DeprecationWarning.)
 unchanged on trizk: ``kazoo.testing`` and ``kazoo.testing.harness`` become
 :mod:`trizk.kazoo_harness` for the run, so ``pytest --trizk-kazoo --pyargs kazoo.tests`` runs
 kazoo's own suite (or a project's ``from kazoo.testing import KazooTestCase`` tests) with no
-JVM and no edit.
+JVM and no edit; the first cluster starts while pytest collects the tests
+(:func:`trizk.kazoo_harness.start_ahead`).
 
 Under pytest-xdist every worker has its own servers: free ports (bound to port 0, never
 guessed), data directories under the worker's own base temp dir. Every server is stopped and
@@ -111,6 +112,31 @@ def install_kazoo_harness() -> None:
     kazoo.testing = package
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if _wants_kazoo(config.getoption("--trizk-kazoo", default=False)) and _runs_tests_here(config):
+        from trizk import kazoo_harness
+
+        kazoo_harness.freeze_imports()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # before the terminal summary (hypothesis's plugin imports hypothesis there, whose
+    # register_random looks for referrers, which it would not find among frozen objects)
+    from trizk import kazoo_harness
+
+    kazoo_harness.thaw_imports()
+
+
+def _runs_tests_here(config: pytest.Config) -> bool:
+    """Whether this process runs tests: not ``--collect-only``, not xdist's controller."""
+    if config.getoption("collectonly", default=False):
+        return False
+    is_worker = hasattr(config, "workerinput")
+    return is_worker or not config.getoption("numprocesses", default=None)
+
+
 def _wants_kazoo(option: object) -> bool:
     return bool(option) or _truthy(os.environ.get(KAZOO_ENV))
 
@@ -130,6 +156,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[MODE_ENV] = mode
     if _wants_kazoo(config.getoption("--trizk-kazoo", default=False)):
         install_kazoo_harness()
+        if _runs_tests_here(config):
+            from trizk import kazoo_harness
+
+            kazoo_harness.start_ahead()  # the first test class's cluster, while pytest collects
     config.addinivalue_line(
         "markers",
         "trizk_ensemble(n=3, observers=0, **kwargs): the shape of the trizk_ensemble fixture's"

@@ -656,3 +656,17 @@ def _without_container_recheck(types: list[int]) -> list[int]:
 def test_container_recheck_is_dropped_only_after_a_delete_container() -> None:
     raced = [1, 2, 20, -1, -1, 5, -1, -11]
     assert _without_container_recheck(raced) == [1, 2, 20, 5, -1, -11]
+
+
+@pytest.mark.parametrize("flip", [None, 0, (1 << 20) - 1, 1 << 20, (3 << 20) + 5, -1])
+def test_a_long_padded_tail_is_padding_only_when_every_byte_is_zero(flip: int | None) -> None:
+    # the padding check compares the tail in 1 MiB chunks: a non-zero byte in any of them
+    # (first, across a chunk boundary, the last) is not padding
+    log = golden("log.1")
+    _, stop = scan_all(log)
+    tail = bytearray((3 << 20) + 4096)
+    if flip is not None:
+        tail[flip] = 1
+    _, stop2 = scan_all(log[: stop.good_end] + bytes(tail))
+    assert stop2.good_end == stop.good_end
+    assert (stop2.reason is StopReason.PADDING) is (flip is None)

@@ -5,12 +5,15 @@ kazoo's own test suite run unchanged through ``--trizk-kazoo``."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import shutil
+import sys
 import tempfile
 import threading
 import unittest
 import uuid
+import weakref
 from pathlib import Path
 
 import pytest
@@ -26,12 +29,15 @@ from kazoo.recipe.lock import Lock
 from kazoo.security import make_digest_acl
 
 from trizk.kazoo_harness import (
+    PREALLOC_KIB,
     SPARES,
     KazooTestCase,
     KazooTestHarness,
     ManagedServer,
     TrizkCluster,
+    freeze_imports,
     get_global_cluster,
+    thaw_imports,
 )
 from trizk.testing import Server, mode_from_env
 from trizk.testing.ports import free_ports
@@ -200,6 +206,69 @@ def test_member_run_returns_at_once_and_the_member_rejoins(
         cluster.terminate()  # a start under way is waited for by the close
     finally:
         cluster.close()
+
+
+def test_the_first_cluster_started_ahead_and_a_stop_drops_the_harness_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """start_ahead (what --trizk-kazoo does before collecting) starts the cluster that the
+    first start() takes; a member's stop() closes the harness's own session, and the next
+    chroot is made through a new one on the running members; txn logs are preallocated by
+    PREALLOC_KIB, not ZooKeeper's 64 MiB (a restarting member reads its log whole)."""
+    monkeypatch.delenv("ZOOKEEPER_CLUSTER_SIZE", raising=False)
+    cluster = TrizkCluster()
+    try:
+        cluster.start_ahead()
+        (ahead,) = cluster._spares
+        cluster.start()
+        ens = cluster.ensemble()
+        assert ens is ahead.take() and all(m.running for m in cluster)
+        cluster.make_path("/first")
+        admin = cluster._admin
+        assert admin is not None and len(admin.hosts) == 3
+        cluster[0].stop()
+        assert cluster._admin is None
+        cluster.make_path("/second")
+        admin = cluster._admin
+        assert admin is not None
+        assert sorted(port for _, port in admin.hosts) == sorted(
+            m.client_port for m in list(cluster)[1:]
+        )
+        for sid in ens.members[1:]:
+            logs = list((Path(ens.data_dir(sid)) / "version-2").glob("log.*"))
+            assert logs and all(p.stat().st_size <= PREALLOC_KIB * 1024 + 4096 for p in logs), logs
+    finally:
+        cluster.close()
+
+
+def test_freeze_imports_hides_what_exists_from_the_collector_until_thawed() -> None:
+    """What --trizk-kazoo does around the tests: the objects alive once the tests are collected
+    are out of a full collection's (and gc.get_objects') reach while the tests run; objects
+    made later are collected as usual; thaw_imports puts the frozen ones back."""
+    frozen = gc.get_freeze_count()  # a server that loaded a big tree in this process froze
+    before: list[object] = []
+    freeze_imports()
+    try:
+        assert gc.get_freeze_count() > frozen
+        freeze_imports()  # once only
+        listed = {id(o) for o in gc.get_objects()}
+        assert id(sys.modules) not in listed and id(before) not in listed
+        later: list[object] = []
+        later.append(later)  # a cycle made after the freeze
+        ref = weakref.ref(_Collectable(later))
+        del later
+        gc.collect()
+        assert ref() is None
+    finally:
+        thaw_imports()
+    assert gc.get_freeze_count() == 0
+    assert id(sys.modules) in {id(o) for o in gc.get_objects()}
+
+
+class _Collectable:
+    def __init__(self, payload: object) -> None:
+        self.payload = payload
+        self.me = self
 
 
 def test_zookeeper_settings_shape_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
