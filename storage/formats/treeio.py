@@ -52,7 +52,12 @@ from typing import Final
 
 from trizk.jute import records as r
 from trizk.storage.formats import snapshot as snap
-from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
+from trizk.storage.formats.snapshot import (
+    ZOOKEEPER_SUBTREE,
+    SnapshotContent,
+    SnapshotDigest,
+    encoded_digest,
+)
 from trizk.storage.formats.txnlog import TxnEntry
 from trizk.storage.tree.datatree import (
     CONFIG_NODE,
@@ -61,7 +66,6 @@ from trizk.storage.tree.datatree import (
     DataTree,
     EphemeralKind,
     ephemeral_kind,
-    node_digest,
 )
 from trizk.storage.tree.javahash import JavaHashSet
 from trizk.storage.tree.replica import Replica
@@ -178,10 +182,10 @@ class _NodeLoader:
     (``JavaHashSet.presized``). A node whose parent is no longer open (a snapshot not in
     pre-order: none ZooKeeper or trizk writes) finds it in the node map and is added to its
     table (``DataNode.addChild``), which is what adding the names one by one in snapshot
-    order gives. Each node's digest (:func:`~trizk.storage.tree.datatree.node_digest`) and
-    approximate size are summed as it comes; :meth:`finish` closes the parents still open
-    and sets the tree's digest and size from the sums (from a pass over the tree if a path
-    came twice)."""
+    order gives. Each node's digest (:func:`~trizk.storage.tree.datatree.node_digest`, from
+    the path's bytes as they came) and approximate size are summed as it comes;
+    :meth:`finish` closes the parents still open and sets the tree's digest and size from
+    the sums (from a pass over the tree if a path came twice)."""
 
     def __init__(self, tree: DataTree, acls: dict[int, tuple[r.ACL, ...]]) -> None:
         self.tree = tree
@@ -232,7 +236,8 @@ class _NodeLoader:
             start = p
             (n,) = unpack(raw, p)
             p += 4
-            path = raw[p : p + n].decode("utf-8", "replace")
+            encoded = raw[p : p + n]
+            path = encoded.decode("utf-8", "replace")
             p += n
             (n,) = unpack(raw, p)
             p += 4
@@ -289,7 +294,22 @@ class _NodeLoader:
                 size += len(path)
                 if path == CONFIG_NODE:
                     self.config_span = (base + start, base + p)
-            dsum += node_digest(path, node)
+            # node_digest(path, node), from the path's bytes as they came when they are its
+            # UTF-8 (decoding replaced nothing); /zookeeper/... nodes count 0
+            if not path.startswith(ZOOKEEPER_SUBTREE):
+                dsum += encoded_digest(
+                    encoded if path.isascii() else path.encode("utf-8"),
+                    data,
+                    czxid,
+                    mzxid,
+                    pzxid,
+                    ctime,
+                    mtime,
+                    version,
+                    cversion,
+                    aversion,
+                    owner,
+                )
             last_path = path
             last = node
             i += 1

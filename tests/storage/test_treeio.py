@@ -202,6 +202,28 @@ def test_raw_nodes_load_errors() -> None:
         treeio.tree_from_snapshot(snapshot.parse(snapshot.serialize(no_root), raw_nodes=True), 0)
 
 
+def test_raw_nodes_digest_non_ascii_and_invalid_utf8_paths() -> None:
+    """The loader hashes a node's path from its bytes as they came only when they are its
+    UTF-8: a path with non-ASCII characters, or with bytes that are not UTF-8 (decoded with
+    replacement characters, as Java's readString does, and hashed as their re-encoding),
+    gets the digest the records path and the snapshot module's formula give."""
+    c = snapshot.initial_content()
+    st0 = c.nodes[0].stat
+    extra = [
+        snapshot.SnapNode("/\u00e9t\u00e9", b"a", -1, st0),
+        snapshot.SnapNode("/\U0001f600", None, -1, st0),
+        snapshot.SnapNode("/xx", b"b", -1, st0),
+    ]
+    raw = snapshot.serialize(snapshot.SnapshotContent(c.sessions, c.acls, [*c.nodes, *extra]))
+    # the body (no seal to check): "/xx" becomes two bytes that are no UTF-8
+    body = raw[16 : snapshot.parse(raw, raw_nodes=True).nodes_end + len(snapshot.NODES_END)]
+    body = body.replace(b"\x00\x00\x00\x03/xx", b"\x00\x00\x00\x03/\xff\xfe", 1)
+    records = treeio.tree_from_snapshot(snapshot.parse_body(body), 0)
+    assert "/\ufffd\ufffd" in records.nodes
+    fast = treeio.tree_from_snapshot(snapshot.parse_body(body, raw_nodes=True), 0)
+    _same_tree(fast, records)
+
+
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 150), wide=st.integers(0, 120))
 def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) -> None:
