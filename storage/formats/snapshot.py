@@ -177,11 +177,41 @@ def calculate_digest(
     the formula lives: the tree, prep's pending records and snapshots all call it."""
     if path.startswith(ZOOKEEPER_SUBTREE):
         return 0
+    return encoded_digest(
+        b"" if path == "/" else path.encode("utf-8"),
+        data,
+        czxid,
+        mzxid,
+        pzxid,
+        ctime,
+        mtime,
+        version,
+        cversion,
+        aversion,
+        ephemeral_owner,
+    )
+
+
+def encoded_digest(
+    path: bytes,
+    data: bytes | None,
+    czxid: int,
+    mzxid: int,
+    pzxid: int,
+    ctime: int,
+    mtime: int,
+    version: int,
+    cversion: int,
+    aversion: int,
+    ephemeral_owner: int,
+) -> int:
+    """:func:`calculate_digest` of a node outside ``/zookeeper/`` whose path is given as the
+    bytes it hashes (its UTF-8, empty for the root): a loader that has them at hand."""
     tail = _DIGEST_STAT.pack(
         czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, ephemeral_owner
     )
     # one CRC over the concatenation: what updating it part by part gives, in one call
-    return zlib.crc32(b"".join((b"" if path == "/" else path.encode("utf-8"), data or b"", tail)))
+    return zlib.crc32(b"".join((path, data or b"", tail)))
 
 
 def node_digest(path: str, data: bytes | None, stat: StatPersisted) -> int:

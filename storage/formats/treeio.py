@@ -52,7 +52,12 @@ from typing import Final
 
 from trizk.jute import records as r
 from trizk.storage.formats import snapshot as snap
-from trizk.storage.formats.snapshot import SnapshotContent, SnapshotDigest
+from trizk.storage.formats.snapshot import (
+    ZOOKEEPER_SUBTREE,
+    SnapshotContent,
+    SnapshotDigest,
+    encoded_digest,
+)
 from trizk.storage.formats.txnlog import TxnEntry
 from trizk.storage.tree.datatree import (
     CONFIG_NODE,
@@ -121,9 +126,8 @@ def tree_from_snapshot(
     acls: dict[int, tuple[r.ACL, ...]] = {snap.OPEN_UNSAFE_ACL_REF: OPEN_ACL_UNSAFE}
     acls.update(content.acls)
     if content.raw is not None:
-        kids = _nodes_from_raw(tree, content, acls, progress)
-    else:
-        kids = _nodes_from_records(tree, content, acls, progress)
+        return _nodes_from_raw(tree, content, acls, progress).finish(zxid)
+    kids = _nodes_from_records(tree, content, acls, progress)
     return _finish_tree(tree, kids, zxid)
 
 
@@ -147,34 +151,59 @@ def _nodes_from_raw(
     content: SnapshotContent,
     acls: dict[int, tuple[r.ACL, ...]],
     progress: Callable[[int, int], None] | None,
-) -> dict[DataNode, list[str]]:
+) -> _NodeLoader:
     """Decode the Nodes section that ``snap.parse(..., raw_nodes=True)`` checked, each node
-    straight into ``tree.nodes`` (:class:`_NodeLoader`); returns each parent's child names
-    in snapshot order."""
+    straight into ``tree.nodes`` (:class:`_NodeLoader`); :meth:`_NodeLoader.finish` then
+    completes the tree."""
     raw = content.raw
     assert raw is not None
     loader = _NodeLoader(tree, acls)
     loader.load(raw, content.nodes_start, content.nodes_end, 0, content.node_count, progress)
-    return loader.kids
+    return loader
+
+
+#: no path: what the loader's "last node" and "innermost open parent" start as
+_NO_PATH: Final = "\0"
 
 
 class _NodeLoader:
     """Decodes whole nodes of a Nodes section (the layout: ``path:ustring data:buffer`` then
     :data:`~trizk.storage.formats.snapshot.NODE_TAIL`) straight into ``tree.nodes``, in one
-    piece or in several (a SNAP as it arrives), collecting each parent's child names in
-    snapshot order. A parent precedes its children, usually just before its first one and
-    then for all of them: the last parent met is looked up by prefix before the map is."""
+    piece or in several (a SNAP as it arrives), and builds the rest of the tree as they come.
+
+    A snapshot's nodes come in the pre-order of its walk (``DataTree.serializeNode``, and
+    trizk's :class:`FuzzySnapshot`): a parent, then its children's subtrees one after the
+    other. So the loader keeps the chain of *open* parents, the ancestors of the last node
+    loaded, each with the names of its children so far in snapshot order; a node whose
+    parent is the innermost open one (the usual case: a sibling of the last node) adds its
+    name there, the first child of the last node opens that node, and a node elsewhere
+    closes the open parents it is not under: their subtrees are over, so their children
+    are all in and their tables are built at once, into the table a ``HashSet(8)`` ends at
+    (``JavaHashSet.presized``). A node whose parent is no longer open (a snapshot not in
+    pre-order: none ZooKeeper or trizk writes) finds it in the node map and is added to its
+    table (``DataNode.addChild``), which is what adding the names one by one in snapshot
+    order gives. Each node's digest (:func:`~trizk.storage.tree.datatree.node_digest`, from
+    the path's bytes as they came) and approximate size are summed as it comes;
+    :meth:`finish` closes the parents still open and sets the tree's digest and size from
+    the sums (from a pass over the tree if a path came twice)."""
 
     def __init__(self, tree: DataTree, acls: dict[int, tuple[r.ACL, ...]]) -> None:
         self.tree = tree
         self.acls = acls
-        self.kids: dict[DataNode, list[str]] = {}
-        self.last_path = "\0"  # no path: the first node looks its parent up
-        self.last_parent: DataNode | None = None
-        self.last_names: list[str] = []
         self.count = 0
         #: where ``/zookeeper/config`` lies, as offsets from the start of what was loaded
         self.config_span: tuple[int, int] | None = None
+        #: the sums of the nodes' digests and approximate sizes (the root counted as "/",
+        #: as :meth:`DataTree.recompute_digest` and :meth:`DataTree.reset_data_size` count)
+        self.digest_sum = 0
+        self.data_size = 0
+        # the open parents, outermost first: paths, nodes, their child names so far
+        self._paths: list[str] = []
+        self._parents: list[DataNode] = []
+        self._names: list[list[str]] = []
+        # the last node loaded (opened when the next node is its first child)
+        self._last_path = _NO_PATH
+        self._last: DataNode | None = None
 
     def load(
         self,
@@ -193,16 +222,22 @@ class _NodeLoader:
         unpack = _INT.unpack_from
         tail = snap.NODE_TAIL.unpack_from
         tail_size = snap.NODE_TAIL_SIZE
-        kids = self.kids
-        last_path = self.last_path
-        last_parent = self.last_parent
-        last_names = self.last_names
+        paths = self._paths
+        names = self._names
+        # the innermost open parent's path and child names (None: no parent is open)
+        top_path = paths[-1] if paths else _NO_PATH
+        top_names = names[-1] if names else None
+        last_path = self._last_path
+        last = self._last
+        dsum = self.digest_sum
+        size = self.data_size
         i = self.count
         while p < end:
             start = p
             (n,) = unpack(raw, p)
             p += 4
-            path = raw[p : p + n].decode("utf-8", "replace")
+            encoded = raw[p : p + n]
+            path = encoded.decode("utf-8", "replace")
             p += n
             (n,) = unpack(raw, p)
             p += 4
@@ -210,6 +245,7 @@ class _NodeLoader:
             if n >= 0:
                 data = raw[p : p + n]
                 p += n
+                size += n
             (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid) = tail(
                 raw, p
             )
@@ -228,49 +264,114 @@ class _NodeLoader:
             node.aversion = aversion
             if path == "":
                 nodes[""] = nodes["/"] = node
+                size += 1  # counted as "/"
             else:
                 k = path.rfind("/")
-                if k != len(last_path) or not path.startswith(last_path):
-                    parent = nodes.get(path[:k]) if k >= 0 else None
-                    if parent is None:
-                        # DataTree.deserialize: "Invalid Datatree, unable to find parent".
-                        raise SnapshotLoadError(f"snapshot node {path}: parent not found")
-                    if parent is not last_parent:
-                        names = kids.get(parent)
-                        if names is None:
-                            names = kids[parent] = []
-                        last_parent = parent
-                        last_names = names
-                    last_path = path[:k]
-                last_names.append(path[k + 1 :])
+                if top_names is not None and k == len(top_path) and path.startswith(top_path):
+                    top_names.append(path[k + 1 :])  # a sibling of the last node
+                elif k == len(last_path) and path.startswith(last_path) and last is not None:
+                    # the last node's first child: the last node is open
+                    top_path = last_path
+                    top_names = [path[k + 1 :]]
+                    paths.append(top_path)
+                    self._parents.append(last)
+                    names.append(top_names)
+                elif k < 0:
+                    # DataTree.deserialize: "Invalid Datatree, unable to find parent".
+                    raise SnapshotLoadError(f"snapshot node {path}: parent not found")
+                else:
+                    self._close_until(path[:k])
+                    top_path = paths[-1] if paths else _NO_PATH
+                    top_names = names[-1] if names else None
+                    if top_names is not None and k == len(top_path) and path.startswith(top_path):
+                        top_names.append(path[k + 1 :])
+                    else:
+                        parent = nodes.get(path[:k])
+                        if parent is None:
+                            raise SnapshotLoadError(f"snapshot node {path}: parent not found")
+                        parent.add_child(path[k + 1 :])  # not in pre-order: added as it comes
                 nodes[path] = node
+                size += len(path)
                 if path == CONFIG_NODE:
                     self.config_span = (base + start, base + p)
+            # node_digest(path, node), from the path's bytes as they came when they are its
+            # UTF-8 (decoding replaced nothing); /zookeeper/... nodes count 0
+            if not path.startswith(ZOOKEEPER_SUBTREE):
+                dsum += encoded_digest(
+                    encoded if path.isascii() else path.encode("utf-8"),
+                    data,
+                    czxid,
+                    mzxid,
+                    pzxid,
+                    ctime,
+                    mtime,
+                    version,
+                    cversion,
+                    aversion,
+                    owner,
+                )
+            last_path = path
+            last = node
             i += 1
             if progress is not None and i & 0xFFFF == 0:
                 progress(i, total)
-        self.last_path = last_path
-        self.last_parent = last_parent
-        self.last_names = last_names
+        self._last_path = last_path
+        self._last = last
+        self.digest_sum = dsum
+        self.data_size = size
         self.count = i
 
+    def _close_until(self, parent: str) -> None:
+        """Close the open parents ``parent`` is not under (nor is): their children are in."""
+        paths = self._paths
+        while paths:
+            top = paths[-1]
+            if parent == top or parent.startswith(top + "/"):
+                return
+            paths.pop()
+            _set_children(self._parents.pop(), self._names.pop())
 
-def _finish_tree(tree: DataTree, kids: dict[DataNode, list[str]], zxid: int) -> DataTree:
-    """What loading does once every node is in: children tables, digest, sizes, quotas."""
-    if "" not in tree.nodes:
-        raise SnapshotLoadError("snapshot has no root node")
-    for parent, names in kids.items():
-        if len(names) > 48 and len(set(names)) != len(names):
-            names = list(dict.fromkeys(names))  # a path twice in a snapshot is one child
-        # DataNode.addChild of each name in order, into a HashSet(8); the node is new: no
-        # cache to forget
-        parent.children = JavaHashSet.presized(names)
-    tree.recompute_digest()
+    def finish(self, zxid: int) -> DataTree:
+        """The tree once every node is in: the open parents' tables, digest, sizes, quotas."""
+        tree = self.tree
+        paths, parents, names = self._paths, self._parents, self._names
+        while paths:
+            paths.pop()
+            _set_children(parents.pop(), names.pop())
+        if "" not in tree.nodes:
+            raise SnapshotLoadError("snapshot has no root node")
+        if len(tree.nodes) == self.count + 1:  # every path once (the root is there twice)
+            tree.set_loaded_sums(self.digest_sum, self.data_size)
+        else:
+            tree.recompute_digest()
+            tree.reset_data_size()
+        return _finish_quotas(tree, zxid)
+
+
+def _set_children(parent: DataNode, names: list[str]) -> None:
+    """A parent's children table from their names in snapshot order: ``DataNode.addChild``
+    of each into a ``HashSet(8)`` (a name twice is one child). The node was loaded with no
+    children: no cache to forget."""
+    parent.children = JavaHashSet.presized(names)
+
+
+def _finish_quotas(tree: DataTree, zxid: int) -> DataTree:
     # DataTree.deserialize: nodeDataSize.set(approximateDataSize()), then setupQuota().
-    tree.reset_data_size()
     tree.setup_quota()
     tree.last_processed_zxid = zxid
     return tree
+
+
+def _finish_tree(tree: DataTree, kids: dict[DataNode, list[str]], zxid: int) -> DataTree:
+    """What loading SnapNode records does once every node is in: children tables, digest,
+    sizes, quotas."""
+    if "" not in tree.nodes:
+        raise SnapshotLoadError("snapshot has no root node")
+    for parent, names in kids.items():
+        _set_children(parent, names)
+    tree.recompute_digest()
+    tree.reset_data_size()
+    return _finish_quotas(tree, zxid)
 
 
 def _nodes_from_records(
@@ -698,7 +799,7 @@ class SnapshotBuilder:
             raise self.error
         if loader is None or self._offset + len(snap.NODES_END) != len(body):
             raise SnapshotLoadError("the snapshot was not built from this payload")
-        tree = _finish_tree(loader.tree, loader.kids, zxid)
+        tree = loader.finish(zxid)
         return ReceivedSnapshot(body, zxid, Replica(tree, self._sessions), loader.config_span)
 
 

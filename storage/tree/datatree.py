@@ -420,6 +420,14 @@ class DataTree:
         """The tree digest (DataTree.getTreeDigest) as a Java long."""
         return to_java_long(self._digest_sum)
 
+    def set_loaded_sums(self, digest_sum: int, data_size: int) -> None:
+        """The digest and approximate data size of a tree built node by node (a snapshot's
+        loader), summed as it went: what :meth:`recompute_digest` and
+        :meth:`reset_data_size` would find (each node's :func:`node_digest`, and the lengths
+        of its path and data; the root counted once, as "/"), without another pass."""
+        self._digest_sum = digest_sum
+        self._data_size = data_size
+
     def recompute_digest(self) -> int:
         """Set the digest from scratch (after building the tree by hand); returns it."""
         self._digest_sum = sum(node_digest(p, n) for p, n in self.iter_nodes())

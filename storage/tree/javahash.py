@@ -94,14 +94,20 @@ class JavaHashSet:
 
     @staticmethod
     def presized(names: list[str]) -> JavaHashSet:
-        """A set of ``names`` (distinct) iterating as a ``HashSet(8)`` into which they were
-        added in order, built in one pass. With more than 48 names such a set's table ends at
-        the load-factor capacity (>= 128) whatever happened on the way (a small table's
-        treeify resize never goes past 64, and within a bin the keys keep their order of
-        insertion through every split), so the names go straight into a table of that size;
-        48 names or fewer are added one by one (their table's size depends on the order of
-        the bins that overflowed)."""
+        """A set of ``names`` iterating as a ``HashSet(8)`` into which they were added in
+        order (a name twice is added once), built in one pass. With more than 48 names such a
+        set's table ends at the load-factor capacity (>= 128) whatever happened on the way (a
+        small table's treeify resize never goes past 64, and within a bin the keys keep their
+        order of insertion through every split), so the names go straight into a table of
+        that size; 48 names or fewer are added one by one (their table's size depends on the
+        order of the bins that overflowed)."""
         n = len(names)
+        members: set[str] = set()
+        if n > 48:
+            members = set(names)
+            if len(members) != n:  # a name twice: its first place counts, as add() keeps it
+                names = list(dict.fromkeys(names))
+                n = len(names)
         if n <= 48:
             s = JavaHashSet(8)
             for name in names:
@@ -119,8 +125,7 @@ class JavaHashSet:
             hashes[name] = h
             bins[h & mask].append(name)
         s._bins = bins
-        s._members = set(names)
-        assert len(s._members) == n, "presized() takes distinct names"
+        s._members = members
         return s
 
     def add(self, item: str) -> bool:

@@ -50,10 +50,15 @@ def test_set_semantics(adds: list[str], removes: list[int]) -> None:
 @given(
     st.lists(st.text(min_size=1, max_size=8), max_size=400, unique=True),
     st.lists(st.integers(0, 399), max_size=40),
+    st.lists(st.integers(0, 399), max_size=20),
 )
-def test_presized_iterates_as_adding_one_by_one(names: list[str], removes: list[int]) -> None:
+def test_presized_iterates_as_adding_one_by_one(
+    names: list[str], removes: list[int], twice: list[int]
+) -> None:
     """The loader's one-pass build (``presized``) is a HashSet(8) that had the names added in
-    order: same iteration order, and it goes on the same under later adds and removes."""
+    order: same iteration order, and it goes on the same under later adds and removes. A
+    name that comes again (``twice``: at the end) is added once."""
+    names = names + [names[i] for i in twice if i < len(names)]
     built = JavaHashSet.presized(names)
     ref = JavaHashSet(8)
     for n in names:

@@ -202,6 +202,28 @@ def test_raw_nodes_load_errors() -> None:
         treeio.tree_from_snapshot(snapshot.parse(snapshot.serialize(no_root), raw_nodes=True), 0)
 
 
+def test_raw_nodes_digest_non_ascii_and_invalid_utf8_paths() -> None:
+    """The loader hashes a node's path from its bytes as they came only when they are its
+    UTF-8: a path with non-ASCII characters, or with bytes that are not UTF-8 (decoded with
+    replacement characters, as Java's readString does, and hashed as their re-encoding),
+    gets the digest the records path and the snapshot module's formula give."""
+    c = snapshot.initial_content()
+    st0 = c.nodes[0].stat
+    extra = [
+        snapshot.SnapNode("/\u00e9t\u00e9", b"a", -1, st0),
+        snapshot.SnapNode("/\U0001f600", None, -1, st0),
+        snapshot.SnapNode("/xx", b"b", -1, st0),
+    ]
+    raw = snapshot.serialize(snapshot.SnapshotContent(c.sessions, c.acls, [*c.nodes, *extra]))
+    # the body (no seal to check): "/xx" becomes two bytes that are no UTF-8
+    body = raw[16 : snapshot.parse(raw, raw_nodes=True).nodes_end + len(snapshot.NODES_END)]
+    body = body.replace(b"\x00\x00\x00\x03/xx", b"\x00\x00\x00\x03/\xff\xfe", 1)
+    records = treeio.tree_from_snapshot(snapshot.parse_body(body), 0)
+    assert "/\ufffd\ufffd" in records.nodes
+    fast = treeio.tree_from_snapshot(snapshot.parse_body(body, raw_nodes=True), 0)
+    _same_tree(fast, records)
+
+
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 150), wide=st.integers(0, 120))
 def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) -> None:
@@ -241,6 +263,51 @@ def test_raw_nodes_load_equals_records_load(seed: int, steps: int, wide: int) ->
     # (walked in its own child order, which need not be the snapshot's: see above)
     _same_tree(again.tree, fast, loaded=False)
     assert again.sessions == w.sessions
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    steps=st.integers(1, 120),
+    wide=st.integers(0, 80),
+    twice=st.integers(0, 3),
+)
+def test_nodes_out_of_walk_order_load_as_records_do(
+    seed: int, steps: int, wide: int, twice: int
+) -> None:
+    """The loader builds each parent's children table as the walk leaves its subtree (nodes
+    come in pre-order); nodes in any other order that keeps parents first (a node of a
+    parent already closed), and ``twice`` paths written twice, build the tree the records
+    path builds (each parent's names added in snapshot order), from a file and from a SNAP
+    body fed in pieces, digest and sizes included."""
+    rnd = random.Random(seed)
+    w = _wide_workload(seed, steps, wide)
+    zxid = w.tree.last_processed_zxid
+    walked = snapshot.parse(b"".join(_walk(w.tree, w.sessions, 7).finish()))
+    # a random order with every parent before its children
+    waiting = {n.path: n for n in walked.nodes[1:]}
+    placed = {""}
+    order = [walked.nodes[0]]
+    while waiting:
+        ready = [p for p in waiting if p[: p.rfind("/")] in placed]
+        pick = waiting.pop(rnd.choice(ready))
+        placed.add(pick.path)
+        order.append(pick)
+    for _ in range(twice):  # a path again, somewhere after its first place
+        i = rnd.randrange(1, len(order))
+        order.insert(rnd.randrange(i + 1, len(order) + 1), order[i])
+    content = snapshot.SnapshotContent(walked.sessions, walked.acls, order, walked.digest)
+    raw = snapshot.serialize(content)
+    records = treeio.tree_from_snapshot(snapshot.parse(raw), zxid, extended_types=True)
+    lazy = snapshot.parse(raw, raw_nodes=True)
+    fast = treeio.tree_from_snapshot(lazy, zxid, extended_types=True)
+    _same_tree(fast, records)
+    if not twice:
+        assert treeio.canonical(fast) == treeio.canonical(w.tree)
+    body = raw[16 : lazy.nodes_end + len(snapshot.NODES_END)]
+    payload = _decode_snap(body, rnd.choice([1, 50, 4096]))
+    assert isinstance(payload.built, treeio.SnapshotBuilder)
+    _same_tree(payload.built.finish(payload.body, zxid).replica.tree, records)
 
 
 def _wide_workload(seed: int, steps: int, wide: int) -> Workload:

@@ -25,6 +25,7 @@ from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import Persistence
+from trizk.storage.formats.treeio import SnapshotBuilder
 from trizk.storage.tree.replica import Replica
 
 __all__ = ["PeerHost", "RolePeer"]
@@ -126,6 +127,10 @@ class RolePeer(Protocol):
 
     def init_config(self) -> None:
         """/zookeeper/config shows this member's view of the ensemble."""
+        ...
+
+    def snapshot_builder(self) -> SnapshotBuilder:
+        """The sink a learner's decoder builds the next SNAP payload's tree into."""
         ...
 
     def snapshot_arrived(self, payload: SnapshotPayload) -> None:

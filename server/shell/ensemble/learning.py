@@ -26,7 +26,6 @@ from trizk.server.shell.ensemble.links import Link, read_link
 from trizk.server.shell.ensemble.pumping import Pump
 from trizk.server.shell.ensemble.testhook import FollowerHold
 from trizk.server.writes.committer import Proposal
-from trizk.storage.formats import treeio
 
 __all__ = ["LearnerPump"]
 
@@ -58,7 +57,6 @@ class LearnerPump(Pump):
     async def reader(self) -> None:
         clock = self.peer.clock
         peer = self.peer
-        extended = peer.core_config.extended_types
         hold = self.hold
 
         def step(ev: StreamEvent) -> None:
@@ -74,9 +72,7 @@ class LearnerPump(Pump):
 
         # Learner.syncWithLeader deserialises the SNAP from the socket: the tree is built as
         # the payload arrives
-        decoder = QuorumStreamDecoder(
-            snapshot_sink=lambda: treeio.SnapshotBuilder(extended_types=extended)
-        )
+        decoder = QuorumStreamDecoder(snapshot_sink=peer.snapshot_builder)
         learner = self.learner
 
         def arrived() -> None:
