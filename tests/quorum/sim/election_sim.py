@@ -17,17 +17,24 @@ Zab stand-in: election is only half of ZooKeeper; a decided member then syncs wi
 We model just what the election needs: ``SYNC_MS`` after deciding, a leader that sees a quorum
 of voters following it (alive, connected, FOLLOWING it) is *established* in a new epoch
 ``max(epochs of that quorum) + 1``, its followers take the new epoch and (some of) its zxids, and
-the leader's and followers' election votes get the new peer epoch (``updateElectionVote``); a
-leader that does not see a quorum, or a follower/observer whose leader is gone, unreachable or
-not leading, goes back to LOOKING with its current zxid/epoch, as QuorumPeer does.
+the leader's and every syncing learner's election votes get the leader's epoch as peer epoch
+(``updateElectionVote``, also when a learner joins an established leader); a leader that does
+not see a quorum, or a follower/observer whose leader is gone, unreachable or not leading, goes
+back to LOOKING with its current zxid/epoch, as QuorumPeer does.
 
 Invariants checked after every step
 -----------------------------------
 * at most one established leader per epoch, and established epochs strictly increase;
-* a LEADING member's (epoch, zxid, sid) is no less than the initial vote of a quorum of voters
-  in their latest election (the vote order elected the best of a quorum). Members' *current*
-  states are not the measure: a quorum may have moved on under another leader while stale
-  votes of the same round still sit in the deciding member's recvset (Java keeps them too);
+* a LEADING member is backed by a quorum of voters, each of which either could have proposed
+  it in its latest election (its initial (epoch, zxid, sid) is no greater: the vote order
+  elected the best of a quorum) or announced it, as a decided (leader, peerEpoch), to LOOKING
+  members at some time. That is what FastLeaderElection guarantees: termPredicate over the
+  round's LOOKING votes, or the out-of-election quorum of decided votes equal by Vote.equals
+  plus checkLeader, which lets a restarted leader (round 1 again) lead on the stale answers
+  of its old followers although members LOOKING meanwhile hold better votes. Members'
+  *current* states are not the measure: a quorum may have moved on under another leader
+  while stale votes of the same round still sit in the deciding member's recvset (Java keeps
+  them too);
 * in *synchronous* runs (all start together, no loss, crash or partition, every delay below
   the 200 ms finalize wait) all members that decide in a round choose the same leader, and it
   is the voter with the best initial (epoch, zxid, sid). FastLeaderElection does not promise
@@ -96,6 +103,7 @@ class Member:
     epoch0: int = 0
     zxid0: int = 0
     looked_with: tuple[int, int] = (0, 0)  # (epoch, zxid) of the latest initial vote
+    synced: bool = False  # synced with its leader since it decided (Learner.syncWithLeader)
 
     def __post_init__(self) -> None:
         self.epoch0, self.zxid0 = self.epoch, self.zxid
@@ -137,6 +145,9 @@ class Sim:
         self.era = 0
         self.decisions = 0
         self.first_leader: int | None = None
+        # (leader, peer epoch) -> voters whose decided vote ever said so: what a LOOKING member
+        # can count in ``outofelection`` (stale answers may still be in flight)
+        self.announced: dict[tuple[int, int], set[int]] = {}
 
     # ------------------------------------------------------------------ plumbing
     def log(self, msg: str) -> None:
@@ -178,8 +189,15 @@ class Sim:
             delay = self.rng.randint(0, f.max_delay_ms if self.faulty() else 20)
             self.at(self.now + delay, "deliver", frm, to, self.members[to].incarnation, note)
 
+    def announce(self, m: Member) -> None:
+        """``m`` (decided) now answers LOOKING members with its current vote."""
+        if m.voter:
+            v = m.fle.current_vote
+            self.announced.setdefault((v.leader, v.peer_epoch), set()).add(m.sid)
+
     def look(self, m: Member) -> None:
         m.decided_at = None
+        m.synced = False
         m.looked_with = (m.epoch, m.zxid)
         self.log(f"{m.sid} LOOKING zxid={m.zxid:#x} epoch={m.epoch}")
         self.apply(m, m.fle.look(self.now, m.zxid, m.epoch))
@@ -194,6 +212,7 @@ class Sim:
             self.check_leader_vote(m, d)
             if self.first_leader is None:
                 self.first_leader = m.sid
+        self.announce(m)
         self.at(self.now + SYNC_MS, "check", m.sid, m.incarnation)
 
     # ------------------------------------------------------------------ invariants
@@ -207,7 +226,17 @@ class Sim:
         # restarted leader: receivedFollowingNotification takes the notification's numbers)
         mine = (m.epoch, m.zxid, m.sid)
         below = {s for s, o in self.members.items() if o.voter and (*o.looked_with, s) <= mine}
-        if not self.quorum(below):
+        # The out-of-election path (lookForLeader's FOLLOWING/LEADING case, ZOOKEEPER-1732)
+        # decides on a quorum of *decided* votes equal by Vote.equals (leader, peerEpoch) plus
+        # checkLeader -- for the leader itself only ``logicalclock == electionEpoch``. So a
+        # restarted leader (round 1 again) whose old followers still answer FOLLOWING it in
+        # round 1 leads again, though members that went LOOKING meanwhile hold better votes
+        # (seeds 24528 and 41973 of 3v1o-faults, 4148 of 5v1o-faults). Java counts the same
+        # (FastLeaderElection.lookForLeader, ``outofelection``/``checkLeader``); Zab then
+        # syncs. What FLE guarantees: every voter counted either proposed this vote in the
+        # round (its initial vote is below it) or announced (leader, peerEpoch) as decided.
+        backing = below | self.announced.get((m.sid, d.vote.peer_epoch), set())
+        if not self.quorum(backing):
             self.fail(f"leader {m.sid} {mine} is not the best of a quorum: {self.states()}")
 
     def check_round_agreement(self) -> None:
@@ -273,7 +302,7 @@ class Sim:
                 self.log(f"{m.sid} loses leader {leader}")
                 self.look(m)
                 return
-            if self.established.get(lm.epoch) == leader and m.epoch != lm.epoch:
+            if self.established.get(lm.epoch) == leader and (not m.synced or m.epoch != lm.epoch):
                 self.sync(m, lm)
         self.at(self.now + CHECK_MS, "check", m.sid, m.incarnation)
 
@@ -289,15 +318,24 @@ class Sim:
         lm.epoch = new_epoch
         lm.zxid = (new_epoch << 32) | self.rng.randint(0, 3)  # a few commits
         lm.fle.update_peer_epoch(new_epoch)
+        self.announce(lm)
         self.log(f"{lm.sid} established epoch {new_epoch} with {sorted(followers)}")
         for o in group[1:]:
             self.sync(o, lm)
 
     def sync(self, o: Member, lm: Member) -> None:
+        """Learner.syncWithLeader: every learner that joins a leader syncs once and then
+        updates its election vote to the leader's epoch at UPTODATE (``updateElectionVote``,
+        ZOOKEEPER-1732) -- also one whose currentEpoch already was the leader's. Skipping that
+        left such a follower answering an older peerEpoch than its leader, so a newcomer never
+        saw a quorum of equal votes and stayed LOOKING (seed 18268 of 3v1o-faults)."""
         o.epoch = lm.epoch
-        # a follower may lag the leader's last commits (they were acked by others)
+        o.synced = True
+        # a follower may lag the leader's last commits (they were acked by others); one ahead
+        # of the leader in the same epoch is truncated (TRUNC)
         o.zxid = lm.zxid if self.rng.random() < 0.7 else (lm.epoch << 32)
         o.fle.update_peer_epoch(lm.epoch)
+        self.announce(o)
 
     # ------------------------------------------------------------------ faults
     def fault(self) -> None:
