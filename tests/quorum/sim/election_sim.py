@@ -148,6 +148,9 @@ class Sim:
         # (leader, peer epoch) -> voters whose decided vote ever said so: what a LOOKING member
         # can count in ``outofelection`` (stale answers may still be in flight)
         self.announced: dict[tuple[int, int], set[int]] = {}
+        # (leader, zxid, round, peer epoch) -> voters that proposed it in a LOOKING
+        # notification (what a recvset can count)
+        self.proposals: dict[tuple[int, int, int, int], set[int]] = {}
 
     # ------------------------------------------------------------------ plumbing
     def log(self, msg: str) -> None:
@@ -169,6 +172,7 @@ class Sim:
 
     # ------------------------------------------------------------------ members
     def apply(self, m: Member, out: Output) -> None:
+        self.record_proposals(m, out)
         for send in out.sends:
             self.send(m.sid, send.to, send.notification)
         if out.decision is not None:
@@ -222,22 +226,42 @@ class Sim:
     def check_leader_vote(self, m: Member, d: Decision) -> None:
         if d.vote.leader != m.sid:
             self.fail(f"LEADING for another leader: {d.vote}")
-        # (the vote's zxid/epoch may be what followers of an established leader answered a
-        # restarted leader: receivedFollowingNotification takes the notification's numbers)
-        mine = (m.epoch, m.zxid, m.sid)
-        below = {s for s, o in self.members.items() if o.voter and (*o.looked_with, s) <= mine}
-        # The out-of-election path (lookForLeader's FOLLOWING/LEADING case, ZOOKEEPER-1732)
-        # decides on a quorum of *decided* votes equal by Vote.equals (leader, peerEpoch) plus
-        # checkLeader -- for the leader itself only ``logicalclock == electionEpoch``. So a
-        # restarted leader (round 1 again) whose old followers still answer FOLLOWING it in
-        # round 1 leads again, though members that went LOOKING meanwhile hold better votes
-        # (seeds 24528 and 41973 of 3v1o-faults, 4148 of 5v1o-faults). Java counts the same
-        # (FastLeaderElection.lookForLeader, ``outofelection``/``checkLeader``); Zab then
-        # syncs. What FLE guarantees: every voter counted either proposed this vote in the
-        # round (its initial vote is below it) or announced (leader, peerEpoch) as decided.
-        backing = below | self.announced.get((m.sid, d.vote.peer_epoch), set())
+        # FLE decides LEADING on a quorum of votes equal to ours by Vote.equals: LOOKING votes
+        # of the round (all four numbers; termPredicate, or the same-round recvset of
+        # receivedFollowingNotification) or decided votes, equal in (leader, peerEpoch), in
+        # ``outofelection`` plus checkLeader -- for the leader itself only ``logicalclock ==
+        # electionEpoch`` (FastLeaderElection.lookForLeader, ZOOKEEPER-1732). So a restarted
+        # leader (round 1 again) whose old followers still answer FOLLOWING it in round 1
+        # leads again, though members that went LOOKING meanwhile hold better votes (seeds
+        # 24528 and 41973 of 3v1o-faults, 4148 of 5v1o-faults); and a vote a member proposed
+        # in an earlier election of the same round number still counts after it looked again
+        # with better numbers (seed 77030). Each proposal was checked against its proposer's
+        # initial vote when sent (``record_proposals``): the vote is the best of a quorum's
+        # initial votes, or a quorum had decided for it.
+        v = d.vote
+        backing = self.proposals.get((v.leader, v.zxid, v.election_epoch, v.peer_epoch), set())
+        backing = backing | self.announced.get((v.leader, v.peer_epoch), set())
         if not self.quorum(backing):
-            self.fail(f"leader {m.sid} {mine} is not the best of a quorum: {self.states()}")
+            self.fail(f"leader {m.sid} {v} is not the best of a quorum: {self.states()}")
+
+    def record_proposals(self, m: Member, out: Output) -> None:
+        """A voter's proposals (LOOKING notifications; its own vote loops back unsent) are
+        never below its initial vote (totalOrderPredicate only improves them)."""
+        if not m.voter:
+            return
+        votes = [
+            (n.leader, n.zxid, n.election_epoch, n.peer_epoch)
+            for n in (s.notification for s in out.sends if s.to in self.view.voters)
+            if n.state == ServerState.LOOKING
+        ]  # (a non-voter is answered with the current vote, which it never counts)
+        if m.fle.looking:
+            leader, zxid, epoch = m.fle.proposed
+            votes.append((leader, zxid, m.fle.logicalclock, epoch))
+        initial = (*m.looked_with, m.sid)
+        for leader, zxid, rnd, epoch in votes:
+            if (epoch, zxid, leader) < initial:
+                self.fail(f"{m.sid} proposes {leader} {(epoch, zxid)} below its initial vote")
+            self.proposals.setdefault((leader, zxid, rnd, epoch), set()).add(m.sid)
 
     def check_round_agreement(self) -> None:
         for (rnd, era), leaders in self.round_leaders.items():

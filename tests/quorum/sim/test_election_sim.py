@@ -55,9 +55,11 @@ REGRESSIONS = [
     ("3v1o-faults", 18268),
     ("3v1o-faults", 24528),
     ("3v1o-faults", 41973),
+    ("3v1o-faults", 77030),
     ("5v1o-faults", 4148),
     ("5v1o-faults", 22233),
     ("5v1o-faults", 33263),
+    ("5v1o-faults", 88524),
 ]
 
 
