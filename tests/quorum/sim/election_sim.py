@@ -25,16 +25,17 @@ back to LOOKING with its current zxid/epoch, as QuorumPeer does.
 Invariants checked after every step
 -----------------------------------
 * at most one established leader per epoch, and established epochs strictly increase;
-* a LEADING member is backed by a quorum of voters, each of which either could have proposed
-  it in its latest election (its initial (epoch, zxid, sid) is no greater: the vote order
-  elected the best of a quorum) or announced it, as a decided (leader, peerEpoch), to LOOKING
-  members at some time. That is what FastLeaderElection guarantees: termPredicate over the
-  round's LOOKING votes, or the out-of-election quorum of decided votes equal by Vote.equals
-  plus checkLeader, which lets a restarted leader (round 1 again) lead on the stale answers
-  of its old followers although members LOOKING meanwhile hold better votes. Members'
-  *current* states are not the measure: a quorum may have moved on under another leader
-  while stale votes of the same round still sit in the deciding member's recvset (Java keeps
-  them too);
+* every LOOKING vote a voter sends is no less than its initial vote of that election
+  (totalOrderPredicate only ever improves a proposal);
+* a LEADING decision's vote is backed by a quorum of voters, each of which either sent
+  exactly that vote while LOOKING or announced it, as a decided (leader, peerEpoch), to LOOKING
+  members. That is what FastLeaderElection guarantees: termPredicate over a round's LOOKING
+  votes, or the out-of-election quorum of decided votes equal by Vote.equals plus checkLeader.
+  It is weaker than "the leader is the best of a quorum's *latest* initial votes", which Java
+  breaks too: a restarted leader (round 1 again) leads on the stale answers of its old
+  followers, and a vote proposed in an earlier election that reached the same round number
+  still counts after its sender looked again with better numbers (see check_leader_vote).
+  Members' *current* states are not the measure;
 * in *synchronous* runs (all start together, no loss, crash or partition, every delay below
   the 200 ms finalize wait) all members that decide in a round choose the same leader, and it
   is the voter with the best initial (epoch, zxid, sid). FastLeaderElection does not promise
