@@ -10,6 +10,7 @@ from trizk.quorum.election.election import (
     FINALIZE_WAIT,
     LONG_MIN,
     MAX_NOTIFICATION_INTERVAL,
+    Decision,
     ElectionView,
     FastLeaderElection,
     Vote,
@@ -276,3 +277,31 @@ def test_a_designated_leader_is_followed_without_an_election() -> None:
     view = ElectionView(frozenset({1, 2, 3}), b"version=0", observers=frozenset({4}))
     assert FastLeaderElection(7, view).designate(2, 5).state == ServerState.FOLLOWING
     assert FastLeaderElection(4, view).designate(2, 5).state == ServerState.OBSERVING
+
+
+def test_restarted_leader_leads_again_on_its_old_followers_answers() -> None:
+    """Simulation seeds 24528/41973 (3v1o-faults): leader 1 of round 1 crashes and restarts
+    (a fresh process: round 1 again) while 2 and 3 still follow it. Their FOLLOWING answers of
+    round 1 make a quorum in ``outofelection`` and checkLeader holds (the leader is us and
+    ``logicalclock == electionEpoch``), so 1 leads again although 2, now LOOKING with the
+    same epoch and zxid, has the better vote by sid. Java's lookForLeader does the same."""
+    fle = FastLeaderElection(1, VIEW)
+    out = fle.look(0, 0x300000003, 3)
+    assert fle.logicalclock == 1 and out.decision is None
+    assert fle.on_notification(5, 3, note(F, 1, 0x200000001, 1, 3)).decision is None
+    d = fle.on_notification(9, 2, note(F, 1, 0x200000001, 1, 3)).decision
+    assert d == Decision(ServerState.LEADING, Vote(1, 0x200000001, 1, 3))
+
+
+def test_newcomer_needs_equal_peer_epochs_from_a_quorum() -> None:
+    """Simulation seed 18268 (3v1o-faults): Vote.equals between decided votes compares leader
+    and peerEpoch, so a follower that still answers its pre-sync peerEpoch does not back the
+    leader for a newcomer; every learner's updateElectionVote at UPTODATE (ZOOKEEPER-1732)
+    makes them agree."""
+    fle = FastLeaderElection(3, VIEW)
+    fle.look(0, 0x200000000, 2)
+    fle.on_notification(5, 1, note(F, 2, 0x100000001, 2, 1))  # follower 1, not yet updated
+    assert fle.on_notification(6, 2, note(LD, 2, 0x100000001, 2, 2)).decision is None
+    d = fle.on_notification(9, 1, note(F, 2, 0x100000001, 2, 2)).decision  # after its sync
+    assert d == Decision(ServerState.FOLLOWING, Vote(2, 0x100000001, 2, 2))
+    assert fle.logicalclock == 2

@@ -17,17 +17,25 @@ Zab stand-in: election is only half of ZooKeeper; a decided member then syncs wi
 We model just what the election needs: ``SYNC_MS`` after deciding, a leader that sees a quorum
 of voters following it (alive, connected, FOLLOWING it) is *established* in a new epoch
 ``max(epochs of that quorum) + 1``, its followers take the new epoch and (some of) its zxids, and
-the leader's and followers' election votes get the new peer epoch (``updateElectionVote``); a
-leader that does not see a quorum, or a follower/observer whose leader is gone, unreachable or
-not leading, goes back to LOOKING with its current zxid/epoch, as QuorumPeer does.
+the leader's and every syncing learner's election votes get the leader's epoch as peer epoch
+(``updateElectionVote``, also when a learner joins an established leader); a leader that does
+not see a quorum, or a follower/observer whose leader is gone, unreachable or not leading, goes
+back to LOOKING with its current zxid/epoch, as QuorumPeer does.
 
 Invariants checked after every step
 -----------------------------------
 * at most one established leader per epoch, and established epochs strictly increase;
-* a LEADING member's (epoch, zxid, sid) is no less than the initial vote of a quorum of voters
-  in their latest election (the vote order elected the best of a quorum). Members' *current*
-  states are not the measure: a quorum may have moved on under another leader while stale
-  votes of the same round still sit in the deciding member's recvset (Java keeps them too);
+* every LOOKING vote a voter sends is no less than its initial vote of that election
+  (totalOrderPredicate only ever improves a proposal);
+* a LEADING decision's vote is backed by a quorum of voters, each of which either sent
+  exactly that vote while LOOKING or announced it, as a decided (leader, peerEpoch), to LOOKING
+  members. That is what FastLeaderElection guarantees: termPredicate over a round's LOOKING
+  votes, or the out-of-election quorum of decided votes equal by Vote.equals plus checkLeader.
+  It is weaker than "the leader is the best of a quorum's *latest* initial votes", which Java
+  breaks too: a restarted leader (round 1 again) leads on the stale answers of its old
+  followers, and a vote proposed in an earlier election that reached the same round number
+  still counts after its sender looked again with better numbers (see check_leader_vote).
+  Members' *current* states are not the measure;
 * in *synchronous* runs (all start together, no loss, crash or partition, every delay below
   the 200 ms finalize wait) all members that decide in a round choose the same leader, and it
   is the voter with the best initial (epoch, zxid, sid). FastLeaderElection does not promise
@@ -96,6 +104,7 @@ class Member:
     epoch0: int = 0
     zxid0: int = 0
     looked_with: tuple[int, int] = (0, 0)  # (epoch, zxid) of the latest initial vote
+    synced: bool = False  # synced with its leader since it decided (Learner.syncWithLeader)
 
     def __post_init__(self) -> None:
         self.epoch0, self.zxid0 = self.epoch, self.zxid
@@ -137,6 +146,12 @@ class Sim:
         self.era = 0
         self.decisions = 0
         self.first_leader: int | None = None
+        # (leader, peer epoch) -> voters whose decided vote ever said so: what a LOOKING member
+        # can count in ``outofelection`` (stale answers may still be in flight)
+        self.announced: dict[tuple[int, int], set[int]] = {}
+        # (leader, zxid, round, peer epoch) -> voters that proposed it in a LOOKING
+        # notification (what a recvset can count)
+        self.proposals: dict[tuple[int, int, int, int], set[int]] = {}
 
     # ------------------------------------------------------------------ plumbing
     def log(self, msg: str) -> None:
@@ -158,6 +173,7 @@ class Sim:
 
     # ------------------------------------------------------------------ members
     def apply(self, m: Member, out: Output) -> None:
+        self.record_proposals(m, out)
         for send in out.sends:
             self.send(m.sid, send.to, send.notification)
         if out.decision is not None:
@@ -178,8 +194,15 @@ class Sim:
             delay = self.rng.randint(0, f.max_delay_ms if self.faulty() else 20)
             self.at(self.now + delay, "deliver", frm, to, self.members[to].incarnation, note)
 
+    def announce(self, m: Member) -> None:
+        """``m`` (decided) now answers LOOKING members with its current vote."""
+        if m.voter:
+            v = m.fle.current_vote
+            self.announced.setdefault((v.leader, v.peer_epoch), set()).add(m.sid)
+
     def look(self, m: Member) -> None:
         m.decided_at = None
+        m.synced = False
         m.looked_with = (m.epoch, m.zxid)
         self.log(f"{m.sid} LOOKING zxid={m.zxid:#x} epoch={m.epoch}")
         self.apply(m, m.fle.look(self.now, m.zxid, m.epoch))
@@ -194,6 +217,7 @@ class Sim:
             self.check_leader_vote(m, d)
             if self.first_leader is None:
                 self.first_leader = m.sid
+        self.announce(m)
         self.at(self.now + SYNC_MS, "check", m.sid, m.incarnation)
 
     # ------------------------------------------------------------------ invariants
@@ -203,12 +227,42 @@ class Sim:
     def check_leader_vote(self, m: Member, d: Decision) -> None:
         if d.vote.leader != m.sid:
             self.fail(f"LEADING for another leader: {d.vote}")
-        # (the vote's zxid/epoch may be what followers of an established leader answered a
-        # restarted leader: receivedFollowingNotification takes the notification's numbers)
-        mine = (m.epoch, m.zxid, m.sid)
-        below = {s for s, o in self.members.items() if o.voter and (*o.looked_with, s) <= mine}
-        if not self.quorum(below):
-            self.fail(f"leader {m.sid} {mine} is not the best of a quorum: {self.states()}")
+        # FLE decides LEADING on a quorum of votes equal to ours by Vote.equals: LOOKING votes
+        # of the round (all four numbers; termPredicate, or the same-round recvset of
+        # receivedFollowingNotification) or decided votes, equal in (leader, peerEpoch), in
+        # ``outofelection`` plus checkLeader -- for the leader itself only ``logicalclock ==
+        # electionEpoch`` (FastLeaderElection.lookForLeader, ZOOKEEPER-1732). So a restarted
+        # leader (round 1 again) whose old followers still answer FOLLOWING it in round 1
+        # leads again, though members that went LOOKING meanwhile hold better votes (seeds
+        # 24528 and 41973 of 3v1o-faults, 4148 of 5v1o-faults); and a vote a member proposed
+        # in an earlier election of the same round number still counts after it looked again
+        # with better numbers (seed 77030). Each proposal was checked against its proposer's
+        # initial vote when sent (``record_proposals``): the vote is the best of a quorum's
+        # initial votes, or a quorum had decided for it.
+        v = d.vote
+        backing = self.proposals.get((v.leader, v.zxid, v.election_epoch, v.peer_epoch), set())
+        backing = backing | self.announced.get((v.leader, v.peer_epoch), set())
+        if not self.quorum(backing):
+            self.fail(f"leader {m.sid} {v} is not the best of a quorum: {self.states()}")
+
+    def record_proposals(self, m: Member, out: Output) -> None:
+        """A voter's proposals (LOOKING notifications; its own vote loops back unsent) are
+        never below its initial vote (totalOrderPredicate only improves them)."""
+        if not m.voter:
+            return
+        votes = [
+            (n.leader, n.zxid, n.election_epoch, n.peer_epoch)
+            for n in (s.notification for s in out.sends if s.to in self.view.voters)
+            if n.state == ServerState.LOOKING
+        ]  # (a non-voter is answered with the current vote, which it never counts)
+        if m.fle.looking:
+            leader, zxid, epoch = m.fle.proposed
+            votes.append((leader, zxid, m.fle.logicalclock, epoch))
+        initial = (*m.looked_with, m.sid)
+        for leader, zxid, rnd, epoch in votes:
+            if (epoch, zxid, leader) < initial:
+                self.fail(f"{m.sid} proposes {leader} {(epoch, zxid)} below its initial vote")
+            self.proposals.setdefault((leader, zxid, rnd, epoch), set()).add(m.sid)
 
     def check_round_agreement(self) -> None:
         for (rnd, era), leaders in self.round_leaders.items():
@@ -273,7 +327,7 @@ class Sim:
                 self.log(f"{m.sid} loses leader {leader}")
                 self.look(m)
                 return
-            if self.established.get(lm.epoch) == leader and m.epoch != lm.epoch:
+            if self.established.get(lm.epoch) == leader and (not m.synced or m.epoch != lm.epoch):
                 self.sync(m, lm)
         self.at(self.now + CHECK_MS, "check", m.sid, m.incarnation)
 
@@ -289,15 +343,24 @@ class Sim:
         lm.epoch = new_epoch
         lm.zxid = (new_epoch << 32) | self.rng.randint(0, 3)  # a few commits
         lm.fle.update_peer_epoch(new_epoch)
+        self.announce(lm)
         self.log(f"{lm.sid} established epoch {new_epoch} with {sorted(followers)}")
         for o in group[1:]:
             self.sync(o, lm)
 
     def sync(self, o: Member, lm: Member) -> None:
+        """Learner.syncWithLeader: every learner that joins a leader syncs once and then
+        updates its election vote to the leader's epoch at UPTODATE (``updateElectionVote``,
+        ZOOKEEPER-1732) -- also one whose currentEpoch already was the leader's. Skipping that
+        left such a follower answering an older peerEpoch than its leader, so a newcomer never
+        saw a quorum of equal votes and stayed LOOKING (seed 18268 of 3v1o-faults)."""
         o.epoch = lm.epoch
-        # a follower may lag the leader's last commits (they were acked by others)
+        o.synced = True
+        # a follower may lag the leader's last commits (they were acked by others); one ahead
+        # of the leader in the same epoch is truncated (TRUNC)
         o.zxid = lm.zxid if self.rng.random() < 0.7 else (lm.epoch << 32)
         o.fle.update_peer_epoch(lm.epoch)
+        self.announce(o)
 
     # ------------------------------------------------------------------ faults
     def fault(self) -> None:

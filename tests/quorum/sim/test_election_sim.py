@@ -50,6 +50,28 @@ def test_seeds(name: str) -> None:
     assert max(settle) < LIVENESS_MS
 
 
+#: seeds that once failed (see election_sim: the out-of-election path, updateElectionVote)
+REGRESSIONS = [
+    ("3v1o-faults", 18268),
+    ("3v1o-faults", 24528),
+    ("3v1o-faults", 41973),
+    ("3v1o-faults", 77030),
+    ("5v1o-faults", 4148),
+    ("5v1o-faults", 22233),
+    ("5v1o-faults", 33263),
+    ("5v1o-faults", 88524),
+]
+
+
+@pytest.mark.parametrize(("name", "seed"), REGRESSIONS)
+def test_regression_seeds(name: str, seed: int) -> None:
+    voters, observers, faults = CONFIGS[name]
+    sim = Sim(seed, voters, observers, faults)
+    sim.run()
+    assert sim.decisions >= voters + observers
+    assert sim.now - faults.fault_ms < LIVENESS_MS
+
+
 def test_sync_runs_elect_the_best_vote() -> None:
     """Without faults every voter decides, and the first leader is the best initial vote."""
     sim = Sim(7, 5, 1, Faults(loss=0, crash_rate=0, partition_rate=0, start_jitter_ms=0))
