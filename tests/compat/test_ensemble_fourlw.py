@@ -111,7 +111,14 @@ def _compare_roles(
     assert _moved(before[3], vl, counts) == [moved[0]] * 3
     assert all(int(vl[k]) >= 1 for k in (*_ONCE_PER_ROLE, "zk_cnt_leader_unavailable_time"))
     kf, _ = _mntr(ens.port(zk_f))
-    assert [k for k in kl if k in kf] == kf  # the follower's keys, in the same order
+    if ens.members[3].kind == "trizk":
+        assert [k for k in kl if k in kf] == kf  # the follower's keys, in the same order
+    else:
+        # ZooKeeper's leader against ZooKeeper's follower: its mntr order comes from hashed
+        # maps whose sizes differ by role, and a 3.9.3 leader once printed zk_num_alive_connections
+        # before zk_avg_latency where its follower had the reverse (CI, 2026-11-27); what
+        # trizk's followers print is compared with the ZooKeeper follower's above
+        assert set(kf) <= set(kl)
     srvr = four_letter(ens.port(3), "srvr")
     assert "Mode: leader\n" in srvr
     assert "Proposal sizes last/min/max: " in srvr
