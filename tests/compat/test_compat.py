@@ -97,6 +97,12 @@ def test_normalise_lets_the_close_overtake_an_unimplemented_reply() -> None:
     )
     closed = _t({"kind": "closed", "step": 22})
     assert normalise(replied) == normalise(closed) == closed
+    pinged = _t(
+        {"kind": "reply", "op": "CHECK", "step": 22, "xid": 23, "zxid": -1, "err": "UNIMPLEMENTED"},
+        {"kind": "reply", "op": "PING", "step": 23, "xid": -2, "zxid": 21, "err": "OK"},
+        {"kind": "closed", "step": 23},
+    )
+    assert normalise(pinged) == closed
     other = _t(
         {"kind": "reply", "op": "CHECK", "step": 22, "xid": 23, "zxid": -1, "err": "NONODE"},
         {"kind": "closed", "step": 23},
