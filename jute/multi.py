@@ -101,13 +101,24 @@ _CREATES: Final = frozenset(
 MultiOp = tuple[int, Record]
 
 
-@dataclass
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(init=False)
 class MultiResult:
     """One result of a MultiResponse: its header's type and err, and its record (or None)."""
 
     type: int
     err: int
     body: Record | None
+
+    def __init__(
+        self,
+        type: int,
+        err: int,
+        body: Record | None,
+    ) -> None:
+        self.type = type
+        self.err = err
+        self.body = body
 
 
 def read_op(

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from trizk.jute.records import Record, TxnHeader
@@ -171,15 +171,23 @@ def steps_of(rd: Ready) -> list[Step]:
     return steps
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in zab.py
+@dataclass(slots=True, init=False)
 class Plan:
     """One Ready and what its host does with it (see the module docstring for the order)."""
 
     ready: Ready
     #: barrier only: the persistence steps, in order (the last may be :class:`LogEntries`)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Step]
     #: pipelined only: the entries to append without waiting for their sync
-    append: list[Entry] = field(default_factory=list)
+    append: list[Entry]
+
+    def __init__(
+        self, ready: Ready, steps: list[Step] | None = None, append: list[Entry] | None = None
+    ) -> None:
+        self.ready = ready
+        self.steps = [] if steps is None else steps
+        self.append = [] if append is None else append
 
     @property
     def barrier(self) -> bool:
@@ -311,7 +319,7 @@ class ReadyApplier:
         if plan.barrier or not rd.entries:
             m.advance(rd)
         else:
-            m.advance(replace(rd, entries=[]))
+            m.advance(rd.without_entries())
 
     # ------------------------------------------------------------------ history
 

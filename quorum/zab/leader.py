@@ -203,16 +203,29 @@ class _Handler:
     touches: int = 0
 
 
-@dataclass
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(init=False)
 class _Proposal:
     entry: Entry
     #: every participant handler's sid that ACKed it (each verifier counts its own voters)
-    acks: set[int] = field(default_factory=set)
+    acks: set[int]
     #: proposed while a reconfig was in flight: it also needs a quorum of this (the last seen)
     #: configuration (``Proposal.addQuorumVerifier``, SyncedLearnerTracker)
-    next_config: QuorumVerifier | None = None
+    next_config: QuorumVerifier | None
     #: a reconfig: the configuration it commits
-    config: QuorumVerifier | None = None
+    config: QuorumVerifier | None
+
+    def __init__(
+        self,
+        entry: Entry,
+        acks: set[int] | None = None,
+        next_config: QuorumVerifier | None = None,
+        config: QuorumVerifier | None = None,
+    ) -> None:
+        self.entry = entry
+        self.acks = set() if acks is None else acks
+        self.next_config = next_config
+        self.config = config
 
 
 #: ``txnlog(peer_last_zxid)``: entries of the on-disk log starting at or below peer_last_zxid,

@@ -188,7 +188,8 @@ class ReadOnlySessions(Protocol):
         ...
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class _WriteMark:
     """A write of a connection in flight, in its FIFO: answered when (session, cxid) commits."""
 
@@ -197,20 +198,46 @@ class _WriteMark:
     received: int
     #: the write path's answer (WritePath.submit): None, 0 (answered without a txn) or the
     #: error code that replaces an error txn's
-    answer: int | None = None
+    answer: int | None
+
+    def __init__(
+        self,
+        cxid: int,
+        op: int,
+        received: int,
+        answer: int | None = None,
+    ) -> None:
+        self.cxid = cxid
+        self.op = op
+        self.received = received
+        self.answer = answer
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class _SyncMark:
     """A sync forwarded to the leader, answered once the leader's SYNC for it arrives."""
 
     xid: int
     path: str
     received: int
-    done: bool = False
+    done: bool
+
+    def __init__(
+        self,
+        xid: int,
+        path: str,
+        received: int,
+        done: bool = False,
+    ) -> None:
+        self.xid = xid
+        self.path = path
+        self.received = received
+        self.done = done
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class _DeferredRead:
     """A read waiting in its connection's FIFO behind a write."""
 
@@ -218,6 +245,18 @@ class _DeferredRead:
     op: int
     frame: bytes
     received: int
+
+    def __init__(
+        self,
+        xid: int,
+        op: int,
+        frame: bytes,
+        received: int,
+    ) -> None:
+        self.xid = xid
+        self.op = op
+        self.frame = frame
+        self.received = received
 
 
 class FrontEnd:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trizk.jute import records as r
@@ -54,7 +54,8 @@ class ReadError(KeeperError):
     """Raised when a read is answered with an error code."""
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class ReadContext:
     tree: DataTree
     watches: WatchManager
@@ -62,11 +63,31 @@ class ReadContext:
     session_id: int
     auth: list[tuple[str, str]]
     #: watch events to deliver to this connection before the reply: (type, path)
-    events: list[tuple[EventType, str]] = field(default_factory=list)
+    events: list[tuple[EventType, str]]
     #: the server's ``read_per_namespace`` (DataTree.updateReadStat), if measured
-    read_stats: SummarySet | None = None
+    read_stats: SummarySet | None
     #: answer as ZooKeeper 3.9 (``CoreConfig.zk39``)
-    zk39: bool = False
+    zk39: bool
+
+    def __init__(
+        self,
+        tree: DataTree,
+        watches: WatchManager,
+        watcher: Hashable,
+        session_id: int,
+        auth: list[tuple[str, str]],
+        events: list[tuple[EventType, str]] | None = None,
+        read_stats: SummarySet | None = None,
+        zk39: bool = False,
+    ) -> None:
+        self.tree = tree
+        self.watches = watches
+        self.watcher = watcher
+        self.session_id = session_id
+        self.auth = auth
+        self.events = [] if events is None else events
+        self.read_stats = read_stats
+        self.zk39 = zk39
 
 
 def _read_stat(ctx: ReadContext, path: str, size: int) -> None:

@@ -27,16 +27,29 @@ from trizk.quorum.verifier import QuorumVerifier
 __all__ = ["CommitSink", "Committer", "MemoryCommitter", "Proposal"]
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class Proposal:
     """A prepared txn on its way to be committed (``Request`` with its ``TxnHeader``)."""
 
     hdr: r.TxnHeader
     txn: r.Record | None
     #: tree digest after this txn, computed in prep (PrepRequestProcessor.setTxnDigest)
-    digest: int = 0
+    digest: int
     #: a reconfig's new configuration (``Request.qv``): the leader counts both quorums
-    config: QuorumVerifier | None = None
+    config: QuorumVerifier | None
+
+    def __init__(
+        self,
+        hdr: r.TxnHeader,
+        txn: r.Record | None,
+        digest: int = 0,
+        config: QuorumVerifier | None = None,
+    ) -> None:
+        self.hdr = hdr
+        self.txn = txn
+        self.digest = digest
+        self.config = config
 
 
 #: Receives committed proposals, oldest first, with the monotonic time (ms) of their commit:

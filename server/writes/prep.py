@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trizk.jute import records as r
@@ -90,27 +90,64 @@ class PrepError(KeeperError):
     """Raised when a write becomes an ErrorTxn."""
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class ChangeRecord:
     """The state a path will have once the pending txns are applied (None fields: deleted)."""
 
     zxid: int
     path: str
     exists: bool
-    data: bytes | None = None
-    acl: tuple[r.ACL, ...] = ()
-    version: int = 0
-    cversion: int = 0
-    aversion: int = 0
-    ephemeral_owner: int = 0
-    child_count: int = 0
-    czxid: int = 0
-    mzxid: int = 0
-    pzxid: int = 0
-    ctime: int = 0
-    mtime: int = 0
+    data: bytes | None
+    acl: tuple[r.ACL, ...]
+    version: int
+    cversion: int
+    aversion: int
+    ephemeral_owner: int
+    child_count: int
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: int
+    mtime: int
     #: the node digest of this state (0 when deleted), set by PendingChanges.add
-    digest: int = 0
+    digest: int
+
+    def __init__(
+        self,
+        zxid: int,
+        path: str,
+        exists: bool,
+        data: bytes | None = None,
+        acl: tuple[r.ACL, ...] = (),
+        version: int = 0,
+        cversion: int = 0,
+        aversion: int = 0,
+        ephemeral_owner: int = 0,
+        child_count: int = 0,
+        czxid: int = 0,
+        mzxid: int = 0,
+        pzxid: int = 0,
+        ctime: int = 0,
+        mtime: int = 0,
+        digest: int = 0,
+    ) -> None:
+        self.zxid = zxid
+        self.path = path
+        self.exists = exists
+        self.data = data
+        self.acl = acl
+        self.version = version
+        self.cversion = cversion
+        self.aversion = aversion
+        self.ephemeral_owner = ephemeral_owner
+        self.child_count = child_count
+        self.czxid = czxid
+        self.mzxid = mzxid
+        self.pzxid = pzxid
+        self.ctime = ctime
+        self.mtime = mtime
+        self.digest = digest
 
     def change(self, zxid: int) -> ChangeRecord:
         """The record to change for txn ``zxid``. A record fresh from the tree (zxid -1:
@@ -286,7 +323,8 @@ class QuotaEvent:
     hard: bool
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class PrepContext:
     """What prep needs to know about the request beyond its record (and what it noticed)."""
 
@@ -294,18 +332,44 @@ class PrepContext:
     zxid: int
     time: int
     auth: Sequence[tuple[str, str]]
-    extended_types: bool = False
-    reconfig_enabled: bool = False
+    extended_types: bool
+    reconfig_enabled: bool
     #: a leader's view of its configurations (None: not a leader, reconfig unimplemented)
-    reconfig: LeaderConfigView | None = None
+    reconfig: LeaderConfigView | None
     #: the configuration a reconfig proposed (set by prep: ``request.qv``)
-    proposed_config: QuorumVerifier | None = None
-    enforce_quota: bool = False
-    quota_events: list[QuotaEvent] = field(default_factory=list)
+    proposed_config: QuorumVerifier | None
+    enforce_quota: bool
+    quota_events: list[QuotaEvent]
     #: the error an ephemeral create of this request gets in ``validateCreateRequest`` (0:
     #: none): a local session's, EPHEMERALONLOCALSESSION, or SESSIONEXPIRED for a session
     #: the leader does not know as global (``checkGlobalSession``; :mod:`.localsessions`)
-    ephemeral_error: int = 0
+    ephemeral_error: int
+
+    def __init__(
+        self,
+        session_id: int,
+        zxid: int,
+        time: int,
+        auth: Sequence[tuple[str, str]],
+        extended_types: bool = False,
+        reconfig_enabled: bool = False,
+        reconfig: LeaderConfigView | None = None,
+        proposed_config: QuorumVerifier | None = None,
+        enforce_quota: bool = False,
+        quota_events: list[QuotaEvent] | None = None,
+        ephemeral_error: int = 0,
+    ) -> None:
+        self.session_id = session_id
+        self.zxid = zxid
+        self.time = time
+        self.auth = auth
+        self.extended_types = extended_types
+        self.reconfig_enabled = reconfig_enabled
+        self.reconfig = reconfig
+        self.proposed_config = proposed_config
+        self.enforce_quota = enforce_quota
+        self.quota_events = [] if quota_events is None else quota_events
+        self.ephemeral_error = ephemeral_error
 
 
 def _validate(path: str | None) -> str:

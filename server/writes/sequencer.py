@@ -84,7 +84,8 @@ _UPGRADE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.MULTI})
 _CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATETTL, OpCode.MULTI})
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class WriteRequest:
     """A client write on its way to the sequencer (``Request``; a learner's REQUEST packet)."""
 
@@ -96,7 +97,23 @@ class WriteRequest:
     #: the connection's authenticated ids, (scheme, id)
     auth: list[tuple[str, str]]
     #: the server the request came through (``Request.getOwner``): LOCAL, or a learner's sid
-    owner: int = LOCAL
+    owner: int
+
+    def __init__(
+        self,
+        session_id: int,
+        cxid: int,
+        op: int,
+        frame: bytes,
+        auth: list[tuple[str, str]],
+        owner: int = LOCAL,
+    ) -> None:
+        self.session_id = session_id
+        self.cxid = cxid
+        self.op = op
+        self.frame = frame
+        self.auth = auth
+        self.owner = owner
 
 
 class Sequencer:

@@ -178,7 +178,8 @@ class LogFormatError(ValueError):
     """Bytes that are not a ZooKeeper transaction log (or not a txn payload we can read)."""
 
 
-@dataclass(frozen=True, slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class TxnEntry:
     """One logged transaction.
 
@@ -190,7 +191,17 @@ class TxnEntry:
 
     header: TxnHeader
     txn: Record | None
-    digest: TxnDigest | None = None
+    digest: TxnDigest | None
+
+    def __init__(
+        self,
+        header: TxnHeader,
+        txn: Record | None,
+        digest: TxnDigest | None = None,
+    ) -> None:
+        self.header = header
+        self.txn = txn
+        self.digest = digest
 
     @property
     def zxid(self) -> int:

@@ -48,7 +48,7 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from trizk.jute import records as r
@@ -331,7 +331,8 @@ class DataNode:
         self._world = -1
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class Trigger:
     """A watch trigger: fire ``event`` for ``path`` on the watch tables in ``tables``.
 
@@ -343,25 +344,60 @@ class Trigger:
     path: str
     event: EventType
     tables: int
-    acl: tuple[r.ACL, ...] = ()
+    acl: tuple[r.ACL, ...]
     #: bytes of data written (created or set): the server's ``write_per_namespace`` metric
-    size: int = 0
+    size: int
+
+    def __init__(
+        self,
+        path: str,
+        event: EventType,
+        tables: int,
+        acl: tuple[r.ACL, ...] = (),
+        size: int = 0,
+    ) -> None:
+        self.path = path
+        self.event = event
+        self.tables = tables
+        self.acl = acl
+        self.size = size
 
 
-@dataclass(slots=True)
+# its own __init__, compiled: see Entry in quorum/zab/zab.py
+@dataclass(slots=True, init=False)
 class ApplyResult:
     """What applying one txn did (ZooKeeper's ``ProcessTxnResult``)."""
 
     type: int
     zxid: int
-    err: int = 0
-    path: str | None = None
+    err: int
+    path: str | None
     #: the node's Stat after the change, as its 68 wire bytes (the reply's Stat)
-    stat: bytes | None = None
-    triggers: list[Trigger] = field(default_factory=list)
-    multi: list[ApplyResult] | None = None
+    stat: bytes | None
+    triggers: list[Trigger]
+    multi: list[ApplyResult] | None
     #: paths of ephemerals deleted by closeSession, in deletion order
-    deleted: list[str] | None = None
+    deleted: list[str] | None
+
+    def __init__(
+        self,
+        type: int,
+        zxid: int,
+        err: int = 0,
+        path: str | None = None,
+        stat: bytes | None = None,
+        triggers: list[Trigger] | None = None,
+        multi: list[ApplyResult] | None = None,
+        deleted: list[str] | None = None,
+    ) -> None:
+        self.type = type
+        self.zxid = zxid
+        self.err = err
+        self.path = path
+        self.stat = stat
+        self.triggers = [] if triggers is None else triggers
+        self.multi = multi
+        self.deleted = deleted
 
 
 class TxnError(KeeperError):
