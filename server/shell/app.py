@@ -241,10 +241,9 @@ class TrizkServer:
                 # standalone: the poller's task reads the fsync helper's answers and commits
                 self.persistence.drive_with(self.poller)
             else:
-                # an ensemble member: what a pass gave the role's Zab machine (a learner's
-                # REQUESTs) is handled as the pass ends, in the poller's task
-                self.poller.before_pass = self.peer.begin_client_pass
-                self.poller.after_pass = self.peer.end_client_pass
+                # an ensemble member: the pass also reads the quorum links and the fsync
+                # helper; what it gave the role's Zab machine is handled as it ends
+                self.peer.use_poller(self.poller)
 
     def _install(self, role: Role) -> None:
         front = role.front

@@ -342,6 +342,9 @@ class Persistence:
         #: the poller that reads the fsync helper's answers and appends at the end of each of
         #: its passes (:meth:`drive_with`); None: the committer and syncer tasks do it all
         self._poller: Poller | None = None
+        #: an ensemble member's client poller, which reads the fsync helper's answers
+        #: (:meth:`sync_with`); None: the syncer's own task does
+        self._sync_poller: Poller | None = None
         #: inside a poller pass: a proposal is appended when the pass ends (no kick)
         self._in_pass = False
         #: the syncer (while running), appends made and appends known durable
@@ -536,6 +539,12 @@ class Persistence:
         if not kick.is_set():  # (Event.set is a KI-protected call even when set)
             kick.set()
 
+    def sync_with(self, poller: Poller) -> None:
+        """An ensemble member, before :meth:`run`: ``poller``'s task reads the fsync helper's
+        answers in its passes (beside the client sockets and the quorum links), instead of a
+        task of the syncer's own; what a sync made durable reaches :attr:`on_durable` there."""
+        self._sync_poller = poller
+
     def drive_with(self, poller: Poller) -> None:
         """Standalone, before :meth:`run`: let ``poller``'s task do the committer's routine
         work. It watches the fsync helper's socket beside the client sockets and commits a
@@ -579,12 +588,14 @@ class Persistence:
         except OSError as e:
             raise StorageFailure(e.errno or 0, f"cannot start the fsync helper: {e}") from e
         if not committer:
-            self._poller = None  # an ensemble member's syncer keeps its own task
+            self._poller = None  # an ensemble member: no committer (sync_with, or a task)
         poller = self._poller
         try:
             async with trio.open_nursery() as nursery:
                 if poller is not None:
                     syncer.watch_with(poller, self._refill)
+                elif self._sync_poller is not None and not committer:
+                    syncer.watch_with(self._sync_poller, lambda: None)
                 else:
                     nursery.start_soon(syncer.run)
                 if committer:
@@ -683,7 +694,10 @@ class Persistence:
         durable once :attr:`synced` reaches the number returned (the syncer takes them at once,
         or right after the sync under way). Raises :class:`StorageFailure` after a failure."""
         pairs = list(entries)
-        return self._append(lambda w: w.append_payloads(pairs), len(pairs))
+        seq = self._append(lambda w: w.append_payloads(pairs), len(pairs))
+        if self._sync_poller is not None and self._syncer is not None:
+            self._syncer.deliver()  # due at once (nothing to sync): no task of its own posts it
+        return seq
 
     def _append_framed(self, items: list[tuple[int, bytes]]) -> int:
         """:meth:`append_entries` of entries already framed (the standalone committer's)."""

@@ -70,6 +70,12 @@ _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
 
 
+class Watchable(Protocol):
+    """A socket the poller can watch (a standard library or a Trio socket)."""
+
+    def fileno(self) -> int: ...
+
+
 class Owner(Protocol):
     """What the poller needs from the server that owns the connections."""
 
@@ -123,7 +129,8 @@ class SockPeer:
 
 
 class _Watched:
-    """A socket that is not a client's, watched for reading (the fsync helper's)."""
+    """A socket that is not a client's, watched for reading (the fsync helper's, a quorum
+    link's)."""
 
     __slots__ = ("ready",)
 
@@ -215,12 +222,14 @@ class Poller:
             sel.modify(peer.sock, want, peer)
         peer.mask = want
 
-    def watch(self, sock: socket.socket, ready: Callable[[], None]) -> None:
-        """Call ``ready()`` in a pass whenever ``sock`` (not a client's) is readable, until
-        :meth:`unwatch`."""
+    def watch(self, sock: Watchable, ready: Callable[[], None]) -> None:
+        """Call ``ready()`` in a pass whenever ``sock`` (not a client's: the fsync helper's,
+        a quorum link's) is readable, until :meth:`unwatch` -- which its owner calls before
+        it closes ``sock`` (the selector knows sockets by number, and a closed one's number
+        may come back as another's)."""
         self.selector.register(sock, _READ, _Watched(ready))
 
-    def unwatch(self, sock: socket.socket) -> None:
+    def unwatch(self, sock: Watchable) -> None:
         if not self._closed:
             self.selector.unregister(sock)
 

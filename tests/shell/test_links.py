@@ -22,8 +22,10 @@ import trio.testing
 
 from trizk.quorum.zab.applier import Plan, ReadyApplier
 from trizk.quorum.zab.zab import Entry, Ready
-from trizk.server.shell.ensemble.links import Link
+from trizk.quorum.zab.zabwire import PacketType, encode_packet, packet
+from trizk.server.shell.ensemble.links import Link, read_link
 from trizk.server.shell.ensemble.pumping import Pump
+from trizk.server.shell.poller import Poller
 from trizk.server.shell.streams import ReplayStream
 
 DEADLINE = 10.0
@@ -223,6 +225,7 @@ class _Peer:
         self.persisted: list[Plan] = []
         self.gate = trio.Event()
         self.host = self
+        self.client_pass = False
 
     def kick(self) -> None:
         self.kicks += 1
@@ -294,6 +297,109 @@ async def test_run_now_handles_readies_in_the_callers_task_and_only_kicks_when_i
             assert [r.entries[0].zxid for r in pump.applied] == [1, 2]
             assert peer.kicks == kicks + 1
             nursery.cancel_scope.cancel()
+
+
+async def test_run_now_inside_a_client_pass_waits_for_its_end() -> None:
+    with trio.fail_after(DEADLINE):
+        peer = _Peer()
+        machine = _Machine()
+        peer.applier.start(machine)
+        pump = _Pump(peer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pump.pump)
+            await trio.testing.wait_all_tasks_blocked()
+            kicks = peer.kicks
+            machine.readies.append(_entries(1))
+            peer.client_pass = True
+            pump.run_now()  # the poller's pass runs it when it ends: nothing now, no kick
+            assert not pump.sent and peer.kicks == kicks
+            peer.client_pass = False
+            pump.run_now()  # (QuorumPeer.end_client_pass)
+            assert [r.entries[0].zxid for r in pump.applied] == [1]
+            nursery.cancel_scope.cancel()
+
+
+class _NoClients:
+    """A poller owner with no client connections."""
+
+    def feed(self, peer: object, data: bytes) -> None:
+        raise AssertionError("no client here")
+
+    def finished(self, peer: object) -> None:
+        raise AssertionError("no client here")
+
+
+def _poller() -> Poller:
+    return Poller(
+        _NoClients(),  # type: ignore[arg-type]
+        lambda: 0,
+        receive_size=4096,
+        soft_limit=1 << 20,
+        hard_limit=1 << 22,
+        linger_ms=1000,
+    )
+
+
+async def test_a_plain_link_is_read_in_the_client_pollers_passes() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        poller = _poller()
+        passes: list[str] = []
+        poller.before_pass = lambda: passes.append("begin")
+        poller.after_pass = lambda: passes.append("end")
+        got: list[tuple[int, int]] = []
+        reasons: list[str] = []
+
+        def step(ev: object) -> None:
+            assert not isinstance(ev, bytes)
+            got.append((ev.type, ev.zxid))  # type: ignore[attr-defined]
+            passes.append("step")
+
+        async def reader() -> None:
+            reasons.append(await read_link(b, step, lambda: passes.append("kick"), None, poller))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poller.run)
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(poller.selector.get_map()) == 1  # the link's socket, nothing else
+            two = encode_packet(packet(PacketType.PROPOSAL, 7, b"t"))
+            two += encode_packet(packet(PacketType.COMMIT, 7))
+            await a.send_all(two)
+            await trio.testing.wait_all_tasks_blocked()
+            # both packets stepped, then one kick, inside one pass
+            assert got == [(PacketType.PROPOSAL, 7), (PacketType.COMMIT, 7)]
+            assert passes[:5] == ["begin", "step", "step", "kick", "end"]
+            assert set(passes[5:]) <= {"begin", "end"}  # (the poller looks again after a pass)
+            await a.aclose()
+            await trio.testing.wait_all_tasks_blocked()
+            assert reasons == ["connection closed by the peer"]
+            assert not poller.selector.get_map()  # unwatched when the link ended
+            nursery.cancel_scope.cancel()
+        await b.aclose()
+
+
+async def test_a_failure_in_a_pollers_pass_is_raised_by_the_links_reader() -> None:
+    with trio.fail_after(DEADLINE):
+        a, b = await _pair()
+        poller = _poller()
+
+        def step(ev: object) -> None:
+            raise OSError("disk gone")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poller.run)
+            await a.send_all(encode_packet(packet(PacketType.PING, 0)))
+            with pytest.raises(OSError, match="disk gone"):
+                await read_link(b, step, lambda: None, None, poller)
+            assert not poller.selector.get_map()
+            # a reader cancelled while it waits unwatches too
+            with trio.move_on_after(0.01):
+                await read_link(b, step, lambda: None, None, poller)
+            assert not poller.selector.get_map()
+            nursery.cancel_scope.cancel()
+        await a.aclose()
+        await b.aclose()
 
 
 async def test_a_barrier_is_left_to_the_pump_task() -> None:

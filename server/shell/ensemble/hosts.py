@@ -25,6 +25,7 @@ from trizk.server.shell.ensemble.links import Link, QueueMeter
 from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec
 from trizk.server.shell.persistence import Persistence
+from trizk.server.shell.poller import Poller
 from trizk.storage.formats.treeio import SnapshotBuilder
 from trizk.storage.tree.replica import Replica
 
@@ -78,6 +79,13 @@ class RolePeer(Protocol):
     state: str
     #: reconfig enabled: the member's configurations (None: static)
     configs: MemberConfigs | None
+    #: the client poller, whose passes read plain quorum links (None: readers read them)
+    poller: Poller | None
+
+    @property
+    def client_pass(self) -> bool:
+        """The client poller's pass is under way (it runs the pump when it ends)."""
+        ...
 
     def kick(self) -> None:
         """Something may have given the role's Zab machine work."""

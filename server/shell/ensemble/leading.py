@@ -190,7 +190,7 @@ class LeaderPump(Pump):
             async with trio.open_nursery() as nursery:
                 # the link ends when either side does: the pump closing it, or the learner
                 nursery.start_soon(until_done, link.writer, nursery.cancel_scope)
-                reason = await read_link(stream, step, self.run_now)
+                reason = await read_link(stream, step, self.run_now, poller=peer.poller)
                 log.info("quorum link %d ends: %s", link.link, reason)
                 link.close()
         finally:

@@ -79,7 +79,7 @@ class LearnerPump(Pump):
             learner.bytes_arrived()
             self.run_now()
 
-        reason = await read_link(self.link.stream, step, arrived, decoder)
+        reason = await read_link(self.link.stream, step, arrived, decoder, peer.poller)
         self.learner.link_closed(f"leader link: {reason}")
         self.peer.kick()
 

@@ -45,6 +45,7 @@ from trizk.quorum.zab.zabwire import (
     StreamEvent,
 )
 from trizk.server.common.servermetrics import Summary
+from trizk.server.shell.poller import Poller
 
 __all__ = [
     "LINK_OUTPUT_LIMIT",
@@ -281,27 +282,131 @@ async def read_link(
     step: Callable[[StreamEvent], None],
     kick: Callable[[], None],
     decoder: QuorumStreamDecoder | None = None,
+    poller: Poller | None = None,
 ) -> str:
     """Feed a quorum link's packets (and SNAP payloads) to ``step`` until the peer closes it,
     it breaks, or it carries bytes that cannot be a quorum stream; returns why it ended.
-    ``decoder``: one made with a snapshot sink (a learner building its tree as a SNAP comes)."""
+    ``decoder``: one made with a snapshot sink (a learner building its tree as a SNAP comes).
+    ``kick()`` follows each chunk's packets.
+
+    With the member's client ``poller``, a plain TCP link is read in the poller's passes (see
+    :func:`_read_in_passes`); otherwise, and for a wrapped stream (TLS, SASL), by this task."""
     if decoder is None:
         decoder = QuorumStreamDecoder()
+    sock = stream.socket if type(stream) is trio.SocketStream else None
+    if sock is not None and poller is not None:
+        return await _read_in_passes(sock, poller, step, kick, decoder)
     while True:
         try:
-            data = await stream.receive_some(RECEIVE_SIZE)
+            if sock is None:
+                data = await stream.receive_some(RECEIVE_SIZE)
+            else:
+                data = await _receive(sock)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             return f"connection broke: {e}"
         if not data:
             return "connection closed by the peer"
-        try:
-            decoder.feed(data if isinstance(data, bytes) else bytes(data))
-            while (ev := decoder.next_event()) is not None:
-                step(ev)
-        except QuorumStreamError as e:
-            log.warning("bad bytes on a quorum link (%s); closing it", e)
-            return f"bad stream: {e}"
+        if isinstance(data, bytearray):
+            data = bytes(data)
+        if (reason := _handle(data, decoder, step)) is not None:
+            return reason
         kick()
+
+
+def _handle(
+    data: bytes, decoder: QuorumStreamDecoder, step: Callable[[StreamEvent], None]
+) -> str | None:
+    """Step every packet ``data`` completes; why the link ends if it cannot be a quorum
+    stream, else None."""
+    try:
+        decoder.feed(data)
+        while (ev := decoder.next_event()) is not None:
+            step(ev)
+    except QuorumStreamError as e:
+        log.warning("bad bytes on a quorum link (%s); closing it", e)
+        return f"bad stream: {e}"
+    return None
+
+
+async def _read_in_passes(
+    sock: trio.socket.SocketType,
+    poller: Poller,
+    step: Callable[[StreamEvent], None],
+    kick: Callable[[], None],
+    decoder: QuorumStreamDecoder,
+) -> str:
+    """:func:`read_link` in the client poller's passes: the link's socket sits in the poller's
+    selector beside the client sockets and the fsync helper's, and a pass reads whatever of
+    them is ready -- one wake-up of one task for a client's frame, a PROPOSAL and a sync's
+    answer that arrive together, instead of one per reader task, each with its ``epoll``
+    re-arm (ZooKeeper's learner reads its leader on a thread of its own; here the pump's
+    Readies that the pass makes run once, when it ends: ``QuorumPeer.end_client_pass``).
+    This task only waits for the link's end; an exception met in a pass is raised here, as
+    the reading task would have."""
+    ended: list[str] = []
+    failed: list[BaseException] = []
+    done = trio.Event()
+
+    def end(reason: str) -> None:
+        ended.append(reason)
+        poller.unwatch(sock)
+        done.set()
+
+    def readable() -> None:
+        if ended:
+            return
+        fd = sock.fileno()
+        if fd < 0:  # closed under the poller (its owner unwatches first: not expected)
+            end("connection broke: the socket was closed")
+            return
+        try:
+            data = os.read(fd, RECEIVE_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            end(f"connection broke: {e}")
+            return
+        if not data:
+            end("connection closed by the peer")
+            return
+        try:
+            reason = _handle(data, decoder, step)
+            if reason is None:
+                kick()
+        except Exception as e:  # the reader's failure, not the poller's
+            failed.append(e)
+            end("failed")
+            return
+        if reason is not None:
+            end(reason)
+
+    poller.watch(sock, readable)
+    try:
+        await done.wait()
+    finally:
+        if not ended:  # cancelled
+            ended.append("cancelled")
+            poller.unwatch(sock)
+    if failed:
+        raise failed[0]
+    return ended[0]
+
+
+async def _receive(sock: trio.socket.SocketType) -> bytes:
+    """What a plain TCP link's ``receive_some`` returns, with less around it: wait until the
+    socket is readable, then one ``read``. Trio's ``recv`` tries first and waits after an
+    ``EAGAIN``, inside an error-translating context manager and two checkpoints; on a link the
+    next chunk has rarely arrived when the last one has been handled (a write's PROPOSAL,
+    ACK and COMMIT are apart by a round trip), so that first try mostly fails."""
+    while True:
+        await trio.lowlevel.wait_readable(sock)
+        fd = sock.fileno()
+        if fd < 0:  # closed meanwhile (its number may already be another file's)
+            raise trio.ClosedResourceError("the link's socket was closed")
+        try:
+            return os.read(fd, RECEIVE_SIZE)
+        except BlockingIOError:
+            continue
 
 
 async def until_done(task: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:

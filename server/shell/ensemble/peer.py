@@ -103,6 +103,7 @@ from trizk.server.shell.ensemble.readonly import look_read_only
 from trizk.server.shell.ensemble.reconfig import MemberConfigs
 from trizk.server.shell.ensemble.spec import EnsembleSpec, members_of
 from trizk.server.shell.persistence import FREEZE_MIN_NODES
+from trizk.server.shell.poller import Poller
 from trizk.server.shell.quorumtls import QuorumTLS
 from trizk.server.shell.reachability import reachable_or_all
 from trizk.server.shell.streams import ReplayStream
@@ -188,6 +189,9 @@ class QuorumPeer:
         self._kick = trio.Event()
         #: the client poller's pass is under way (kicks wait for its end: end_client_pass)
         self._client_pass = False
+        #: the client poller (:meth:`use_poller`), whose passes also read the plain quorum
+        #: links and the fsync helper's answers
+        self.poller: Poller | None = None
         self._pump: LeaderPump | LearnerPump | None = None
         #: the one Ready applier (quorum/zab/applier.py): each role's machine goes through it;
         #: it keeps the committed log (a leader's DIFFs) and the txns logged but not applied
@@ -457,6 +461,20 @@ class QuorumPeer:
             # of the pump task for nothing, one per pass: the front end's flush kicks)
             return
         self._kick.set()
+
+    def use_poller(self, poller: Poller) -> None:
+        """Serve with the client ``poller``: what a pass gives the role's Zab machine (a
+        learner's REQUESTs, a link's packets, a sync's answer) is handled as the pass ends,
+        in the poller's task; the plain quorum links and the fsync helper's socket are read
+        in its passes."""
+        self.poller = poller
+        poller.before_pass = self.begin_client_pass
+        poller.after_pass = self.end_client_pass
+        self.persistence.sync_with(poller)
+
+    @property
+    def client_pass(self) -> bool:
+        return self._client_pass
 
     def begin_client_pass(self) -> None:
         """The client poller begins a pass: what it kicks is handled when it ends."""

@@ -74,7 +74,10 @@ class Pump:
     # ------------------------------------------------------------------ the two entries
     def run_now(self) -> None:
         """Handle the machine's Readies now, in the caller's task (see the module
-        docstring); when that cannot be done here, kick the pump task instead."""
+        docstring); when that cannot be done here, kick the pump task instead. Inside the
+        client poller's pass, nothing: the pass runs it once when it ends."""
+        if self.peer.client_pass:
+            return
         if (
             not self._running
             or self._passing
