@@ -27,7 +27,15 @@ from trizk.quorum.zab.applier import (
     plan_of,
 )
 from trizk.quorum.zab.learner import Learner
-from trizk.quorum.zab.zab import Entry, LearnerType, Ready, SnapshotIn, Timing
+from trizk.quorum.zab.zab import (
+    Entry,
+    LearnerType,
+    Ready,
+    RoleChange,
+    ServerState,
+    SnapshotIn,
+    Timing,
+)
 from trizk.quorum.zab.zabwire import PacketType as P
 from trizk.quorum.zab.zabwire import make_zxid
 
@@ -87,14 +95,26 @@ def test_classification_and_step_order() -> None:
 
 def test_without_entries_keeps_every_other_field() -> None:
     # Ready has a hand-written __init__ and copy (compiled builds): a field added to the class
-    # and forgotten in either would be dropped between the applier and the machine
-    values = {}
-    for i, f in enumerate(dataclasses.fields(Ready)):
-        default = getattr(Ready(), f.name)
-        values[f.name] = (
-            [object()] if isinstance(default, list) else True if default is False else i + 1
-        )
-    rd = Ready(**values)
+    # and forgotten in either would be dropped between the applier and the machine; a field
+    # missing here fails the test too. Values of each field's type (a compiled build checks).
+    scalars: dict[str, object] = {
+        "accepted_epoch": 5,
+        "current_epoch": 6,
+        "wipe": True,
+        "truncate_to": 7,
+        "snapshot_in": SnapshotIn(8, b"snap"),
+        "take_snapshot": True,
+        "role": RoleChange(ServerState.LOOKING, "why"),
+        "serving": 9,
+        "synced": 3,
+        "last_seen_config": b"config",
+    }
+    values = {
+        f.name: scalars[f.name] if f.name in scalars else [object()]
+        for f in dataclasses.fields(Ready)
+    }
+    assert all(isinstance(getattr(Ready(), k), list) for k in values if k not in scalars)
+    rd = Ready(**values)  # type: ignore[arg-type]
     assert all(getattr(rd, k) is v for k, v in values.items())
     out = rd.without_entries()
     assert out.entries == [] and rd.entries is values["entries"]
