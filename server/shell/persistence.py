@@ -32,7 +32,9 @@ reply).
   pass proposed is appended (and its sync sent, if none runs) when the pass ends. Per batch
   that saves four Trio task switches and an ``epoll_ctl`` (measured: ~9 % more closed-loop
   writes per second). The committer task still appends what is proposed outside a pass
-  (session expiry, TLS connections) and raises a failure.
+  (session expiry, TLS connections) and raises a failure. An ensemble member's poller reads
+  the helper's answers the same way (:meth:`Persistence.sync_with`; what a sync made durable
+  goes to :attr:`Persistence.on_durable`, whose pump pass runs when the poller's pass ends).
 * **Snapshots.** After ``snapCount/2 + random(snapCount/2)`` logged txns (ZooKeeper's
   randomised roll, so servers of an ensemble do not snapshot together) the log is rolled and a
   fuzzy snapshot of the live tree is taken: the tree is walked on the Trio thread in steps of a
