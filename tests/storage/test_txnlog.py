@@ -427,6 +427,55 @@ def test_recover_truncates_torn_tail(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert files.recover(d).truncated == []
 
 
+def _sparse_log(path: Path, head: bytes, size: int, last: bytes = b"") -> None:
+    """``head``, then a hole up to ``size`` (ending in ``last``), as preallocation leaves."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+        if last:
+            f.seek(size - len(last))
+            f.write(last)
+
+
+def _holes_or_skip(path: Path) -> None:
+    data, size = files.read_log_bytes(path)
+    if len(data) == size:
+        pytest.skip("this file system reports no holes (SEEK_DATA)")
+
+
+def test_read_log_bytes_leaves_out_the_preallocated_zeros(tmp_path: Path) -> None:
+    head = (V2 / "log.25").read_bytes()
+    head = head[: scan_all(head)[1].good_end]
+    size = 4 << 20
+    trizk_style, zk_style, garbage = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    _sparse_log(trizk_style, head, size)  # ftruncate
+    _holes_or_skip(trizk_style)
+    _sparse_log(zk_style, head, size, b"\0")  # FilePadding: one zero byte at the end
+    _sparse_log(garbage, head, size, b"\x42")
+    for path, whole in ((trizk_style, False), (zk_style, False), (garbage, True)):
+        data, n = files.read_log_bytes(path)
+        full = path.read_bytes()
+        assert n == size and full.startswith(data)
+        assert (len(data) == size) is whole
+        assert len(data) >= len(head) and not any(full[len(data) :])
+    # the same scan as of every byte
+    assert scan_all(files.read_log_bytes(zk_style)[0])[0] == scan_all(zk_style.read_bytes())[0]
+
+
+def test_recover_reads_a_record_torn_into_the_zeros_as_with_every_byte(tmp_path: Path) -> None:
+    d = _copy_golden(tmp_path)
+    data = (d / "log.25").read_bytes()
+    entries, _ = scan_all(data)
+    last = entries[-1]
+    _sparse_log(d / "log.25", data[: last.offset + 20], 4 << 20)
+    _holes_or_skip(d / "log.25")
+    expected = scan_all((d / "log.25").read_bytes())[1]
+    assert expected.reason is not StopReason.TORN  # the record's tail reads as zeros
+    r = files.recover(d)
+    assert r.last_zxid == 0x45
+    assert r.truncated == [(d / "log.25", last.offset, expected.detail)]
+
+
 def test_recover_refuses_mid_file_corruption(tmp_path: Path) -> None:
     d = _copy_golden(tmp_path)
     data = bytearray((d / "log.25").read_bytes())
