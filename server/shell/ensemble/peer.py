@@ -253,6 +253,7 @@ class QuorumPeer:
         self._install(role)
         self.election.update_peer_epoch(epoch_of(zxid))
         self._served = True
+        self.persistence.serving()
         self._broadcasting(now)
 
     async def _round(self) -> None:
