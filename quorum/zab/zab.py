@@ -70,7 +70,7 @@ Invariants (checked by ``tests/quorum/sim``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from mypy_extensions import mypyc_attr
@@ -222,49 +222,49 @@ class SnapshotIn:
 class Ready:
     """What a machine wants done; see the module docstring for the order."""
 
-    accepted_epoch: int | None = None
-    current_epoch: int | None = None
+    accepted_epoch: int | None
+    current_epoch: int | None
     #: learner: delete every snapshot and txn log (keep the epoch files); the replica is
     #: empty at zxid 0. Comes with ``role`` (rejoin from scratch).
-    wipe: bool = False
-    truncate_to: int | None = None
-    snapshot_in: SnapshotIn | None = None
-    take_snapshot: bool = False
-    entries: list[Entry] = field(default_factory=list)
-    messages: list[Send] = field(default_factory=list)
-    committed: list[Entry] = field(default_factory=list)
+    wipe: bool
+    truncate_to: int | None
+    snapshot_in: SnapshotIn | None
+    take_snapshot: bool
+    entries: list[Entry]
+    messages: list[Send]
+    committed: list[Entry]
     #: links to close (leader: a learner handler failed), with the reason.
-    close: list[tuple[int, str]] = field(default_factory=list)
+    close: list[tuple[int, str]]
     #: machine finished: go back to LOOKING.
-    role: RoleChange | None = None
+    role: RoleChange | None
     #: leader: established at this zxid (epoch<<32): the sequencer starts here, serve clients.
     #: learner: UPTODATE seen, serve clients (the zxid of the new epoch).
-    serving: int | None = None
+    serving: int | None
     # ---- leader -> sequencer / session tracker
     #: REQUEST packets from learners, by link (the sequencer decodes them).
-    requests: list[tuple[int, QuorumPacket]] = field(default_factory=list)
+    requests: list[tuple[int, QuorumPacket]]
     #: session touches from learners' PING replies: (session id, timeout).
-    touches: list[tuple[int, int]] = field(default_factory=list)
+    touches: list[tuple[int, int]]
     #: REVALIDATE asks: (link, session id, timeout); answer with ``Leader.revalidated``.
-    revalidate: list[tuple[int, int, int]] = field(default_factory=list)
+    revalidate: list[tuple[int, int, int]]
     # ---- learner -> front end
     #: REVALIDATE answers: (session id, valid).
-    revalidated: list[tuple[int, bool]] = field(default_factory=list)
+    revalidated: list[tuple[int, bool]]
     #: number of SYNC answers: complete that many pending client syncs, FIFO.
-    synced: int = 0
+    synced: int
     # ---- leader -> metrics
     #: sampled ACKs of outstanding proposals (``Leader.processAck``: every
     #: ``zookeeper.leader.ackLoggingFrequency``-th zxid): (sid, the proposal's entry)
-    acks: list[tuple[int, bytes]] = field(default_factory=list)
+    acks: list[tuple[int, bytes]]
     # ---- dynamic reconfig -> the member's configuration
     #: a config string proposed but not activated, to keep as the last seen configuration
     #: (``QuorumPeer.setLastSeenQuorumVerifier(qv, true)``: the ``.dynamic.next`` file): the
     #: leader's version-bumped config (ZOOKEEPER-1783), a learner's NEWLEADER config
-    last_seen_config: bytes | None = None
+    last_seen_config: bytes | None
     #: reconfigs committed, in zxid order (after ``committed`` is applied): activate each
     #: (``QuorumPeer.processReconfig``); a learner whose leader or role changes with it
     #: finishes its role right after (``role``)
-    activated: list[Activation] = field(default_factory=list)
+    activated: list[Activation]
 
     def __init__(
         self,

@@ -173,7 +173,7 @@ def _stored_end(fd: int, size: int) -> int:
             extents.append((start, pos))
         while extents and extents[-1][1] - extents[-1][0] <= _ZERO_EXTENT_CHECK:
             start, stop = extents[-1]
-            if os.pread(fd, stop - start, start).count(0) != stop - start:
+            if not txnlog.all_zero(memoryview(os.pread(fd, stop - start, start))):
                 break
             extents.pop()  # a block of zeros (FilePadding's last byte)
     except OSError:
@@ -571,13 +571,13 @@ def recover(
         scanner = LogScanner(data)
         try:
             entries = list(scanner)
-            if scanner.stop is not None and scanner.stop.reason is StopReason.TORN:
-                if len(data) < size:
-                    # a record runs into the zeros left unread: scan the whole file, so that
-                    # the stop is classified as with every byte (a checksum or EOR failure)
-                    data = read_bytes(path)
-                    scanner = LogScanner(data)
-                    entries = list(scanner)
+            torn = scanner.stop is not None and scanner.stop.reason is StopReason.TORN
+            if torn and len(data) < size:
+                # a record runs into the zeros left unread: scan the whole file, so that the
+                # stop is classified as with every byte (a checksum or EOR failure)
+                data = read_bytes(path)
+                scanner = LogScanner(data)
+                entries = list(scanner)
         except txnlog.LogFormatError as e:
             raise UnrecoverableDataDir(f"{path}: {e}") from None
         stop = scanner.stop

@@ -273,16 +273,21 @@ class _Pump(Pump):
         self.applied.append(plan.ready)
 
 
+def _pump() -> tuple[_Peer, _Machine, _Pump]:
+    """A pump over a machine stand-in, its applier started."""
+    peer = _Peer()
+    machine = _Machine()
+    peer.applier.start(machine)
+    return peer, machine, _Pump(peer)
+
+
 def _entries(z: int) -> Ready:
     return Ready(entries=[Entry(z, b"txn")])
 
 
 async def test_run_now_handles_readies_in_the_callers_task_and_only_kicks_when_it_cannot() -> None:
     with trio.fail_after(DEADLINE):
-        peer = _Peer()
-        machine = _Machine()
-        peer.applier.start(machine)
-        pump = _Pump(peer)
+        peer, machine, pump = _pump()
         machine.readies.append(_entries(1))
         pump.run_now()  # the pump task is not running: a kick, nothing handled
         assert peer.kicks == 1 and not pump.sent
@@ -301,10 +306,7 @@ async def test_run_now_handles_readies_in_the_callers_task_and_only_kicks_when_i
 
 async def test_run_now_inside_a_client_pass_waits_for_its_end() -> None:
     with trio.fail_after(DEADLINE):
-        peer = _Peer()
-        machine = _Machine()
-        peer.applier.start(machine)
-        pump = _Pump(peer)
+        peer, machine, pump = _pump()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(pump.pump)
             await trio.testing.wait_all_tasks_blocked()
@@ -404,10 +406,7 @@ async def test_a_failure_in_a_pollers_pass_is_raised_by_the_links_reader() -> No
 
 async def test_a_barrier_is_left_to_the_pump_task() -> None:
     with trio.fail_after(DEADLINE):
-        peer = _Peer()
-        machine = _Machine()
-        peer.applier.start(machine)
-        pump = _Pump(peer)
+        peer, machine, pump = _pump()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(pump.pump)
             await trio.testing.wait_all_tasks_blocked()
@@ -429,10 +428,7 @@ async def test_a_barrier_is_left_to_the_pump_task() -> None:
 
 async def test_an_error_in_another_tasks_pass_is_raised_by_the_pump_task() -> None:
     with trio.fail_after(DEADLINE):
-        peer = _Peer()
-        machine = _Machine()
-        peer.applier.start(machine)
-        pump = _Pump(peer)
+        _, machine, pump = _pump()
 
         async def fail_from_another_task() -> None:
             await trio.testing.wait_all_tasks_blocked()
